@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Bootstrap and run skuferry's jobs with nothing but Python 3.11+.
+
+    python3 dev.py demo      # the embedded default: sandbox API + sample catalog
+    python3 dev.py test      # the whole test suite
+    python3 dev.py lint      # ruff + mypy
+    python3 dev.py bench     # benchmarks (prints figures; slow)
+
+It creates ``.venv`` beside this file on first use and reinstalls when
+pyproject.toml changes; everything else is the venv's own tools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".skuferry-installed"
+
+
+def _python() -> Path:
+    return BIN / ("python.exe" if os.name == "nt" else "python")
+
+
+def ensure_venv() -> None:
+    if sys.version_info < (3, 11):
+        sys.exit(f"skuferry needs Python 3.11 or newer (this is {sys.version.split()[0]})")
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted and _python().exists():
+        return
+    if not _python().exists():
+        print("dev.py: creating .venv", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("dev.py: installing skuferry and its dev tools into .venv", file=sys.stderr)
+    subprocess.run(
+        [str(_python()), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True
+    )
+    subprocess.run(
+        [str(_python()), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[dev]"], check=True
+    )
+    STAMP.write_text(wanted)
+
+
+def run(*argv: str) -> int:
+    return subprocess.run([str(_python()), *argv], cwd=ROOT, check=False).returncode
+
+
+def main() -> int:
+    args = sys.argv[1:] or ["help"]
+    job, rest = args[0], args[1:]
+    if job in {"help", "-h", "--help"}:
+        print(__doc__)
+        return 0
+    ensure_venv()
+    if job == "demo":
+        return run("-m", "skuferry", "demo", *rest)
+    if job == "test":
+        return run("-m", "pytest", *rest)
+    if job == "lint":
+        return run("-m", "ruff", "check", ".") or run("-m", "mypy")
+    if job == "bench":
+        return run("-m", "bench", *rest)
+    if job == "skuferry":
+        return run("-m", "skuferry", *rest)
+    print(f"dev.py: unknown job {job!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+from skuferry.cli import main
+
+main()

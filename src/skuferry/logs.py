@@ -1,0 +1,59 @@
+"""Logging: structlog everywhere, configured here and only here.
+
+Events have dotted names (``sync.create.failed``) and key/value fields. On a
+terminal they render for people; otherwise (journald, cron mail, CI) as one JSON
+object per line on stderr, so stdout stays free for ``--json`` summaries.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+_REDACT_KEYS = frozenset({"api_key", "authorization", "token", "password", "secret"})
+
+
+def _redact(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    # Defence in depth: no event should carry a secret, but if a field is named like one
+    # it is masked before any renderer sees it.
+    for k in list(event):
+        if k.lower() in _REDACT_KEYS:
+            event[k] = "***"
+    return event
+
+
+def configure(
+    *, level: str = "info", json: bool | None = None, stream: TextIO | None = None
+) -> None:
+    """Configure structlog; ``json=None`` picks JSON unless the stream is a terminal."""
+    out = stream if stream is not None else sys.stderr
+    use_json = (not out.isatty()) if json is None else json
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if use_json
+        else structlog.dev.ConsoleRenderer(colors=out.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get(name: str | None = None) -> Any:
+    """A bound logger; ``name`` becomes the ``logger`` field."""
+    log = structlog.get_logger()
+    return log.bind(logger=name) if name else log

@@ -1,0 +1,138 @@
+"""The state file's schema and its migrations.
+
+One SQLite file holds the mirror (products, intents, runs) and the shared rate
+budgets. Migrations are numbered and recorded in ``PRAGMA user_version``, so an
+older state file is upgraded in place and a newer one is refused, never misread.
+Add a migration by appending to ``MIGRATIONS``; never edit a released one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from skuferry.errors import StateError
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _run(conn: sqlite3.Connection, script: str) -> None:
+    # executescript() would COMMIT the migration's transaction; run statements one by one.
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _m1_initial(conn: sqlite3.Connection) -> None:
+    _run(
+        conn,
+        """
+        CREATE TABLE products (
+            key TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            digest TEXT,
+            payload TEXT,
+            remote_id TEXT,
+            last_error TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            source_line INTEGER,
+            first_seen REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            synced_at REAL
+        );
+        CREATE INDEX products_state ON products(state);
+
+        CREATE TABLE intents (
+            key TEXT PRIMARY KEY,
+            digest TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            run_id INTEGER,
+            started_at REAL NOT NULL
+        );
+
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            started_at REAL NOT NULL,
+            finished_at REAL,
+            status TEXT NOT NULL,
+            exit_code INTEGER,
+            summary TEXT
+        );
+
+        CREATE TABLE meta (
+            name TEXT PRIMARY KEY,
+            value TEXT
+        );
+
+        CREATE TABLE budget_bucket (
+            tier TEXT PRIMARY KEY,
+            tokens REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            blocked_until REAL NOT NULL DEFAULT 0
+        );
+
+        CREATE TABLE budget_sends (
+            tier TEXT NOT NULL,
+            ts REAL NOT NULL
+        );
+        CREATE INDEX budget_sends_tier_ts ON budget_sends(tier, ts);
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [_m1_initial]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(path: Path | str, *, timeout_s: float = 30.0) -> sqlite3.Connection:
+    """Open the state file (created if missing) with the pragmas every user needs.
+
+    ``isolation_level=None``: callers manage transactions explicitly
+    (``BEGIN IMMEDIATE`` for read-modify-write), so nothing commits by accident.
+    """
+    try:
+        conn = sqlite3.connect(
+            str(path), timeout=timeout_s, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA temp_store=FILE")
+    except sqlite3.Error as exc:
+        raise StateError(f"cannot open state file {path}: {exc}") from exc
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, *, path: Path | str = "state") -> int:
+    """Bring the schema up to ``SCHEMA_VERSION``; return the version found before."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if found > SCHEMA_VERSION:
+            conn.execute("ROLLBACK")
+            raise StateError(
+                f"state file {path} has schema version {found}, newer than this "
+                f"skuferry understands ({SCHEMA_VERSION}); upgrade skuferry"
+            )
+        for number in range(found, SCHEMA_VERSION):
+            MIGRATIONS[number](conn)
+            conn.execute(f"PRAGMA user_version = {number + 1}")
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StateError(f"cannot migrate state file {path}: {exc}") from exc
+    return found
+
+
+def open_state(path: Path | str) -> sqlite3.Connection:
+    """Open and migrate the state file, creating its folder when missing."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(f"cannot create the state folder {p.parent}: {exc}") from exc
+    conn = connect(p)
+    migrate(conn, path=p)
+    return conn
