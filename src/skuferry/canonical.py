@@ -1,0 +1,65 @@
+"""Canonical JSON: one byte string per payload, for hashing and for the wire.
+
+Decimals (``decimal.Decimal``) are written as JSON numbers with exactly the
+digits the source gave ("19.90" stays 19.90): json.dumps would go through
+float and round. Keys are sorted, separators compact, text is UTF-8.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from typing import Any
+
+_encode_str = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def dumps(value: Any) -> str:
+    """Serialize ``value`` canonically (sorted keys, no spaces, decimals verbatim)."""
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"not a finite number: {value}")
+        return str(value)
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return "{" + ",".join(f"{_encode_str(str(k))}:{dumps(v)}" for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(dumps(v) for v in value) + "]"
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"not a finite number: {value}")
+        return repr(value)
+    return _encode_str(value)
+
+
+def digest(payload: dict[str, Any]) -> str:
+    """The sha256 hex digest of the canonical form: equal payloads, equal digests."""
+    return hashlib.sha256(dumps(payload).encode("utf-8")).hexdigest()
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON keeping numbers with a fraction or exponent as Decimal (no rounding)."""
+    return json.loads(text, parse_float=Decimal)
+
+
+def same_value(sent: Any, found: Any) -> bool:
+    """Whether a value read back from the remote equals what skuferry sent.
+
+    Numbers compare by value (19.90 == 19.9, 5 == 5.0), so a server that
+    normalises numbers is not mistaken for drift; bool is never a number.
+    """
+    if isinstance(sent, bool) or isinstance(found, bool):
+        return type(sent) is type(found) and sent == found
+    if isinstance(sent, int | float | Decimal) and isinstance(found, int | float | Decimal):
+        return Decimal(str(sent)) == Decimal(str(found))
+    if isinstance(sent, dict) and isinstance(found, dict):
+        return sent.keys() == found.keys() and all(same_value(v, found[k]) for k, v in sent.items())
+    if isinstance(sent, list) and isinstance(found, list):
+        return len(sent) == len(found) and all(same_value(a, b) for a, b in zip(sent, found, strict=True))
+    return bool(sent == found)
+
+
+def differs(payload: dict[str, Any], remote: dict[str, Any]) -> list[str]:
+    """The fields skuferry sends whose remote value differs (fields it does not send are ignored)."""
+    return [k for k, v in payload.items() if k not in remote or not same_value(v, remote[k])]
