@@ -11,6 +11,7 @@ place. Nothing below prints or exits.
     │   ├── EmptySourceRefused
     │   └── ChangeGuardTripped
     ├── LockHeld                        75  another run holds the state lock
+    ├── Interrupted                     130 SIGTERM/SIGINT: in-flight work committed, run cut short
     ├── StateError                      3   the state file cannot be opened or is too new
     ├── SourceError                     3   the source cannot be opened or read to the end
     └── ApiError                        3 when it ends a run, else per product
@@ -40,6 +41,7 @@ EXIT_PARTIAL = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 EXIT_TEMPFAIL = 75
+EXIT_INTERRUPTED = 130
 
 
 class SkuferryError(Exception):
@@ -78,6 +80,12 @@ class ChangeGuardTripped(SafetyStop):
 
 class LockHeld(SkuferryError):
     exit_code = EXIT_TEMPFAIL
+
+
+class Interrupted(SkuferryError):
+    """A stop was requested (SIGTERM/SIGINT); whatever was in flight has been committed."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 class StateError(SkuferryError):

@@ -96,7 +96,8 @@ def connect(path: Path | str, *, timeout_s: float = 30.0) -> sqlite3.Connection:
             str(path), timeout=timeout_s, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a committed write intent must survive power loss, not only kill -9.
+        conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA temp_store=FILE")
     except sqlite3.Error as exc:
