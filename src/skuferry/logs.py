@@ -53,7 +53,21 @@ def configure(
     )
 
 
+class _Named:
+    """A logger that binds ``logger=name`` at each call, not at import.
+
+    ``structlog.get_logger().bind(...)`` assembles a concrete logger at once, so a
+    module-level ``log = get(__name__)`` would keep the config of import time and
+    ignore a later ``configure()`` (level, JSON, stream).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(structlog.get_logger().bind(logger=self._name), attr)
+
+
 def get(name: str | None = None) -> Any:
-    """A bound logger; ``name`` becomes the ``logger`` field."""
-    log = structlog.get_logger()
-    return log.bind(logger=name) if name else log
+    """A logger that follows the current configuration; ``name`` becomes the ``logger`` field."""
+    return _Named(name) if name else structlog.get_logger()

@@ -1,0 +1,220 @@
+"""The verbs: parse, call the core, report; every error becomes a message and an exit code here.
+
+    sync   one run              plan   sync --dry-run
+    run    the daemon           status what the mirror knows
+    check  config, source, one authenticated read
+    demo   the embedded default (sandbox API + sample catalog)
+    sandbox  serve the local stand-in of the CMS API
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from skuferry import __version__, errors, logs
+from skuferry.models import RunSummary
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+config_option = click.option(
+    "--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SKUFERRY_CONFIG", show_envvar=True, help="The TOML config file.",
+)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"skuferry: {message}", err=True)
+    sys.exit(code)
+
+
+def guarded(fn: F) -> F:
+    """Map every failure to one message and the contract's exit code: the only place that does."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        quiet = bool(kwargs.get("quiet"))
+        try:
+            return fn(*args, **kwargs)
+        except errors.LockHeld as exc:
+            if not quiet:
+                click.echo(f"skuferry: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except errors.ConfigError as exc:
+            click.echo("skuferry: the configuration has problems:", err=True)
+            for problem in exc.problems:
+                click.echo(f"  {problem}", err=True)
+            sys.exit(exc.exit_code)
+        except errors.AuthError as exc:
+            _fail(f"the API key was refused ({exc}); check [api] api_key / SKUFERRY_API_KEY", exc.exit_code)
+        except errors.Unreachable as exc:
+            _fail(f"the API could not be reached: {exc}", exc.exit_code)
+        except errors.SkuferryError as exc:
+            _fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", errors.EXIT_INTERRUPTED)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="skuferry")
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto",
+              help="Log rendering; auto = console on a terminal, JSON otherwise.")
+@click.pass_context
+def main(ctx: click.Context, verbose: int, log_format: str) -> None:
+    """Keep a CMS product catalog in step with an ERP/PIM source."""
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+    ctx.obj["log_format"] = log_format
+
+
+def _configure_logs(ctx: click.Context, *, quiet: bool = False) -> None:
+    verbose = ctx.find_root().obj.get("verbose", 0) if ctx.find_root().obj else 0
+    fmt = ctx.find_root().obj.get("log_format", "auto") if ctx.find_root().obj else "auto"
+    on_tty = sys.stderr.isatty()
+    level = "debug" if verbose >= 2 else "info" if verbose == 1 or not on_tty else "warning"
+    if quiet:
+        level = "warning"
+    logs.configure(level=level, json=None if fmt == "auto" else fmt == "json")
+
+
+def _settings(config_path: Path | None) -> Any:
+    from skuferry.settings import load_settings
+
+    return load_settings(config_path)
+
+
+@main.command()
+@config_option
+@click.option("--dry-run", is_flag=True, help="Plan only: change nothing, remote or local.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing unless something is wrong (for cron).")
+@click.option("--verify", is_flag=True, help="Walk the remote to find products deleted or edited there.")
+@click.option("--force", is_flag=True, help="Write even when the change guard would stop the run.")
+@click.option("--allow-empty-source", is_flag=True, help="Accept an empty source while the mirror holds products.")
+@click.pass_context
+@guarded
+def sync(
+    ctx: click.Context, config_path: Path | None, dry_run: bool, as_json: bool, quiet: bool,
+    verify: bool, force: bool, allow_empty_source: bool,
+) -> None:
+    """One run: pull, diff, check-then-create/update, report."""
+    _sync(ctx, config_path, dry_run=dry_run, as_json=as_json, quiet=quiet, verify=verify,
+          force=force, allow_empty_source=allow_empty_source)
+
+
+@main.command("plan")
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout.")
+@click.pass_context
+@guarded
+def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool) -> None:
+    """What a sync would do (same as sync --dry-run); changes nothing."""
+    _sync(ctx, config_path, dry_run=True, as_json=as_json, quiet=False, verify=False,
+          force=True, allow_empty_source=False)
+
+
+def _sync(ctx: click.Context, config_path: Path | None, *, dry_run: bool, as_json: bool,
+          quiet: bool, verify: bool, force: bool, allow_empty_source: bool) -> None:
+    from skuferry import engine, report
+
+    _configure_logs(ctx, quiet=quiet)
+    settings = _settings(config_path)
+    stop = threading.Event()
+    with report.progress(enabled=not quiet and sys.stderr.isatty()) as on_progress:
+        try:
+            summary = engine.run_once(
+                settings, dry_run=dry_run, verify=verify, force=force,
+                allow_empty_source=allow_empty_source, stop=stop, on_progress=on_progress,
+            )
+        except KeyboardInterrupt:
+            stop.set()
+            raise
+    _finish(summary, as_json=as_json, quiet=quiet)
+
+
+def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
+    from skuferry import engine, report
+
+    code = engine.exit_code(summary)
+    if as_json:
+        click.echo(json.dumps(summary.as_json(), ensure_ascii=False))
+    elif not quiet or code != errors.EXIT_OK:
+        report.print_summary(summary, stream=sys.stdout if not quiet else sys.stderr)
+    sys.exit(code)
+
+
+@main.command()
+@config_option
+@click.pass_context
+@guarded
+def run(ctx: click.Context, config_path: Path | None) -> None:
+    """The daemon: sync on the configured schedule until SIGTERM/SIGINT."""
+    from skuferry import daemon
+
+    _configure_logs(ctx)
+    sys.exit(daemon.serve(config_path))
+
+
+@main.command()
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
+@click.option("--limit", default=20, show_default=True, help="How many rejected products and runs to list.")
+@click.pass_context
+@guarded
+def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: int) -> None:
+    """What the mirror knows: counts per state, last runs, rejected products, open intents."""
+    from skuferry import report
+
+    _configure_logs(ctx)
+    settings = _settings(config_path)
+    data = report.collect_status(settings, limit=limit)
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, default=str))
+    else:
+        report.print_status(data)
+
+
+@main.command()
+@config_option
+@click.pass_context
+@guarded
+def check(ctx: click.Context, config_path: Path | None) -> None:
+    """Validate the config, read the source, make one authenticated read against the API."""
+    from skuferry import report
+
+    _configure_logs(ctx)
+    settings = _settings(config_path)
+    report.check(settings)
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the sandbox running after the demo until Ctrl-C.")
+@click.pass_context
+@guarded
+def demo(ctx: click.Context, keep: bool) -> None:
+    """The embedded default: a local sandbox API and the shipped sample catalog."""
+    from skuferry import demo as demo_mod
+
+    _configure_logs(ctx, quiet=True)
+    sys.exit(demo_mod.run_demo(keep=keep))
+
+
+def _register_sandbox() -> None:
+    try:
+        from skuferry.sandbox.cli import sandbox_command
+    except ImportError:  # pragma: no cover - the sandbox package is part of skuferry
+        return
+    main.add_command(sandbox_command, "sandbox")
+
+
+_register_sandbox()

@@ -1,0 +1,167 @@
+"""`skuferry demo`: the embedded default, end to end on this machine.
+
+Starts the sandbox API on a free loopback port, writes a config and a state
+file in a temporary folder, syncs the shipped sample catalog (with its broken
+rows), changes a few products and syncs again, then says what to do next.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from skuferry import engine, report
+from skuferry.models import RunSummary
+from skuferry.settings import load_settings
+
+DEMO_KEY = "demo-key"
+DEMO_WRITE_PER_MINUTE = 1200  # the spec's write tier is 60/min per key; raised so the demo takes seconds
+CHANGED = 5
+
+
+def catalog_path() -> Path:
+    """The shipped sample catalog (examples/catalog.csv in a clone)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "examples" / "catalog.csv"
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("examples/catalog.csv not found beside this skuferry checkout")
+
+
+CONFIG = """\
+# Written by `skuferry demo`; a real config is config.example.toml in the repository.
+[api]
+base_url = "{url}"
+api_key = "{key}"
+timeout_s = 10
+update_method = "patch"
+
+[source]
+type = "csv"
+path = "catalog.csv"
+
+[mapping]
+key = "sku"
+[mapping.fields]
+sku = "SKU"
+name = "Name"
+description = "Description"
+price = {{ column = "Price", type = "decimal" }}
+currency = "Currency"
+stock = {{ column = "Stock", type = "integer" }}
+ean = "EAN"
+category = "Category"
+
+[budget]
+read_per_minute = {reads}
+write_per_minute = {writes}
+
+[state]
+path = "skuferry.db"
+"""
+
+
+def run_demo(*, keep: bool = False, workdir: Path | None = None, console: Console | None = None) -> int:
+    from skuferry.sandbox import Sandbox, SandboxConfig
+
+    out = console or Console(highlight=False)
+    folder = workdir or Path(tempfile.mkdtemp(prefix="skuferry-demo-"))
+    shutil.copyfile(catalog_path(), folder / "catalog.csv")
+    config = SandboxConfig(
+        keys={DEMO_KEY: "demo"},
+        key_limits={"read": 1800, "write": DEMO_WRITE_PER_MINUTE},
+        workspace_limits={"read": 3600, "write": DEMO_WRITE_PER_MINUTE * 2},
+        updates="both",
+    )
+    with Sandbox(config) as sandbox:
+        out.print(f"[bold]skuferry demo[/bold]: sandbox CMS API at {sandbox.url}")
+        out.print(
+            f"  its write limit is raised to {DEMO_WRITE_PER_MINUTE}/min for the demo "
+            "(the real API allows 60/min per key), so this takes seconds"
+        )
+        out.print(f"  state and config in {folder}\n")
+        config_file = folder / "skuferry.toml"
+        config_file.write_text(CONFIG.format(url=sandbox.url, key=DEMO_KEY, reads=1800,
+                                             writes=DEMO_WRITE_PER_MINUTE))
+        settings = load_settings(config_file, env={})
+
+        out.print("[bold]1. first sync[/bold] of examples/catalog.csv (with a few broken rows):")
+        first = _sync(settings)
+        report.print_summary(first, stream=out.file)
+
+        changed = _change_prices(folder / "catalog.csv", CHANGED)
+        out.print(f"\n[bold]2. changed the price of {len(changed)} products[/bold] "
+                  f"({', '.join(changed)}) and synced again:")
+        second = _sync(settings)
+        report.print_summary(second, stream=out.file)
+
+        stats = sandbox.stats()
+        products = sandbox.products("demo")
+        keys = [p.get("sku") for p in products]
+        dupes = len(keys) - len(set(keys))
+        out.print(f"\nthe sandbox now holds {len(products)} products, {dupes} duplicate keys; "
+                  f"it answered {_total_429(stats)} rate-limit refusals (429).")
+        ok = dupes == 0 and second.updated == len(changed) and second.created == 0
+        out.print(
+            "\n[bold]next:[/bold] copy config.example.toml, point [api] base_url at your workspace, "
+            "put the key in SKUFERRY_API_KEY or a file, then:\n"
+            "  skuferry check --config my.toml    # config, source, one authenticated read\n"
+            "  skuferry plan  --config my.toml    # what would change, with an ETA\n"
+            "  skuferry sync  --config my.toml    # do it"
+        )
+        if keep:
+            out.print(f"\nsandbox still serving at {sandbox.url} (key {DEMO_KEY}); Ctrl-C to stop")
+            _wait_forever()
+    return 0 if ok else 1
+
+
+def _sync(settings: object) -> RunSummary:
+    from skuferry.settings import Settings
+
+    assert isinstance(settings, Settings)
+    with report.progress(enabled=True) as on_progress:
+        return engine.run_once(settings, on_progress=on_progress)
+
+
+def _change_prices(path: Path, count: int) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    fields = list(rows[0])
+    changed: list[str] = []
+    for row in rows[3::40]:
+        if len(changed) == count:
+            break
+        try:
+            row["Price"] = f"{float(row['Price']) + 1:.2f}"
+        except ValueError:
+            continue
+        changed.append(row["SKU"])
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+    return changed
+
+
+def _total_429(stats: object) -> int:
+    data = stats if isinstance(stats, dict) else getattr(stats, "__dict__", {})
+    value = data.get("rate_limited") or data.get("responses_429") or 0
+    if isinstance(value, dict):
+        return int(sum(value.values()))
+    return int(value)
+
+
+def _wait_forever() -> None:
+    import threading
+
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        return

@@ -1,0 +1,227 @@
+"""What a run ended with, and the Prometheus textfile that records it.
+
+``RunOutcome`` is how the watchers (this textfile, the monitoring pings, the
+systemd STATUS line) see one run, whether the engine returned a summary or
+raised. ``record_run`` rewrites ``[metrics] textfile`` for node_exporter's
+textfile collector after every run, atomically (a temporary file in the same
+directory, then ``os.replace``) so the collector never reads half a file.
+
+Counters must survive restarts and one-shot runs (cron, the sync timer), so
+the previous values are read back from the file itself: the file is the only
+state. A missing or unreadable file starts the counters at zero, which
+Prometheus reads as a counter reset, exactly what it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from skuferry import logs
+from skuferry.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_TEMPFAIL,
+    SkuferryError,
+)
+from skuferry.models import RunSummary
+
+log = logs.get(__name__)
+
+EXIT_SOFTWARE = 70  # an unexpected exception (a bug), as sysexits.h names it
+
+RESULTS = ("success", "partial", "failed", "locked", "interrupted")
+TIERS = ("read", "write")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """One finished run: its exit code, timing, and the summary or the error."""
+
+    exit_code: int
+    duration_s: float
+    finished_at: float  # unix time
+    summary: RunSummary | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_summary(
+        cls, summary: RunSummary, *, duration_s: float, finished_at: float
+    ) -> RunOutcome:
+        if summary.interrupted:
+            code = EXIT_INTERRUPTED
+        else:
+            code = EXIT_OK if summary.clean else EXIT_PARTIAL
+        return cls(code, duration_s, finished_at, summary=summary)
+
+    @classmethod
+    def from_error(
+        cls, exc: BaseException, *, duration_s: float, finished_at: float
+    ) -> RunOutcome:
+        code = exc.exit_code if isinstance(exc, SkuferryError) else EXIT_SOFTWARE
+        message = str(exc) or type(exc).__name__
+        return cls(code, duration_s, finished_at, error=message)
+
+    @property
+    def result(self) -> str:
+        """The ``result`` label: success, partial, failed, locked or interrupted."""
+        return {
+            EXIT_OK: "success",
+            EXIT_PARTIAL: "partial",
+            EXIT_TEMPFAIL: "locked",
+            EXIT_INTERRUPTED: "interrupted",
+        }.get(self.exit_code, "failed")
+
+    @property
+    def completed(self) -> bool:
+        """The run went through the whole catalog (some products may still be rejected)."""
+        return self.exit_code in (EXIT_OK, EXIT_PARTIAL)
+
+    def one_line(self) -> str:
+        """A human summary for systemd's STATUS= and logs."""
+        if self.summary is not None:
+            s = self.summary
+            counts = (
+                f"{s.created} created, {s.updated} updated, {s.adopted} adopted, "
+                f"{s.unchanged} unchanged, {s.rejected} rejected, {s.failed} failed"
+            )
+            return f"{self.result} (exit {self.exit_code}): {counts} in {self.duration_s:.1f}s"
+        first_line = (self.error or "").splitlines()[0] if self.error else "no details"
+        return f"{self.result} (exit {self.exit_code}): {first_line}"
+
+
+_SAMPLE = re.compile(r'^(skuferry_[a-z_]+)(?:\{[a-z_]+="((?:[^"\\]|\\.)*)"\})?\s+(\S+)\s*$')
+
+
+def parse_samples(text: str) -> dict[tuple[str, str | None], float]:
+    """The samples of a textfile this module wrote: (metric, label value) -> value."""
+    samples: dict[tuple[str, str | None], float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        name, label, raw = match.groups()
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        samples[(name, _unescape(label) if label is not None else None)] = value
+    return samples
+
+
+def render(
+    previous: Mapping[tuple[str, str | None], float],
+    outcome: RunOutcome,
+    products: Mapping[str, int] | None,
+) -> str:
+    """The new textfile: previous counters plus this run, gauges from this run. Pure."""
+
+    def labelled(metric: str) -> dict[str, float]:
+        return {label: v for (name, label), v in previous.items() if name == metric and label}
+
+    runs = {result: 0.0 for result in RESULTS} | labelled("skuferry_runs_total")
+    runs[outcome.result] = runs.get(outcome.result, 0.0) + 1
+    requests = {tier: 0.0 for tier in TIERS} | labelled("skuferry_requests_total")
+    rate_limited = previous.get(("skuferry_rate_limited_total", None), 0.0)
+    if outcome.summary is not None:
+        for tier, count in outcome.summary.requests.items():
+            requests[tier] = requests.get(tier, 0.0) + count
+        rate_limited += outcome.summary.rate_limited
+    states = (
+        {state: float(n) for state, n in products.items()}
+        if products is not None
+        else labelled("skuferry_products")  # no fresh counts: the mirror is as last seen
+    )
+    last_success = previous.get(("skuferry_last_success_timestamp_seconds", None))
+    if outcome.completed:
+        last_success = outcome.finished_at
+
+    out: list[str] = []
+    _family(out, "skuferry_runs_total", "counter", "Sync runs finished, by result.",
+            "result", runs)
+    _family(out, "skuferry_products", "gauge", "Products in the local mirror, by state.",
+            "state", states)
+    _family(out, "skuferry_requests_total", "counter", "API requests sent, by budget tier.",
+            "tier", requests)
+    _family(out, "skuferry_rate_limited_total", "counter",
+            "API answers of 429 RATE_LIMITED.", None, {"": rate_limited})
+    _family(out, "skuferry_last_run_duration_seconds", "gauge",
+            "Wall time of the last run.", None, {"": outcome.duration_s})
+    if last_success is not None:
+        _family(out, "skuferry_last_success_timestamp_seconds", "gauge",
+                "Unix time the last run that went through the whole catalog ended.",
+                None, {"": last_success})
+    _family(out, "skuferry_last_run_exit_code", "gauge",
+            "Exit code of the last run (0 ok, 1 partial, 2 config, 3 unreachable, "
+            "75 locked, 130 interrupted, 70 internal error).",
+            None, {"": float(outcome.exit_code)})
+    return "\n".join(out) + "\n"
+
+
+def record_run(
+    path: Path, outcome: RunOutcome, *, products: Mapping[str, int] | None = None
+) -> bool:
+    """Fold ``outcome`` into the textfile at ``path``; False (and logged) if it cannot be written.
+
+    Never raises: metrics are for watching a run, never a reason to fail one.
+    """
+    try:
+        previous = parse_samples(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        previous = {}
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("metrics.read.failed", path=str(path), error=str(exc))
+        previous = {}
+    try:
+        write_atomically(path, render(previous, outcome, products))
+    except OSError as exc:
+        log.warning("metrics.write.failed", path=str(path), error=exc.strerror or str(exc))
+        return False
+    return True
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that readers see the old or the new file, never half."""
+    # The dot prefix and .tmp suffix keep node_exporter (which reads *.prom) off the temp file.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp makes 0600; the collector runs as another user, and metrics are not secret.
+        os.chmod(tmp, 0o644)  # noqa: S103 - world-readable on purpose, see above
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _family(
+    out: list[str], name: str, kind: str, help_text: str, label: str | None,
+    values: Mapping[str, float],
+) -> None:
+    out.append(f"# HELP {name} {help_text}")
+    out.append(f"# TYPE {name} {kind}")
+    for key in sorted(values):
+        suffix = f'{{{label}="{_escape(key)}"}}' if label else ""
+        out.append(f"{name}{suffix} {_number(values[key])}")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)

@@ -1,0 +1,140 @@
+"""The planner: source records x mirror -> actions. Pure: no I/O, no clock.
+
+``decide()`` is the rule for one product against what the mirror knows;
+``plan()`` streams a whole catalog through it, rejects bad records and
+duplicate keys, and finally marks keys that left the source as gone.
+
+Who may POST without a lookup: only a create whose absence on the remote is
+known, i.e. a full remote walk was recorded (``walked``) and nothing about the
+key says "it may be there" (an open intent, a PENDING or DUPLICATE row).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any
+
+from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, State
+
+# Rows in these states may stand for a product already on the remote that the
+# mirror cannot point to: a create must look it up before it may POST.
+_MAY_EXIST = frozenset({State.PENDING, State.DUPLICATE})
+# States whose ``digest`` is what the remote holds and where nothing was left in
+# doubt, so an equal source digest means nothing to send.
+_IN_STEP_WHEN_EQUAL = frozenset({State.SYNCED, State.DRIFT, State.GONE})
+
+# A key repeated in the source is named with the field that differs when the
+# first payload is still at hand; a bounded cache keeps memory flat.
+PAYLOAD_CACHE_SIZE = 4096
+_REJECTED_IN_RUN = ""  # seen-digest marker: this key is rejected for the rest of the run
+
+
+def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
+    """What to do with ``product`` given the mirror's ``row`` for its key.
+
+    ``row.digest`` is the digest last confirmed on the remote, except for a
+    REJECTED row, where it is the digest the API (or mapping) refused.
+    """
+
+    def create(*, lookup: bool = False) -> Action:
+        return Action(
+            Kind.CREATE, product.key, product, line=product.line,
+            lookup_first=lookup or not walked,
+        )
+
+    def update(remote_id: str) -> Action:
+        return Action(Kind.UPDATE, product.key, product, remote_id=remote_id, line=product.line)
+
+    def unchanged() -> Action:
+        return Action(Kind.UNCHANGED, product.key, product, remote_id=row.remote_id if row else None,
+                      line=product.line)
+
+    if row is None:
+        return create()
+    if row.intent_digest is not None:
+        return create(lookup=True)  # a POST may have landed: resolve by lookup, never re-POST blind
+    if row.state is State.REJECTED:
+        if row.digest == product.digest:
+            return Action(Kind.STILL_REJECTED, product.key, product, line=product.line,
+                          reason=row.last_error)
+        return update(row.remote_id) if row.remote_id else create()
+    if row.state is State.DUPLICATE:
+        return create(lookup=True)  # the engine re-checks the remote before anything else
+    if row.remote_id is not None:
+        if row.state in _IN_STEP_WHEN_EQUAL and row.digest == product.digest:
+            return unchanged()
+        return update(row.remote_id)
+    return create(lookup=row.state in _MAY_EXIST)
+
+
+def plan(
+    records: Iterable[Product | BadRecord],
+    mirror: Mapping[str, MirrorRow],
+    *,
+    walked: bool,
+    mirror_keys: Iterable[str] | None = None,
+    seen: MutableMapping[str, tuple[str, int]] | None = None,
+) -> Iterator[Action]:
+    """Stream the actions that bring the remote in step with ``records``.
+
+    The LAST action yielded for a key supersedes every earlier one: consumers
+    keep one action per key (a dict, or a table keyed by key) and act only once
+    the plan is exhausted. This is how a duplicate key found late in the source
+    turns an already planned write into a REJECT; once a key conflicts it stays
+    rejected for the run. REJECTs of records without a key have ``key=None``
+    and are kept by line instead.
+
+    - a BadRecord -> REJECT(key, line, reason);
+    - a key repeated with the same digest -> the repeat is ignored; with a
+      different digest (or as a bad record) -> REJECT for the key, naming both
+      lines and, when known, a differing field;
+    - after the records: GONE for each key of ``mirror_keys`` (default: the
+      mirror's keys) that was not seen and is not GONE already.
+
+    ``seen`` (key -> (digest, first line)) may be a disk-backed mapping for
+    huge catalogs; it is filled as the records stream by.
+    """
+    seen = {} if seen is None else seen
+    recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    for record in records:
+        if isinstance(record, BadRecord):
+            if record.key is not None:
+                seen[record.key] = (_REJECTED_IN_RUN, record.line)
+            yield Action(Kind.REJECT, record.key, reason=record.reason, line=record.line)
+            continue
+        earlier = seen.get(record.key)
+        if earlier is None:
+            seen[record.key] = (record.digest, record.line)
+            _remember(recent, record)
+            yield decide(record, mirror.get(record.key), walked=walked)
+            continue
+        first_digest, first_line = earlier
+        if first_digest in (record.digest, _REJECTED_IN_RUN):
+            continue  # an exact repeat, or a key already rejected in this run
+        seen[record.key] = (_REJECTED_IN_RUN, first_line)
+        yield Action(Kind.REJECT, record.key, line=record.line,
+                     reason=_conflict_reason(record, first_line, recent.get(record.key)))
+    for key in mirror if mirror_keys is None else mirror_keys:
+        if key in seen:
+            continue
+        row = mirror.get(key)
+        if row is not None and row.state is not State.GONE:
+            yield Action(Kind.GONE, key, remote_id=row.remote_id)
+
+
+def _remember(recent: OrderedDict[str, dict[str, Any]], product: Product) -> None:
+    recent[product.key] = product.payload
+    if len(recent) > PAYLOAD_CACHE_SIZE:
+        recent.popitem(last=False)
+
+
+def _conflict_reason(product: Product, first_line: int, first_payload: dict[str, Any] | None) -> str:
+    reason = f"duplicate key {product.key!r}: line {product.line} differs from line {first_line}"
+    if first_payload is None:
+        return reason
+    fields = sorted(
+        k for k in first_payload.keys() | product.payload.keys()
+        if k not in first_payload or k not in product.payload or first_payload[k] != product.payload[k]
+    )
+    return f"{reason} ({', '.join(fields)})" if fields else reason

@@ -1,0 +1,429 @@
+"""The CMS API client: the envelope, the error mapping, retries and pagination.
+
+One ``httpx.Client`` shared by every worker thread. Every attempt first asks
+the budget for a token of its tier ("read" for GET, "write" otherwise), so the
+budget sees each request that goes on the wire, retries included.
+
+Retry policy (spec §8, "retry only on network errors, not on 4xx"):
+
+- GET is idempotent: retried on connect errors, timeouts, resets, 5xx and 429.
+- POST/PUT/PATCH are retried only when the server provably did not process
+  them: the connection never opened (``Unreachable``) or a 429 RATE_LIMITED.
+  After a 5xx, a timeout or a reset once the request was sent the outcome is
+  unknown, so ``OutcomeUnknown`` is raised at once: the engine resolves it by
+  lookup, never by re-sending (a re-POST could create a duplicate).
+- 429 QUOTA_EXCEEDED and every other 4xx are final.
+- A 429 waits at least ``Retry-After``; with a budget the wait is handed to
+  ``budget.penalize`` so every thread of the tier holds back, not just this one.
+
+Error statuses are mapped by status even when the body is not the documented
+envelope (a proxy's HTML 502, a framework's 405): the status is the fact that
+matters. A 2xx whose body is not the envelope is ``BadResponse``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from random import Random
+from types import TracebackType
+from typing import Any, Literal, Protocol
+from urllib.parse import quote
+
+import httpx
+from pydantic import SecretStr
+
+from skuferry import __version__, canonical, errors, logs
+from skuferry.retry import backoff_delay, parse_retry_after
+
+log = logs.get(__name__)
+
+Tier = Literal["read", "write"]
+
+PRODUCTS_PATH = "/api/v1/products"
+MAX_PAGE_SIZE = 100  # spec §4: limit maximum 100
+# The rate window is one minute; a Retry-After far beyond it is a broken server or
+# a different kind of outage. Waiting it out would hang the run, so give up instead
+# (the run ends with exit 3 and the next one resumes).
+MAX_RETRY_AFTER_S = 300.0
+_HEAD_CHARS = 80
+# Transport failures that prove the request never reached the server.
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# Transport failures worth retrying for an idempotent read.
+_TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+class BudgetLike(Protocol):
+    """What the client needs from ``skuferry.budget.Budget``."""
+
+    def acquire(self, tier: str, *, stop: threading.Event | None = None) -> None: ...
+
+    def penalize(self, tier: str, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """One failed attempt: what to raise if it is the last, and how to retry otherwise."""
+
+    error: errors.ApiError
+    reason: str  # short word for the api.retry log event
+    retryable: bool
+    retry_after: float | None = None  # from the server, when it said
+    rate_limited: bool = False  # a 429 RATE_LIMITED: the wait goes to the budget
+
+
+class RemoteClient:
+    """Typed access to ``/api/v1/products``; safe to share between threads."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: SecretStr,
+        timeout_s: float = 30.0,
+        budget: BudgetLike | None = None,
+        max_retries: int = 3,
+        max_connections: int = 8,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Random | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self._base = base_url.rstrip("/")
+        self._key = api_key
+        self._budget = budget
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self._rng = rng if rng is not None else Random()
+        self._stop = stop
+        self._lock = threading.Lock()
+        self.requests: dict[str, int] = {"read": 0, "write": 0}
+        self.rate_limited = 0
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout_s),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            transport=transport,
+            follow_redirects=False,  # a redirect would silently turn POST into GET
+            headers={"Accept": "application/json", "User-Agent": f"skuferry/{__version__}"},
+        )
+
+    def __repr__(self) -> str:
+        return f"RemoteClient(base_url={self._base!r})"
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RemoteClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- public operations -------------------------------------------------
+
+    def probe(self) -> int:
+        """One authenticated read (for ``check``): the number of product pages."""
+        _items, pages = self._list_page(page=1, limit=1)
+        return pages
+
+    def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+        """Walk the product list sequentially: (page, pages, items) for pages 1..meta.pages.
+
+        ``meta.pages`` is re-read from every page, so a catalog that grows or
+        shrinks during the walk is followed. An empty page ends the walk early,
+        and pages keep being reported beyond twice the first count plus ten, the
+        server is treated as broken (``BadResponse``) rather than walked forever.
+        """
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise ValueError(f"limit must be 1..{MAX_PAGE_SIZE}, got {limit}")
+        page, pages = 1, 1
+        ceiling: int | None = None
+        while page <= pages:
+            items, pages = self._list_page(page=page, limit=limit)
+            if ceiling is None:
+                ceiling = 2 * pages + 10
+            if pages > ceiling:
+                raise errors.BadResponse(
+                    f"the product list kept growing past {ceiling} pages",
+                    status=200, content_type="application/json", head="",
+                )
+            if page > pages:  # pages=0, or the list shrank under us
+                return
+            yield page, pages, items
+            if not items:
+                log.info("api.pages.ended_early", page=page, pages=pages)
+                return
+            page += 1
+
+    def iter_products(self, *, limit: int = 100) -> Iterator[dict[str, Any]]:
+        for _page, _pages, items in self.iter_pages(limit=limit):
+            yield from items
+
+    def get_product(self, product_id: str) -> dict[str, Any]:
+        response = self._call("GET", self._product_path(product_id))
+        return self._object(response, _envelope(response, self._scrub))
+
+    def create_product(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST a product; the returned ``data`` always holds the new ``id``."""
+        response = self._call("POST", PRODUCTS_PATH, body=payload)
+        data = self._object(response, _envelope(response, self._scrub))
+        if data.get("id") in (None, ""):
+            raise _bad("created product has no data.id", response, self._scrub)
+        return data
+
+    def update_product(
+        self, product_id: str, payload: dict[str, Any], *, method: Literal["patch", "put"]
+    ) -> dict[str, Any]:
+        """PATCH or PUT one product; a 204 (no body) answers with an empty dict."""
+        if method not in ("patch", "put"):
+            raise ValueError(f"method must be 'patch' or 'put', got {method!r}")
+        verb = "PATCH" if method == "patch" else "PUT"
+        response = self._call(verb, self._product_path(product_id), body=payload)
+        if response.status_code == 204:
+            return {}
+        return self._object(response, _envelope(response, self._scrub))
+
+    # -- envelope helpers --------------------------------------------------
+
+    def _list_page(self, *, page: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+        response = self._call("GET", PRODUCTS_PATH, params={"limit": limit, "page": page})
+        body = _envelope(response, self._scrub)
+        data, meta = body["data"], body.get("meta")
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise _bad("list data is not an array of objects", response, self._scrub)
+        pages = meta.get("pages") if isinstance(meta, dict) else None
+        if not isinstance(pages, int) or isinstance(pages, bool) or pages < 0:
+            raise _bad("list meta.pages is not an integer >= 0", response, self._scrub)
+        if pages == 0 and data:
+            raise _bad("list reports 0 pages but holds items", response, self._scrub)
+        return data, pages
+
+    def _object(self, response: httpx.Response, body: dict[str, Any]) -> dict[str, Any]:
+        data = body["data"]
+        if not isinstance(data, dict):
+            raise _bad("data is not an object", response, self._scrub)
+        return data
+
+    def _product_path(self, product_id: str) -> str:
+        if not product_id:
+            raise ValueError("product_id must not be empty")
+        return f"{PRODUCTS_PATH}/{quote(str(product_id), safe='')}"
+
+    def _scrub(self, text: str) -> str:
+        # Server text goes into exception messages; a server that echoes the
+        # credential back must not get it into our logs.
+        key = self._key.get_secret_value()
+        return text.replace(key, "***") if key else text
+
+    # -- the attempt loop --------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, int] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> httpx.Response:
+        """Send with retries; return a 2xx/3xx response or raise the mapped ApiError."""
+        tier: Tier = "read" if method == "GET" else "write"
+        content = None if body is None else canonical.dumps(body).encode("utf-8")
+        retry = 0
+        while True:
+            self._before_attempt(tier)
+            outcome = self._attempt(method, path, tier, params=params, content=content)
+            if isinstance(outcome, httpx.Response):
+                return outcome
+            if not outcome.retryable or retry >= self._max_retries:
+                raise outcome.error
+            self._wait(outcome, tier, retry, what=f"{method} {path}")
+            retry += 1
+
+    def _before_attempt(self, tier: Tier) -> None:
+        if self._stop is not None and self._stop.is_set():
+            raise errors.Interrupted("stop requested; no new API request started")
+        if self._budget is not None:
+            self._budget.acquire(tier, stop=self._stop)
+        with self._lock:
+            self.requests[tier] += 1
+
+    def _attempt(
+        self,
+        method: str,
+        path: str,
+        tier: Tier,
+        *,
+        params: dict[str, int] | None,
+        content: bytes | None,
+    ) -> httpx.Response | _Failure:
+        headers = {"Authorization": f"Bearer {self._key.get_secret_value()}"}
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        started = time.monotonic()
+        try:
+            response = self._http.request(
+                method, self._base + path, params=params, content=content, headers=headers
+            )
+        except httpx.TransportError as exc:
+            log.debug(
+                "api.request", method=method, path=path, status=None,
+                error=type(exc).__name__, ms=_ms(started),
+            )
+            return _transport_failure(method, path, tier, exc)
+        log.debug(
+            "api.request", method=method, path=path, status=response.status_code,
+            ms=_ms(started),
+        )
+        if response.status_code < 400:
+            return response
+        return self._status_failure(method, path, tier, response)
+
+    def _status_failure(
+        self, method: str, path: str, tier: Tier, response: httpx.Response
+    ) -> _Failure:
+        status = response.status_code
+        code, message = _error_fields(response, self._scrub)
+        if status == 429 and code != "QUOTA_EXCEEDED":
+            retry_after = parse_retry_after(
+                response.headers.get("Retry-After"), date_header=response.headers.get("Date")
+            )
+            with self._lock:
+                self.rate_limited += 1
+            log.warning(
+                "api.rate_limited", tier=tier, retry_after=retry_after, method=method, path=path
+            )
+            too_long = retry_after is not None and retry_after > MAX_RETRY_AFTER_S
+            return _Failure(
+                errors.RateLimited(status, code, message, retry_after=retry_after),
+                "rate_limited", retryable=not too_long, retry_after=retry_after,
+                rate_limited=True,
+            )
+        if status >= 500:
+            if tier == "write":
+                return _Failure(
+                    errors.OutcomeUnknown(
+                        f"{method} {path} answered HTTP {status} {code}: {message}; "
+                        "the write may have been applied"
+                    ),
+                    "server_error", retryable=False,
+                )
+            retry_after = parse_retry_after(
+                response.headers.get("Retry-After"), date_header=response.headers.get("Date")
+            )
+            if retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
+                retry_after = None
+            return _Failure(
+                errors.ServerError(status, code, message), "server_error",
+                retryable=True, retry_after=retry_after,
+            )
+        return _Failure(_client_error(status, code, message), "client_error", retryable=False)
+
+    def _wait(self, failure: _Failure, tier: Tier, retry: int, *, what: str) -> None:
+        wait = failure.retry_after
+        if wait is None:
+            wait = backoff_delay(retry, rng=self._rng)
+        log.info(
+            "api.retry", reason=failure.reason, attempt=retry + 1, wait_s=round(wait, 3),
+            request=what,
+        )
+        if failure.rate_limited and self._budget is not None:
+            # The budget holds back every thread of this tier; our next acquire waits it out.
+            self._budget.penalize(tier, wait)
+        elif self._stop is not None and self._sleep is time.sleep:
+            self._stop.wait(wait)  # real waits wake early on SIGTERM; the loop then stops
+        else:
+            self._sleep(wait)
+
+
+def _ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
+
+
+def _transport_failure(
+    method: str, path: str, tier: Tier, exc: httpx.TransportError
+) -> _Failure:
+    kind = type(exc).__name__
+    if isinstance(exc, _NEVER_SENT):
+        return _Failure(
+            errors.Unreachable(f"{method} {path}: cannot reach the API ({kind})"),
+            "unreachable", retryable=True,
+        )
+    if tier == "write":
+        return _Failure(
+            errors.OutcomeUnknown(
+                f"{method} {path}: {kind} after the request was sent; "
+                "the write may have been applied"
+            ),
+            "transport", retryable=False,
+        )
+    return _Failure(
+        errors.TransportError(f"{method} {path}: no response from the API ({kind})"),
+        "transport", retryable=isinstance(exc, _TRANSIENT),
+    )
+
+
+def _client_error(status: int, code: str, message: str) -> errors.HttpError:
+    if status == 429:  # only QUOTA_EXCEEDED reaches here
+        return errors.QuotaExceeded(status, code, message)
+    if status in (401, 403):
+        return errors.AuthError(status, code, message)
+    if status == 404:
+        return errors.NotFound(status, code, message)
+    if status == 405:
+        return errors.MethodNotAllowed(status, code, message)
+    return errors.Rejected(status, code, message)
+
+
+def _head(response: httpx.Response, scrub: Callable[[str], str]) -> str:
+    return scrub(response.content[: _HEAD_CHARS * 4].decode("utf-8", "replace")[:_HEAD_CHARS])
+
+
+def _bad(message: str, response: httpx.Response, scrub: Callable[[str], str]) -> errors.BadResponse:
+    return errors.BadResponse(
+        message,
+        status=response.status_code,
+        content_type=response.headers.get("Content-Type", ""),
+        head=_head(response, scrub),
+    )
+
+
+def _envelope(response: httpx.Response, scrub: Callable[[str], str]) -> dict[str, Any]:
+    """The success envelope as a dict holding ``data``, or BadResponse."""
+    if not 200 <= response.status_code < 300:
+        raise _bad("unexpected status (redirects are not followed)", response, scrub)
+    try:
+        body = canonical.loads(response.content)
+    except (ValueError, RecursionError):
+        raise _bad("response is not JSON", response, scrub) from None
+    if not isinstance(body, dict) or "data" not in body:
+        raise _bad("response is not the {data, meta} envelope", response, scrub)
+    return body
+
+
+def _error_fields(response: httpx.Response, scrub: Callable[[str], str]) -> tuple[str, str]:
+    """(code, message) from an error envelope; falls back to the start of the body."""
+    try:
+        body = canonical.loads(response.content)
+    except (ValueError, RecursionError):
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        code, message = error.get("code"), error.get("message")
+        return (
+            code if isinstance(code, str) else "",
+            scrub(message) if isinstance(message, str) else "",
+        )
+    return "", repr(_head(response, scrub))

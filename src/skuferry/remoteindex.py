@@ -1,0 +1,81 @@
+"""The remote index: one sequential walk of ``GET /api/v1/products`` per need.
+
+The API lists no lookup filter, so check-then-create reads the whole remote
+catalog (1 read per 100 products) into a TEMP table of the mirror's
+connection, indexed by natural key and by remote id. Products whose key field
+is missing are counted and skipped: skuferry cannot have made them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from skuferry import canonical, logs
+
+log = logs.get(__name__)
+
+
+class PageSource(Protocol):
+    def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]: ...
+
+
+class RemoteIndex:
+    def __init__(self, conn: sqlite3.Connection, key_field: str) -> None:
+        self._conn = conn
+        self._key_field = key_field
+        conn.execute("DROP TABLE IF EXISTS temp.remote_index")
+        conn.execute(
+            "CREATE TEMP TABLE remote_index (key TEXT, remote_id TEXT PRIMARY KEY, body TEXT)"
+        )
+        conn.execute("CREATE INDEX temp.remote_index_key ON remote_index(key)")
+        self.products = 0
+        self.pages = 0
+        self.keyless = 0
+
+    def load(
+        self, client: PageSource, *, page_size: int = 100,
+        on_page: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """Walk every page; raises whatever the client raises (a partial walk is no index)."""
+        self._conn.execute("DELETE FROM remote_index")
+        self.products = self.pages = self.keyless = 0
+        for page, pages, items in client.iter_pages(limit=page_size):
+            rows = []
+            for item in items:
+                rid, key = item.get("id"), item.get(self._key_field)
+                if rid is None or key is None or str(key).strip() == "":
+                    self.keyless += 1
+                    continue
+                rows.append((str(key).strip(), str(rid), canonical.dumps(item)))
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR REPLACE INTO remote_index VALUES (?,?,?)", rows)
+            self._conn.execute("COMMIT")
+            self.products += len(rows)
+            self.pages = page
+            if on_page:
+                on_page(page, pages)
+        log.info("remote.walked", pages=self.pages, products=self.products, keyless=self.keyless)
+
+    def find(self, key: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every remote product holding ``key``: (remote_id, body)."""
+        rows = self._conn.execute(
+            "SELECT remote_id, body FROM remote_index WHERE key = ? ORDER BY remote_id", [key]
+        ).fetchall()
+        return [(rid, canonical.loads(body)) for rid, body in rows]
+
+    def by_id(self, remote_id: str) -> dict[str, Any] | None:
+        row = self._conn.execute(
+            "SELECT body FROM remote_index WHERE remote_id = ?", [remote_id]
+        ).fetchone()
+        return canonical.loads(row[0]) if row else None
+
+    def duplicate_keys(self) -> int:
+        row = self._conn.execute(
+            "SELECT count(*) FROM (SELECT key FROM remote_index GROUP BY key HAVING count(*) > 1)"
+        ).fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        self._conn.execute("DROP TABLE IF EXISTS temp.remote_index")

@@ -1,0 +1,167 @@
+"""What people see: the progress bar, the run summary, `status` and `check` output.
+
+Everything that renders for a terminal lives here (rich); the engine only
+returns data. Off a terminal the same facts go out as log events and JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from skuferry import errors, logs
+from skuferry.models import RunSummary
+from skuferry.settings import Settings
+
+log = logs.get(__name__)
+
+ProgressFn = Callable[[int, int], None]
+
+
+@contextmanager
+def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
+    """A rich progress bar on stderr (items done/total, ETA) when on a terminal."""
+    if not enabled:
+        yield None
+        return
+    bar = Progress(
+        TextColumn("[bold]syncing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    task = bar.add_task("sync", total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield update
+
+
+def print_summary(summary: RunSummary, *, stream: TextIO | None = None) -> None:
+    console = Console(file=stream or sys.stdout, highlight=False)
+    data = summary.as_json()
+    title = "plan (dry run)" if summary.dry_run else "sync"
+    table = Table(title=title, show_header=False, box=None, pad_edge=False)
+    for name in ("created", "updated", "adopted", "unchanged", "rejected", "failed", "drift",
+                 "duplicates", "gone"):
+        if data[name] or name in ("created", "updated", "unchanged"):
+            label = f"would be {name}" if summary.dry_run and name in ("created", "updated") else name
+            table.add_row(label, f"{data[name]:,}")
+    reqs = ", ".join(f"{k} {v}" for k, v in sorted(summary.requests.items()))
+    table.add_row("requests", reqs or "none")
+    if summary.rate_limited:
+        table.add_row("rate limited (429)", str(summary.rate_limited))
+    table.add_row("duration", f"{summary.duration_s:.1f} s")
+    console.print(table)
+    for note in summary.notes:
+        console.print(f"note: {note}")
+    if summary.problems:
+        console.print(f"[bold]{len(summary.problems)} problem(s):[/bold]")
+        for p in summary.problems[:50]:
+            where = ", ".join(x for x in (f"key {p['key']}" if p.get("key") else "",
+                                          f"line {p['line']}" if p.get("line") else "") if x)
+            console.print(f"  {where}: {p['reason']}" if where else f"  {p['reason']}")
+        if len(summary.problems) > 50:
+            console.print(f"  … and {len(summary.problems) - 50} more (see --json or `skuferry status`)")
+
+
+def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
+    from skuferry.mirror import Mirror
+
+    path = settings.state.path
+    if not path.exists():
+        return {"state": str(path), "exists": False, "products": {}, "runs": [], "rejected": [],
+                "open_intents": [], "walked": False}
+    mirror = Mirror(path, readonly=True)
+    try:
+        return {
+            "state": str(path),
+            "exists": True,
+            "products": mirror.counts_by_state(),
+            "walked": mirror.walked(),
+            "runs": mirror.last_runs(limit),
+            "rejected": mirror.rejected(limit),
+            "open_intents": [{"key": k, "digest": d} for k, d in mirror.open_intents()],
+            "daemon": {
+                "schedule": mirror.get_meta("daemon.schedule"),
+                "next_run": mirror.get_meta("daemon.next_run"),
+                "pid": mirror.get_meta("daemon.pid"),
+            },
+        }
+    finally:
+        mirror.close()
+
+
+def print_status(data: dict[str, Any]) -> None:
+    console = Console(highlight=False)
+    console.print(f"state: {data['state']}")
+    if not data["exists"]:
+        console.print("no state yet: nothing has been synced with this config")
+        return
+    products = data["products"]
+    console.print("products: " + (", ".join(f"{k} {v:,}" for k, v in sorted(products.items())) or "none"))
+    daemon = data.get("daemon") or {}
+    if daemon.get("schedule"):
+        console.print(f"daemon: {daemon['schedule']}; next run {daemon.get('next_run') or 'unknown'}")
+    if data["open_intents"]:
+        console.print(f"open write intents (looked up before any re-send): {len(data['open_intents'])}")
+    runs = Table(title="last runs", box=None)
+    for col in ("id", "started", "status", "exit", "created", "updated", "rejected", "failed", "s"):
+        runs.add_column(col)
+    for r in data["runs"]:
+        s = r.get("summary") or {}
+        if isinstance(s, str):
+            s = json.loads(s)
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started_at"]))
+        runs.add_row(str(r["id"]), started, str(r["status"]), str(r.get("exit_code")),
+                     *(str(s.get(k, "")) for k in ("created", "updated", "rejected", "failed")),
+                     str(s.get("duration_s", "")))
+    console.print(runs)
+    if data["rejected"]:
+        console.print("[bold]rejected products (most recent first):[/bold]")
+        for r in data["rejected"]:
+            console.print(f"  {r['key']}: {r['reason']}")
+
+
+def check(settings: Settings) -> None:
+    """Config is valid (it loaded); open the state, read the source, one authenticated read."""
+    from skuferry.mapping import Mapper, map_records
+    from skuferry.mirror import Mirror
+    from skuferry.models import BadRecord
+    from skuferry.remote import RemoteClient
+    from skuferry.sources.base import open_source
+
+    out = Console(highlight=False)
+    out.print(f"config: ok ({settings.config_path})")
+    Mirror(settings.state.path).close()
+    out.print(f"state: ok ({settings.state.path})")
+    source = open_source(settings.source)
+    mapper = Mapper(settings.mapping, source_name=source.describe())
+    good = bad = 0
+    first_bad: BadRecord | None = None
+    for item in map_records(source.records(), mapper):
+        if isinstance(item, BadRecord):
+            bad += 1
+            first_bad = first_bad or item
+        else:
+            good += 1
+    out.print(f"source: {good:,} valid record(s), {bad:,} rejected ({source.describe()})")
+    if first_bad is not None:
+        out.print(f"  first rejection: {first_bad.reason}")
+    with RemoteClient(base_url=settings.api.base_url, api_key=settings.api_key(),
+                      timeout_s=settings.api.timeout_s, max_retries=1) as client:
+        try:
+            pages = client.probe()
+        except errors.AuthError:
+            raise
+        except errors.TransportError as exc:
+            raise errors.Unreachable(f"{settings.api.base_url}: {exc}") from exc
+    out.print(f"api: ok, authenticated at {settings.api.base_url} (products listed: {pages} page(s) at limit 1)")

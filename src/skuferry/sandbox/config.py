@@ -1,0 +1,46 @@
+"""Settings of one sandbox; every field has the spec's (or a harmless) default."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from skuferry.sandbox.faults import Faults
+from skuferry.sandbox.limits import Mode, TierLimit, default_limits
+
+Updates = Literal["patch", "put", "both"]
+UPDATE_CHOICES: tuple[Updates, ...] = ("patch", "put", "both")
+DEFAULT_KEY = "sandbox-key"
+DEFAULT_WORKSPACE = "default"
+
+
+def _default_keys() -> dict[str, str]:
+    return {DEFAULT_KEY: DEFAULT_WORKSPACE}
+
+
+@dataclass
+class SandboxConfig:
+    """How a sandbox behaves.
+
+    ``keys`` maps API keys to workspaces. ``limits`` maps a tier (read, write,
+    expensive, egress) to its per-key and per-workspace requests per minute.
+    ``updates`` turns on ``PATCH``/``PUT /api/v1/products/:id`` (None: 405, as the
+    spec lists neither). ``latency_s`` delays every response, on top of any
+    ``faults.latency_s``. ``clock`` (seconds, monotonic) drives rate limits and
+    stats; tests may inject one.
+    """
+
+    keys: dict[str, str] = field(default_factory=_default_keys)
+    limits: dict[str, TierLimit] = field(default_factory=default_limits)
+    mode: Mode = "window"
+    updates: Updates | None = None
+    faults: Faults = field(default_factory=Faults)
+    seed: int = 0
+    latency_s: float = 0.0
+    host: str = "127.0.0.1"
+    port: int = 0
+    key_field: str = "sku"
+    required_fields: tuple[str, ...] = ("sku", "name")
+    clock: Callable[[], float] = time.monotonic

@@ -1,0 +1,137 @@
+"""Seeded fault injection: the ways a write can go wrong between client and store.
+
+Each write the faults apply to draws one number from a ``random.Random(seed)``
+and gets at most one fault, chosen by the cumulative probabilities below in a
+fixed order, so a given seed and request sequence replays the same faults.
+
+``drop_after_commit``    stored, then the socket is closed with no response
+``error_after_commit``   stored, then 500 (the client cannot know it landed)
+``error_before_commit``  500, nothing stored
+``reset``                TCP RST before the body is read, nothing stored
+``slow_after_commit``    stored, then the answer waits ``slow_s`` (client times out)
+
+``latency_s`` delays every response; ``garbage`` makes every API response a 502
+HTML page (``"html"``) or truncated JSON (``"json"``). Rate limiting runs first
+and is never faked: a 429 is always an honest 429.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from skuferry.errors import UsageError
+
+FaultKind = Literal[
+    "drop_after_commit",
+    "error_after_commit",
+    "error_before_commit",
+    "reset",
+    "slow_after_commit",
+]
+FAULT_KINDS: tuple[FaultKind, ...] = (
+    "drop_after_commit",
+    "error_after_commit",
+    "error_before_commit",
+    "reset",
+    "slow_after_commit",
+)
+Garbage = Literal["html", "json"]
+# product_writes: POST/PUT/PATCH on products; writes: any write-tier request; all: every request
+FaultScope = Literal["product_writes", "writes", "all"]
+_SCOPES = ("product_writes", "writes", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """What to break, and how often (probabilities per eligible request)."""
+
+    drop_after_commit: float = 0.0
+    error_after_commit: float = 0.0
+    error_before_commit: float = 0.0
+    reset: float = 0.0
+    slow_after_commit: float = 0.0
+    slow_s: float = 5.0
+    latency_s: float = 0.0
+    garbage: Garbage | None = None
+    scope: FaultScope = "product_writes"
+
+    def __post_init__(self) -> None:
+        for kind in FAULT_KINDS:
+            p = getattr(self, kind)
+            if not 0.0 <= p <= 1.0:
+                raise UsageError(f"fault probability {kind}={p} is not between 0 and 1")
+        if sum(getattr(self, kind) for kind in FAULT_KINDS) > 1.0 + 1e-9:
+            raise UsageError("fault probabilities add up to more than 1")
+        if self.slow_s < 0 or self.latency_s < 0:
+            raise UsageError("slow_s and latency_s must not be negative")
+        if self.garbage not in (None, "html", "json"):
+            raise UsageError(f"garbage must be 'html', 'json' or null, not {self.garbage!r}")
+        if self.scope not in _SCOPES:
+            raise UsageError(f"fault scope must be one of {_SCOPES}, not {self.scope!r}")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Faults:
+        """Build from a JSON object (the admin endpoint); unknown names are refused."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UsageError(f"unknown fault settings: {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if name in ("garbage", "scope"):
+                values[name] = value
+            elif isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise UsageError(f"fault setting {name} must be a number")
+            else:
+                try:
+                    values[name] = float(value)
+                except ValueError as exc:
+                    raise UsageError(f"fault setting {name} must be a number") from exc
+        return cls(**values)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class FaultPicker:
+    """Draws faults from one seeded generator; safe to call from many threads."""
+
+    def __init__(self, faults: Faults, *, seed: int) -> None:
+        self._faults = faults
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    @property
+    def faults(self) -> Faults:
+        return self._faults
+
+    def set(self, faults: Faults) -> None:
+        # The generator carries on: a new setting does not replay old draws.
+        self._faults = faults
+
+    def reseed(self, seed: int) -> None:
+        with self._lock:
+            self._rng.seed(seed)
+
+    def pick(self, *, is_write: bool, is_product_write: bool) -> FaultKind | None:
+        """The fault for one request, or None; draws only for eligible requests."""
+        faults = self._faults
+        eligible = {
+            "product_writes": is_product_write,
+            "writes": is_write,
+            "all": True,
+        }[faults.scope]
+        if not eligible or not any(getattr(faults, kind) for kind in FAULT_KINDS):
+            return None
+        with self._lock:
+            draw = self._rng.random()
+        threshold = 0.0
+        for kind in FAULT_KINDS:
+            threshold += getattr(faults, kind)
+            if draw < threshold:
+                return kind
+        return None

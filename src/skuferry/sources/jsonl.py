@@ -1,0 +1,108 @@
+"""The JSON Lines source: one JSON object per line.
+
+The file is read as bytes line by line and each line decoded on its own, so a
+line with invalid bytes, invalid JSON or a non-object is rejected alone and
+the rest of the file is still read. Numbers with a fraction or exponent become
+``Decimal`` so no digit is lost on the way to the API.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import BinaryIO, NoReturn
+
+from skuferry.errors import ConfigError, SourceError
+from skuferry.models import BadRecord, RawRecord
+from skuferry.settings import JsonlSourceSettings
+from skuferry.sources.base import Source, register
+
+_BOM = "\ufeff"
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+# canonical.loads semantics (Decimal for fractions), but NaN/Infinity are refused here:
+# they are not JSON, and canonical.dumps could not write them back.
+_decode = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant).decode
+
+_KIND = {list: "an array", str: "a string", bool: "a boolean", int: "a number", Decimal: "a number"}
+
+
+class JsonlSource(Source):
+    """Each non-blank line of the file is one ``RawRecord`` (its object's members)."""
+
+    def __init__(self, path: Path | str, *, encoding: str = "utf-8") -> None:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ConfigError([f"at 'source.encoding': unknown encoding {encoding!r}"]) from None
+        # Lines are split on the byte b"\n", which only works for ASCII-compatible encodings.
+        if "{\n}".encode(encoding, errors="replace") != b"{\n}":
+            raise ConfigError(
+                [
+                    f"at 'source.encoding': JSON Lines needs an ASCII-compatible encoding, "
+                    f"not {encoding!r}"
+                ]
+            )
+        self.path = Path(path)
+        self.encoding = encoding
+        self._name = self.path.name
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        try:
+            handle = self.path.open("rb")
+        except OSError as exc:
+            raise SourceError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
+        with handle:
+            try:
+                yield from self._lines(handle)
+            except OSError as exc:
+                raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
+
+    def _lines(self, handle: BinaryIO) -> Iterator[RawRecord | BadRecord]:
+        name = self._name
+        encoding = self.encoding
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode(encoding)
+            except UnicodeDecodeError as exc:
+                byte = raw[exc.start]
+                yield BadRecord(
+                    number,
+                    f"{name} line {number}: invalid {encoding} (byte 0x{byte:02x} "
+                    f"at position {exc.start + 1})",
+                )
+                continue
+            if number == 1 and text.startswith(_BOM):
+                text = text[len(_BOM) :]
+            try:
+                value = _decode(text)
+            except json.JSONDecodeError as exc:
+                # exc's own text says "line 1" (of this one line): name the column only.
+                reason = f"{exc.msg} at column {exc.colno}"
+                yield BadRecord(number, f"{name} line {number}: not valid JSON ({reason})")
+                continue
+            except (ValueError, RecursionError) as exc:  # NaN/Infinity, huge ints, deep nesting
+                yield BadRecord(number, f"{name} line {number}: not valid JSON ({exc})")
+                continue
+            if type(value) is not dict:
+                kind = _KIND.get(type(value), "null")
+                yield BadRecord(number, f"{name} line {number}: {kind}, not a JSON object")
+                continue
+            yield RawRecord(number, value)
+
+
+@register("jsonl")
+def open_jsonl(settings: JsonlSourceSettings) -> Source:
+    return JsonlSource(settings.path, encoding=settings.encoding)

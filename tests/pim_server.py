@@ -1,0 +1,250 @@
+"""A small PIM-like JSON API on 127.0.0.1, for the http source's tests and the README demo.
+
+One catalog, served under one path per pagination style:
+
+    /page/products?page=N&limit=M       {"items": [...], "meta": {"page": N, "pages": P, "total": T}}
+    /offset/products?offset=O&limit=M   {"items": [...], "total": T}
+    /cursor/products?cursor=C&limit=M   {"data": [...], "next_cursor": "..." | null}
+    /hal/products?page=N&limit=M        {"_embedded": {"items": [...]}, "_links": {"next": {"href": ...}}}
+    /link/products?page=N&limit=M       [...]  with  Link: </link/products?page=N+1&limit=M>; rel="next"
+
+Run it by hand (the README's http example points at it):
+
+    python tests/pim_server.py --port 8765 --products 250 --token demo-token
+
+Tests start it in-process (``with PimServer(catalog) as pim:``), script faults
+(``pim.faults.append(Fault(500, match="page=2"))``) and read ``pim.requests``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from skuferry import canonical
+
+
+class GeneratedCatalog(Sequence[dict[str, Any]]):
+    """``n`` products made on demand, so a huge catalog costs no memory."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.n))]
+        if not 0 <= index < self.n:
+            raise IndexError(index)
+        return {
+            "sku": f"SKU-{index + 1:06d}",
+            "name": f"Product {index + 1}",
+            "price": Decimal(index % 1000) + Decimal("0.99"),
+            "stock": index % 37,
+        }
+
+
+@dataclass
+class Fault:
+    """Answer ``status`` instead of the page, ``times`` times (None: always), for matching URLs."""
+
+    status: int
+    times: int | None = 1
+    match: str = ""  # a substring of the request's path and query
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b'{"error": "injected"}'
+
+
+@dataclass(frozen=True)
+class Seen:
+    path: str  # path and query
+    authorization: str | None
+
+
+class PimServer:
+    """The API on a free port of 127.0.0.1, served from a background thread."""
+
+    def __init__(
+        self,
+        catalog: Sequence[Any] = (),
+        *,
+        token: str | None = None,
+        basic: tuple[str, str] | None = None,
+        port: int = 0,
+        absolute_links: bool = False,
+    ) -> None:
+        self.catalog = catalog
+        self.token = token
+        self.basic = basic
+        self.absolute_links = absolute_links
+        self.faults: list[Fault] = []
+        self.requests: list[Seen] = []
+        self.raw_pages: dict[str, bytes] = {}  # exact path+query -> body served instead
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def url(self, style: str) -> str:
+        return f"{self.base_url}/{style}/products"
+
+    def start(self) -> PimServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until interrupted (the command-line use)."""
+        try:
+            self._httpd.serve_forever()
+        finally:
+            self._httpd.server_close()
+
+    def __enter__(self) -> PimServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what the handler asks -----------------------------------------------------------
+
+    def authorized(self, header: str | None) -> bool:
+        if self.token is not None:
+            return header == f"Bearer {self.token}"
+        if self.basic is not None:
+            raw = base64.b64encode(":".join(self.basic).encode()).decode()
+            return header == f"Basic {raw}"
+        return True
+
+    def take_fault(self, target: str, authorization: str | None) -> Fault | None:
+        """Record the request; the first fault it matches, used up by one."""
+        with self._lock:
+            self.requests.append(Seen(target, authorization))
+            for fault in self.faults:
+                if fault.match in target and (fault.times is None or fault.times > 0):
+                    if fault.times is not None:
+                        fault.times -= 1
+                    return fault
+        return None
+
+    def page(self, style: str, query: dict[str, str]) -> tuple[Any, dict[str, str]]:
+        """The body and extra headers of one page of ``style``."""
+        total = len(self.catalog)
+        limit = max(1, int(query.get("limit", "20")))
+        if style in ("page", "hal", "link"):
+            number = max(1, int(query.get("page", "1")))
+            start = (number - 1) * limit
+        elif style == "offset":
+            start = int(query.get("offset", "0"))
+        else:  # cursor: an opaque-looking token holding the next index
+            cursor = query.get("cursor")
+            start = int(base64.urlsafe_b64decode(cursor).decode()) if cursor else 0
+        items = list(self.catalog[start:start + limit])
+        more = start + limit < total
+        pages = (total + limit - 1) // limit
+        if style == "page":
+            return {"items": items, "meta": {"page": number, "pages": pages, "total": total}}, {}
+        if style == "offset":
+            return {"items": items, "total": total}, {}
+        if style == "cursor":
+            token = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
+            return {"data": items, "next_cursor": token if more else None}, {}
+        prefix = self.base_url if self.absolute_links else ""
+        nxt = f"{prefix}/{style}/products?page={number + 1}&limit={limit}"
+        if style == "hal":
+            links = {"self": {"href": f"/hal/products?page={number}&limit={limit}"}}
+            if more:
+                links["next"] = {"href": nxt}
+            return {"_embedded": {"items": items}, "_links": links}, {}
+        return items, ({"Link": f'<{nxt}>; rel="next"'} if more else {})
+
+
+def _handler_for(server: PimServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+            pass  # quiet: tests read server.requests instead
+
+        def do_GET(self) -> None:
+            auth = self.headers.get("Authorization")
+            fault = server.take_fault(self.path, auth)
+            if fault is not None:
+                return self._send(fault.status, fault.body, fault.headers)
+            if not server.authorized(auth):
+                return self._send(401, b'{"error": "unauthorized"}', {})
+            if self.path in server.raw_pages:
+                return self._send(200, server.raw_pages[self.path], {})
+            parts = urlsplit(self.path)
+            segments = parts.path.strip("/").split("/")
+            if len(segments) != 2 or segments[1] != "products" or segments[0] not in (
+                "page", "offset", "cursor", "hal", "link"
+            ):
+                return self._send(404, b'{"error": "not found"}', {})
+            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+            body, headers = server.page(segments[0], query)
+            return self._send(200, canonical.dumps(body).encode(), headers)
+
+        def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+def load_catalog(path: Path) -> list[dict[str, Any]]:
+    """Products from a CSV (header row) or JSON Lines file."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        if path.suffix == ".csv":
+            return [dict(row) for row in csv.DictReader(fh)]
+        return [canonical.loads(line) for line in fh if line.strip()]
+
+
+def main(argv: Sequence[str] | None = None, *, ready: Callable[[str], None] = print) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--products", type=int, default=250, help="generate N products")
+    parser.add_argument("--from-file", type=Path, help="serve a CSV or JSONL file instead")
+    parser.add_argument("--token", help="require Authorization: Bearer TOKEN")
+    args = parser.parse_args(argv)
+    catalog: Sequence[Any] = (
+        load_catalog(args.from_file) if args.from_file else GeneratedCatalog(args.products)
+    )
+    pim = PimServer(catalog, token=args.token, port=args.port)
+    ready(json.dumps({"pim": pim.base_url, "products": len(catalog)}))
+    try:
+        pim.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
