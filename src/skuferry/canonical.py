@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 _encode_str = json.JSONEncoder(ensure_ascii=False).encode
+_escape = json.encoder.encode_basestring
 
 
 def dumps(value: Any) -> str:
@@ -22,8 +23,26 @@ def dumps(value: Any) -> str:
             raise ValueError(f"not a finite number: {value}")
         return str(value)
     if isinstance(value, dict):
-        items = sorted(value.items())
-        return "{" + ",".join(f"{_encode_str(str(k))}:{dumps(v)}" for k, v in items) + "}"
+        # Hot path (a digest per source row): plain scalars are written inline; the output
+        # is exactly what the recursive call would give (encode_basestring is what
+        # JSONEncoder(ensure_ascii=False).encode uses for str).
+        parts = []
+        for k, v in sorted(value.items()):
+            t = type(v)
+            if t is str:
+                text = _escape(v)
+            elif v is None:
+                text = "null"
+            elif t is bool:
+                text = "true" if v else "false"
+            elif t is int:
+                text = int.__repr__(v)
+            elif t is Decimal and v.is_finite():
+                text = str(v)
+            else:
+                text = dumps(v)
+            parts.append(_escape(k if type(k) is str else str(k)) + ":" + text)
+        return "{" + ",".join(parts) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(dumps(v) for v in value) + "]"
     if isinstance(value, float):

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from skuferry import canonical, errors, logs
@@ -105,7 +106,7 @@ def _run(
     on_progress: Progress | None, adapters: Adapters, stack: ExitStack,
 ) -> None:
     source = adapters.source or open_source(settings.source)
-    mapper = Mapper(settings.mapping, source_name=source.describe())
+    mapper = Mapper(settings.mapping, source_name=_short_name(source))
     store = PlanStore(mirror.db.conn)
     stack.callback(store.close)
     log.info("sync.plan.started", source=source.describe())
@@ -154,6 +155,12 @@ def _run(
     summary.interrupted = stop.is_set()
     if writer.results.fatal is not None:
         raise writer.results.fatal
+
+
+def _short_name(source: Source) -> str:
+    """A file's basename (as the source's own messages use), a URL as it is."""
+    where = source.describe()
+    return where if "://" in where else Path(where).name
 
 
 def _client(settings: Settings, stop: threading.Event, stack: ExitStack) -> RemoteClient:

@@ -129,19 +129,19 @@ def _to_json(value: Any) -> Any:
     try:
         return _decode_json(value)
     except json.JSONDecodeError as exc:
-        reason = f"{exc.msg} at column {exc.colno}"
+        reason = f"{exc.msg} at character {exc.pos + 1}"
         raise _RefusedError(f"{_show(value)} is not valid JSON ({reason})") from None
     except (ValueError, RecursionError) as exc:
         raise _RefusedError(f"{_show(value)} is not valid JSON ({exc})") from None
 
 
-_CONVERTERS: dict[str, Converter] = {
-    "string": _to_string,
+_TYPED: dict[str, Converter] = {
     "integer": _to_integer,
     "decimal": _to_decimal,
     "boolean": _to_boolean,
     "json": _to_json,
 }
+_CONVERTERS: dict[str, Converter] = {"string": _to_string, **_TYPED}
 
 
 def _key_text(value: Any) -> str | None:
@@ -159,8 +159,9 @@ class Mapper:
     def __init__(self, settings: MappingSettings, *, source_name: str = "source") -> None:
         self._key_field = settings.key
         self._source_name = source_name
-        # (target, column, converter, required), the key field excluded: it is done first.
-        self._plan: list[tuple[str, str, Converter, bool]] | None = None
+        # (target, column, converter or None for a string, required), the key field
+        # excluded: it is done first. None is a string field, handled inline in map().
+        self._plan: list[tuple[str, str, Converter | None, bool]] | None = None
         self._key_column = settings.key
         self._key_convert: Converter = _to_string
         if settings.fields is None:
@@ -183,7 +184,7 @@ class Mapper:
         self._key_column = key_spec.column
         self._key_convert = _CONVERTERS[key_spec.type]
         self._plan = [
-            (target, spec.column, _CONVERTERS[spec.type], spec.required)
+            (target, spec.column, _TYPED.get(spec.type), spec.required)
             for target, spec in specs.items()
         ]
 
@@ -209,23 +210,25 @@ class Mapper:
             return Product(key, payload, canonical.digest(payload), line)
 
         payload = {}
+        get = fields.get
         try:
             payload[self._key_field] = self._key_convert(key)
             # ``column`` stays the one being converted, so the except below names it.
             for target, column, convert, required in plan:
-                value = fields.get(column, _MISSING)
-                if value is _MISSING or value is None:
+                value = get(column)
+                if value is None:  # absent, or JSON null
                     if required:
-                        gap = "missing" if value is _MISSING else "empty"
+                        gap = "missing" if column not in fields else "empty"
                         return self._bad(line, column, f"is required but {gap}", key)
                     payload[target] = None
                     continue
-                converted = convert(value)
-                if required and (
-                    converted is None or (type(converted) is str and not converted.strip())
-                ):
+                if convert is not None:
+                    value = convert(value)
+                elif type(value) is not str:  # a string field: text is kept as read
+                    value = _to_string(value)
+                if required and (value is None or (type(value) is str and not value.strip())):
                     return self._bad(line, column, "is required but empty", key)
-                payload[target] = converted
+                payload[target] = value
         except _RefusedError as exc:
             return self._bad(line, column, str(exc), key)
         return Product(key, payload, canonical.digest(payload), line)

@@ -144,23 +144,23 @@ def render(
 
     out: list[str] = []
     _family(out, "skuferry_runs_total", "counter", "Sync runs finished, by result.",
-            "result", runs)
+            label="result", values=runs)
     _family(out, "skuferry_products", "gauge", "Products in the local mirror, by state.",
-            "state", states)
+            label="state", values=states)
     _family(out, "skuferry_requests_total", "counter", "API requests sent, by budget tier.",
-            "tier", requests)
+            label="tier", values=requests)
     _family(out, "skuferry_rate_limited_total", "counter",
-            "API answers of 429 RATE_LIMITED.", None, {"": rate_limited})
+            "API answers of 429 RATE_LIMITED.", label=None, values={"": rate_limited})
     _family(out, "skuferry_last_run_duration_seconds", "gauge",
-            "Wall time of the last run.", None, {"": outcome.duration_s})
+            "Wall time of the last run.", label=None, values={"": outcome.duration_s})
     if last_success is not None:
         _family(out, "skuferry_last_success_timestamp_seconds", "gauge",
                 "Unix time the last run that went through the whole catalog ended.",
-                None, {"": last_success})
+                label=None, values={"": last_success})
     _family(out, "skuferry_last_run_exit_code", "gauge",
             "Exit code of the last run (0 ok, 1 partial, 2 config, 3 unreachable, "
             "75 locked, 130 interrupted, 70 internal error).",
-            None, {"": float(outcome.exit_code)})
+            label=None, values={"": float(outcome.exit_code)})
     return "\n".join(out) + "\n"
 
 
@@ -189,23 +189,24 @@ def record_run(
 def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so that readers see the old or the new file, never half."""
     # The dot prefix and .tmp suffix keep node_exporter (which reads *.prom) off the temp file.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         # mkstemp makes 0600; the collector runs as another user, and metrics are not secret.
-        os.chmod(tmp, 0o644)  # noqa: S103 - world-readable on purpose, see above
-        os.replace(tmp, path)
+        tmp.chmod(0o644)
+        tmp.replace(path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            tmp.unlink()
         raise
 
 
 def _family(
-    out: list[str], name: str, kind: str, help_text: str, label: str | None,
+    out: list[str], name: str, kind: str, help_text: str, *, label: str | None,
     values: Mapping[str, float],
 ) -> None:
     out.append(f"# HELP {name} {help_text}")

@@ -47,8 +47,8 @@ def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
         return Action(Kind.UPDATE, product.key, product, remote_id=remote_id, line=product.line)
 
     def unchanged() -> Action:
-        return Action(Kind.UNCHANGED, product.key, product, remote_id=row.remote_id if row else None,
-                      line=product.line)
+        remote_id = row.remote_id if row else None
+        return Action(Kind.UNCHANGED, product.key, product, remote_id=remote_id, line=product.line)
 
     if row is None:
         return create()
@@ -99,9 +99,14 @@ def plan(
     recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for record in records:
         if isinstance(record, BadRecord):
+            reason = record.reason
             if record.key is not None:
-                seen[record.key] = (_REJECTED_IN_RUN, record.line)
-            yield Action(Kind.REJECT, record.key, reason=record.reason, line=record.line)
+                earlier = seen.get(record.key)
+                if earlier is not None and earlier[0] != _REJECTED_IN_RUN:
+                    reason = (f"duplicate key {record.key!r}: line {record.line} repeats "
+                              f"line {earlier[1]}: {reason}")
+                seen[record.key] = (_REJECTED_IN_RUN, earlier[1] if earlier else record.line)
+            yield Action(Kind.REJECT, record.key, reason=reason, line=record.line)
             continue
         earlier = seen.get(record.key)
         if earlier is None:
@@ -129,12 +134,15 @@ def _remember(recent: OrderedDict[str, dict[str, Any]], product: Product) -> Non
         recent.popitem(last=False)
 
 
-def _conflict_reason(product: Product, first_line: int, first_payload: dict[str, Any] | None) -> str:
+def _conflict_reason(
+    product: Product, first_line: int, first_payload: dict[str, Any] | None
+) -> str:
     reason = f"duplicate key {product.key!r}: line {product.line} differs from line {first_line}"
     if first_payload is None:
         return reason
+    missing = object()
     fields = sorted(
         k for k in first_payload.keys() | product.payload.keys()
-        if k not in first_payload or k not in product.payload or first_payload[k] != product.payload[k]
+        if first_payload.get(k, missing) != product.payload.get(k, missing)
     )
     return f"{reason} ({', '.join(fields)})" if fields else reason

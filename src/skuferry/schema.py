@@ -81,7 +81,19 @@ def _m1_initial(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_m1_initial]
+def _m2_rejected_digest(conn: sqlite3.Connection) -> None:
+    # A REJECTED row must remember both the digest the API refused (not resent until the
+    # data change) and the digest last confirmed on the remote (kept in ``digest``).
+    _run(
+        conn,
+        """
+        ALTER TABLE products ADD COLUMN rejected_digest TEXT;
+        CREATE INDEX products_state_updated ON products(state, updated_at)
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [_m1_initial, _m2_rejected_digest]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,16 +1,41 @@
 """Configuration: a TOML file plus environment overrides, every problem reported at once.
 
-SKELETON: the model shape below is the contract other modules code against.
-Loading (``load_settings``), error formatting and cross-field rules are filled in
-by the settings work.
+``load_settings(path)`` reads the file, applies the environment (API key, state
+and source paths), resolves relative paths against the config file's folder,
+validates, runs the cross-field rules, and raises one ``ConfigError`` listing
+every problem as ``<file>: at 'a.b': message``. ``settings_from_dict`` does the
+same for configs built in code (tests, the demo) and reads no environment
+unless given one.
+
+The API key lives only in ``settings.api.api_key`` (a ``SecretStr``); no
+message built here ever contains a config value, so it cannot leak the key.
 """
 
 from __future__ import annotations
 
+import codecs
+import copy
+import datetime
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from skuferry.errors import ConfigError
+from skuferry.sources.settings_models import HttpSourceSettings, SqlSourceSettings
+
+ENV_CONFIG = "SKUFERRY_CONFIG"
+ENV_API_KEY = "SKUFERRY_API_KEY"
+ENV_STATE_PATH = "SKUFERRY_STATE_PATH"
+ENV_SOURCE_PATH = "SKUFERRY_SOURCE_PATH"
+DEFAULT_STATE_FILE = "skuferry.db"
 
 
 class _Strict(BaseModel):
@@ -26,6 +51,21 @@ class ApiSettings(_Strict):
     max_in_flight: int = Field(4, ge=1, le=64)
     max_retries: int = Field(3, ge=0, le=10)
     page_size: int = Field(100, ge=1, le=100)
+
+    @field_validator("base_url")
+    @classmethod
+    def _origin_only(cls, value: str) -> str:
+        """Keep scheme, host and any prefix path; the client adds ``/api/v1/...`` itself."""
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "must be an http:// or https:// URL with a host, like 'https://cms.example.com'"
+            )
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query (?...) or fragment (#...)")
+        path = parts.path.rstrip("/")
+        path = path.removesuffix("/api/v1")
+        return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 class FieldSpec(_Strict):
@@ -53,9 +93,19 @@ class JsonlSourceSettings(_Strict):
 
 
 SourceSettings = Annotated[
-    CsvSourceSettings | JsonlSourceSettings,  # http, sql are added by their issue
+    CsvSourceSettings | JsonlSourceSettings | HttpSourceSettings | SqlSourceSettings,
     Field(discriminator="type"),
 ]
+_SOURCE_MODELS: tuple[type[BaseModel], ...] = (
+    CsvSourceSettings,
+    JsonlSourceSettings,
+    HttpSourceSettings,
+    SqlSourceSettings,
+)
+_SOURCE_TYPES: tuple[str, ...] = tuple(
+    get_args(model.model_fields["type"].annotation)[0] for model in _SOURCE_MODELS
+)
+_FILE_SOURCE_TYPES = ("csv", "jsonl")  # the sources with a `path` (SKUFERRY_SOURCE_PATH)
 
 
 class BudgetSettings(_Strict):
@@ -108,15 +158,404 @@ class Settings(_Strict):
     config_path: Path | None = None  # the file these came from, for messages
 
     def api_key(self) -> SecretStr:
-        """The resolved API key (env > api_key > api_key_file), resolved at load time."""
+        """The API key, resolved at load time.
+
+        Order: ``SKUFERRY_API_KEY`` > ``[api] api_key`` > ``[api] api_key_file``
+        > ``$CREDENTIALS_DIRECTORY/api_key``.
+        """
         if self.api.api_key is None:  # pragma: no cover - load_settings guarantees it
             raise RuntimeError("api key not resolved")
         return self.api.api_key
 
+    def redacted(self) -> dict[str, Any]:
+        """The effective config as plain data, secrets shown as ``***`` (for ``skuferry check``)."""
+        return {name: _plain(value, key=name) for name, value in self.model_dump().items()}
 
-def load_settings(path: Path | str | None, env: dict[str, str] | None = None) -> Settings:
-    raise NotImplementedError  # filled in by the settings work
+
+_SECRET_HEADER = re.compile(r"auth|token|key|secret|cookie|password", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
 
 
-def settings_from_dict(data: dict[str, Any], *, origin: str = "<dict>") -> Settings:
-    raise NotImplementedError  # filled in by the settings work
+def _plain(value: Any, *, key: str) -> Any:
+    """``model_dump`` output made JSON-ready, with every secret replaced by ``***``."""
+    if isinstance(value, SecretStr):
+        return "***"
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        if key == "headers":
+            return {
+                name: "***" if _SECRET_HEADER.search(str(name)) else _plain(item, key=name)
+                for name, item in value.items()
+            }
+        return {name: _plain(item, key=str(name)) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item, key=key) for item in value]
+    if isinstance(value, str) and key.endswith("url"):
+        return _URL_PASSWORD.sub(r"\1***@", value)
+    return value
+
+
+# --- loading -----------------------------------------------------------------------
+
+
+def load_settings(path: Path | str | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read, resolve and validate a config file; raise one ``ConfigError`` with every problem.
+
+    ``path`` falls back to ``$SKUFERRY_CONFIG``; ``env`` defaults to ``os.environ``.
+    Problems name the file as the user gave it.
+    """
+    environ: Mapping[str, str] = os.environ if env is None else env
+    given = str(path) if path is not None and str(path) else environ.get(ENV_CONFIG, "")
+    if not given:
+        raise ConfigError([f"no config file: pass --config PATH or set {ENV_CONFIG}"])
+    file = Path(given).expanduser().absolute()
+    data = _read_toml(file, given)
+    problems = []
+    if "config_path" in data:  # a field of the model, not a key of the file
+        data.pop("config_path")
+        problems.append(f"at 'config_path': {_unknown_key('config_path', _known_keys((), {}))}")
+    return _build(
+        data, origin=given, base_dir=file.parent, config_path=file, env=environ, problems=problems
+    )
+
+
+def settings_from_dict(
+    data: Mapping[str, Any],
+    *,
+    origin: str = "<dict>",
+    base_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build settings from plain data as if it were a config file's content.
+
+    Relative paths resolve against ``base_dir`` (default: the working directory).
+    Unlike ``load_settings`` this reads no environment unless ``env`` is given,
+    so code-built configs (tests, the demo) behave the same everywhere.
+    """
+    base = (base_dir or Path.cwd()).absolute()
+    return _build(data, origin=origin, base_dir=base, config_path=None, env=env or {}, problems=[])
+
+
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def _read_toml(file: Path, name: str) -> dict[str, Any]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{name}: file not found"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{name}: is a directory, not a config file"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{name}: cannot read: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{name}: not UTF-8 text (byte {exc.start})"]) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = _TOML_POSITION.search(message)
+        if found:
+            message = f"{message[: found.start()]} (column {found.group(2)})"
+            line = int(found.group(1))
+        else:  # "(at end of document)"
+            message = message.replace(" (at end of document)", " at end of file")
+            line = max(text.count("\n") + (0 if text.endswith("\n") else 1), 1)
+        raise ConfigError([f"{name}: line {line}: {message}"]) from None
+
+
+def _build(
+    raw: Mapping[str, Any],
+    *,
+    origin: str,
+    base_dir: Path,
+    config_path: Path | None,
+    env: Mapping[str, str],
+    problems: list[str],
+) -> Settings:
+    data: dict[str, Any] = copy.deepcopy(dict(raw))
+    _resolve_paths(data, base_dir=base_dir, env=env, problems=problems)
+    _apply_env_paths(data, env=env, problems=problems)
+    _default_state_path(data, base_dir=base_dir, env=env)
+    api = data.get("api")
+    if isinstance(api, dict):
+        _resolve_api_key(api, env=env, problems=problems)
+    if config_path is not None:
+        data["config_path"] = config_path
+    try:
+        settings = Settings.model_validate(data, context={"config_dir": base_dir})
+    except ValidationError as exc:
+        problems.extend(_translate(exc, data))
+    else:
+        problems.extend(_cross_field_problems(settings))
+        if not problems:
+            return settings
+    raise ConfigError([f"{origin}: {problem}" for problem in problems]) from None
+
+
+# --- paths and environment ---------------------------------------------------------
+
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def _path_fields(data: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """(table, key, dotted name) of every path value present in ``data``."""
+    found = []
+    for section, key in (("state", "path"), ("api", "api_key_file"), ("metrics", "textfile")):
+        table = data.get(section)
+        if isinstance(table, dict) and key in table:
+            found.append((table, key, f"{section}.{key}"))
+    source = data.get("source")
+    if isinstance(source, dict) and source.get("type") in _FILE_SOURCE_TYPES and "path" in source:
+        found.append((source, "path", "source.path"))
+    return found
+
+
+def _resolve_paths(
+    data: dict[str, Any], *, base_dir: Path, env: Mapping[str, str], problems: list[str]
+) -> None:
+    for table, key, dotted in _path_fields(data):
+        value = table[key]
+        if not isinstance(value, str | Path):
+            continue  # the model reports the wrong type
+        resolved, problem = _expand_path(str(value), base_dir=base_dir, env=env)
+        if problem:
+            problems.append(f"at '{dotted}': {problem}")
+        else:
+            table[key] = resolved
+
+
+def _expand_path(text: str, *, base_dir: Path, env: Mapping[str, str]) -> tuple[Path, str]:
+    """``$VAR``/``${VAR}`` and ``~`` expanded, relative paths anchored at ``base_dir``."""
+    if not text.strip():
+        return base_dir, "must not be empty"
+    unset = [a or b for a, b in _VARIABLE.findall(text) if (a or b) not in env]
+    if unset:
+        names = ", ".join(f"${name}" for name in dict.fromkeys(unset))
+        return base_dir, f"environment variable {names} is not set"
+    expanded = _VARIABLE.sub(lambda m: env[m.group(1) or m.group(2)], text)
+    if (expanded == "~" or expanded.startswith("~/")) and env.get("HOME"):
+        expanded = env["HOME"] + expanded[1:]
+    path = Path(expanded).expanduser()
+    return (path if path.is_absolute() else base_dir / path), ""
+
+
+def _apply_env_paths(data: dict[str, Any], *, env: Mapping[str, str], problems: list[str]) -> None:
+    """SKUFERRY_STATE_PATH / SKUFERRY_SOURCE_PATH win over the file (relative: to the cwd)."""
+    state_path = env.get(ENV_STATE_PATH)
+    if state_path:
+        state = data.setdefault("state", {})
+        if isinstance(state, dict):
+            state["path"] = Path(state_path).expanduser().absolute()
+    source_path = env.get(ENV_SOURCE_PATH)
+    source = data.get("source")
+    if source_path and isinstance(source, dict):
+        if source.get("type") in _FILE_SOURCE_TYPES:
+            source["path"] = Path(source_path).expanduser().absolute()
+        elif source.get("type") in _SOURCE_TYPES:
+            problems.append(
+                f"at 'source.path': {ENV_SOURCE_PATH} is set, but a {source['type']!r} "
+                "source has no path; unset it"
+            )
+
+
+def _default_state_path(data: dict[str, Any], *, base_dir: Path, env: Mapping[str, str]) -> None:
+    """Omitted state.path: systemd's StateDirectory= if set, else beside the config file."""
+    state = data.setdefault("state", {})
+    if not isinstance(state, dict) or "path" in state:
+        return
+    state_dirs = env.get("STATE_DIRECTORY", "")
+    first = state_dirs.split(":", 1)[0]  # StateDirectory= may list several, colon-separated
+    state["path"] = (Path(first) if first else base_dir) / DEFAULT_STATE_FILE
+
+
+def _resolve_api_key(api: dict[str, Any], *, env: Mapping[str, str], problems: list[str]) -> None:
+    """Put the key found first (env > inline > file > systemd credential) into ``api_key``."""
+    from_env = env.get(ENV_API_KEY, "").strip()
+    if from_env:
+        api["api_key"] = from_env
+        return
+    inline = api.get("api_key")
+    if isinstance(inline, str) and not inline.strip():
+        problems.append("at 'api.api_key': is empty; set the key, or remove the line")
+        return
+    if inline is not None:
+        return  # the model checks its type
+    key_file = api.get("api_key_file")
+    if key_file is not None:
+        if isinstance(key_file, Path):  # else: its path problem is already reported
+            key, problem = _read_key(key_file)
+            if problem:
+                problems.append(f"at 'api.api_key_file': {problem}")
+            api["api_key"] = key
+        return
+    credentials = env.get("CREDENTIALS_DIRECTORY")
+    if credentials and (Path(credentials) / "api_key").exists():
+        key, problem = _read_key(Path(credentials) / "api_key")
+        if problem:
+            problems.append(f"at 'api.api_key': $CREDENTIALS_DIRECTORY/api_key: {problem}")
+        api["api_key"] = key
+        return
+    problems.append(
+        f"at 'api.api_key': no API key: set {ENV_API_KEY}, or [api] api_key, or "
+        "[api] api_key_file (under systemd, LoadCredential=api_key:PATH is found in "
+        "$CREDENTIALS_DIRECTORY/api_key)"
+    )
+
+
+def _read_key(path: Path) -> tuple[str | None, str]:
+    try:
+        key = path.read_text(encoding="utf-8").strip()  # files usually end with a newline
+    except OSError as exc:
+        return None, f"cannot read '{path}': {exc.strerror or exc}"
+    except UnicodeDecodeError:
+        return None, f"'{path}' is not UTF-8 text"
+    if not key:
+        return None, f"'{path}' is empty"
+    return key, ""
+
+
+# --- translating pydantic's errors -------------------------------------------------
+
+_FIELD_SPEC_HINT = 'must be a column name or a table like { column = "Price", type = "decimal" }'
+
+
+def _translate(exc: ValidationError, data: Mapping[str, Any]) -> list[str]:
+    """Pydantic errors as short ``at 'a.b': message`` lines, never echoing a value."""
+    lines: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = tuple(error["loc"])
+        kind = error["type"]
+        message: str | None
+        if loc[:2] == ("mapping", "fields") and len(loc) > 3 and loc[3] in ("str", "FieldSpec"):
+            # one union, two branches: the table branch explains every mistake
+            if loc[3] == "str":
+                continue
+            message = _FIELD_SPEC_HINT if kind == "model_type" else None
+            loc = loc[:3] + loc[4:]
+        elif loc[:1] == ("source",) and kind in ("union_tag_not_found", "union_tag_invalid"):
+            loc, message = ("source", "type"), _one_of(_SOURCE_TYPES)
+        else:
+            if loc[:1] == ("source",) and len(loc) > 1 and loc[1] in _SOURCE_TYPES:
+                loc = loc[:1] + loc[2:]  # drop pydantic's union-branch marker
+            message = None
+        if message is None:
+            message = _message(error, loc, data)
+        line = f"at '{'.'.join(str(part) for part in loc)}': {message}"
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def _message(error: Any, loc: tuple[Any, ...], data: Mapping[str, Any]) -> str:
+    kind: str = error["type"]
+    ctx: dict[str, Any] = error.get("ctx") or {}
+    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+              "less_than_equal": "<="}
+    if kind == "missing":
+        return "required"
+    if kind == "extra_forbidden":
+        return _unknown_key(str(loc[-1]), _known_keys(loc[:-1], data))
+    if kind in bounds:
+        limit = next(iter(ctx.values()))
+        return f"must be {bounds[kind]} {limit}"
+    if kind == "literal_error":
+        return _one_of(tuple(re.findall(r"'([^']*)'", str(ctx.get("expected", "")))))
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return "must be a number"
+    if kind in ("bool_parsing", "bool_type"):
+        return "must be true or false"
+    if kind == "string_type":
+        return "must be a string (in quotes)"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "must be a table"
+    if kind == "path_type":
+        return "must be a path (a string)"
+    text = str(error["msg"]).removeprefix("Value error, ")
+    return text[:1].lower() + text[1:]
+
+
+def _one_of(values: tuple[str, ...]) -> str:
+    return "must be one of " + ", ".join(f"'{value}'" for value in values)
+
+
+def _unknown_key(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean '{close[0]}'?"
+    if known:
+        return "unknown key; known keys: " + ", ".join(f"'{name}'" for name in known)
+    return "unknown key"
+
+
+def _known_keys(parent: tuple[Any, ...], data: Mapping[str, Any]) -> list[str]:
+    """The keys allowed in the table at ``parent`` (for "did you mean")."""
+    model: type[BaseModel] | None = None
+    if parent == ():
+        return [name for name in Settings.model_fields if name != "config_path"]
+    if parent == ("source",):
+        source = data.get("source")
+        tag = source.get("type") if isinstance(source, dict) else None
+        model = next((m for m, t in zip(_SOURCE_MODELS, _SOURCE_TYPES, strict=True) if t == tag),
+                     None)
+    elif len(parent) == 3 and parent[:2] == ("mapping", "fields"):
+        model = FieldSpec
+    elif len(parent) == 1 and parent[0] in Settings.model_fields:
+        annotation = Settings.model_fields[parent[0]].annotation
+        model = annotation if isinstance(annotation, type) else None
+    if model is None or not issubclass(model, BaseModel):
+        return []
+    return list(model.model_fields)
+
+
+# --- rules across fields -----------------------------------------------------------
+
+
+def _cross_field_problems(settings: Settings) -> list[str]:
+    """Rules a single field cannot check alone, as ``at 'a.b': message`` lines."""
+    problems: list[str] = []
+    schedule = settings.schedule
+    if schedule.interval_minutes is not None and schedule.cron is not None:
+        problems.append("at 'schedule': set interval_minutes or cron, not both")
+    if schedule.cron is not None:
+        try:
+            CronTrigger.from_crontab(schedule.cron, timezone=datetime.UTC)
+        except ValueError as exc:
+            problems.append(
+                f"at 'schedule.cron': not a valid 5-field crontab expression "
+                f"(minute hour day month weekday): {exc}"
+            )
+    mapping = settings.mapping
+    if mapping.fields is not None and mapping.key not in mapping.fields:
+        problems.append(
+            f"at 'mapping.fields': must map the key field '{mapping.key}' (mapping.key), "
+            f"e.g. {mapping.key} = \"ItemNo\""
+        )
+    monitor = settings.monitor
+    for name in ("start_url", "success_url", "failure_url"):
+        url = getattr(monitor, name)
+        if url is not None and not _is_http_url(url):
+            problems.append(f"at 'monitor.{name}': must be an http:// or https:// URL with a host")
+    source = settings.source
+    if isinstance(source, CsvSourceSettings) and len(source.delimiter) != 1:
+        problems.append("at 'source.delimiter': must be exactly one character")
+    encoding = getattr(source, "encoding", None)
+    if isinstance(encoding, str):
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            problems.append(
+                "at 'source.encoding': not an encoding Python knows (e.g. 'utf-8', 'cp1252')"
+            )
+    return problems
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. a malformed IPv6 host
+        return False

@@ -13,13 +13,12 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
-from skuferry import budget as budget_mod
 from skuferry.budget import Budget
 from skuferry.errors import Interrupted
 from skuferry.settings import BudgetSettings
@@ -53,16 +52,17 @@ def state(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make(state: Path, clock: FakeClock) -> Iterator[type[Budget]]:
+def make(state: Path, clock: FakeClock) -> Iterator[Callable[..., Budget]]:
     opened: list[Budget] = []
 
     def factory(**kw: object) -> Budget:
         kw.setdefault("limits", {"read": 60, "write": 60})
-        b = Budget(state, clock=clock, wait=clock.wait, **kw)  # type: ignore[arg-type]
+        kw.setdefault("wait", clock.wait)
+        b = Budget(state, clock=clock, **kw)  # type: ignore[arg-type]
         opened.append(b)
         return b
 
-    yield factory  # type: ignore[misc]
+    yield factory
     for b in opened:
         b.close()
 
@@ -149,6 +149,18 @@ def test_bucket_first_sync_numbers(make, clock: FakeClock):
     assert 30.0 < clock.now - START < 31.5
 
 
+def test_idle_bucket_never_overfills(make, clock: FakeClock):
+    b = make(limits={"write": 60}, limiter="bucket")
+    b.acquire("write")
+    clock.now += 600  # ten idle minutes refill far more than the capacity
+    assert b.snapshot()["write"]["available"] == 59
+    for _ in range(59):
+        b.acquire("write")
+    assert clock.now == START + 600
+    b.acquire("write")
+    assert clock.now > START + 600
+
+
 def test_restart_does_not_refill(make, clock: FakeClock):
     first = make(limits={"write": 60}, limiter="bucket")
     for _ in range(59):
@@ -173,7 +185,6 @@ def test_window_restart_keeps_the_send_log(make, clock: FakeClock):
 
 
 def test_lowered_limit_is_clamped(make, clock: FakeClock):
-    make(limits={"write": 120}, limiter="bucket").close()  # persists nothing yet
     big = make(limits={"write": 120}, limiter="bucket")
     big.acquire("write")  # persists a bucket of 118 left of 119
     big.close()
@@ -258,6 +269,9 @@ def test_interrupted_wait_raises(make, clock: FakeClock):
     with pytest.raises(Interrupted):
         b.acquire("write", stop=stop)
     assert seen == [stop]
+    with pytest.raises(Interrupted):  # already stopping: no wait is even started
+        b.acquire("write", stop=stop)
+    assert seen == [stop]
 
 
 def test_unknown_tier_is_a_programming_error(make):
@@ -266,8 +280,14 @@ def test_unknown_tier_is_a_programming_error(make):
 
 
 def test_from_settings(state: Path, clock: FakeClock):
-    settings = BudgetSettings(read_per_minute=120, write_per_minute=30, egress_per_minute=20,
-                              limiter="bucket", safety_margin=0.0, clock_skew_s=0.0)
+    settings = BudgetSettings(
+        read_per_minute=120,
+        write_per_minute=30,
+        egress_per_minute=20,
+        limiter="bucket",
+        safety_margin=0.0,
+        clock_skew_s=0.0,
+    )
     with Budget.from_settings(settings, state, clock=clock, wait=clock.wait) as b:
         snap = b.snapshot()
     assert {t: v["capacity"] for t, v in snap.items()} == {"read": 120, "write": 30, "egress": 20}
@@ -289,8 +309,7 @@ def test_logs_long_waits_and_blocks(make, clock: FakeClock):
 # -- concurrency -------------------------------------------------------------------------
 
 
-def test_locked_state_is_retried(make, clock: FakeClock, state: Path, monkeypatch):
-    monkeypatch.setattr(budget_mod, "_BUSY_TIMEOUT_MS", 10)
+def test_locked_state_is_retried(make, clock: FakeClock, state: Path):
     b = make()
     blocker = sqlite3.connect(state, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
@@ -311,6 +330,7 @@ def test_locked_state_is_retried(make, clock: FakeClock, state: Path, monkeypatc
 
 def test_threads_share_one_instance(state: Path):
     with Budget(state, limits={"write": 1000}) as b:  # real clock; 400 < 990: nobody waits
+
         def worker() -> None:
             for _ in range(50):
                 b.acquire("write")
@@ -327,8 +347,11 @@ CHILD = textwrap.dedent(
     """
     import sys, threading, time
     from pathlib import Path
+    from skuferry import logs
     from skuferry.budget import Budget
     from skuferry.errors import Interrupted
+
+    logs.configure(level="warning", stream=sys.stderr)  # stdout carries only timestamps
 
     state, start = Path(sys.argv[1]), float(sys.argv[2])
     time.sleep(max(0.0, start - time.time()))

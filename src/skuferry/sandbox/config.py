@@ -25,7 +25,9 @@ class SandboxConfig:
     """How a sandbox behaves.
 
     ``keys`` maps API keys to workspaces. ``limits`` maps a tier (read, write,
-    expensive, egress) to its per-key and per-workspace requests per minute.
+    expensive, egress) to its per-key and per-workspace requests per minute;
+    ``key_limits`` / ``workspace_limits`` (tier -> per minute) override one side
+    of it, e.g. ``key_limits={"write": 5}``.
     ``updates`` turns on ``PATCH``/``PUT /api/v1/products/:id`` (None: 405, as the
     spec lists neither). ``latency_s`` delays every response, on top of any
     ``faults.latency_s``. ``clock`` (seconds, monotonic) drives rate limits and
@@ -34,6 +36,8 @@ class SandboxConfig:
 
     keys: dict[str, str] = field(default_factory=_default_keys)
     limits: dict[str, TierLimit] = field(default_factory=default_limits)
+    key_limits: dict[str, int] | None = None
+    workspace_limits: dict[str, int] | None = None
     mode: Mode = "window"
     updates: Updates | None = None
     faults: Faults = field(default_factory=Faults)
@@ -44,3 +48,13 @@ class SandboxConfig:
     key_field: str = "sku"
     required_fields: tuple[str, ...] = ("sku", "name")
     clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        limits = dict(self.limits)
+        for tier, n in (self.key_limits or {}).items():
+            old = limits.get(tier, TierLimit(per_key=n, per_workspace=n))
+            limits[tier] = TierLimit(per_key=n, per_workspace=old.per_workspace)
+        for tier, n in (self.workspace_limits or {}).items():
+            old = limits.get(tier, TierLimit(per_key=n, per_workspace=n))
+            limits[tier] = TierLimit(per_key=old.per_key, per_workspace=n)
+        self.limits = limits

@@ -21,6 +21,7 @@ import random
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from decimal import Decimal
 from typing import Any, Literal
 
 from skuferry.errors import UsageError
@@ -84,7 +85,7 @@ class Faults:
         for name, value in data.items():
             if name in ("garbage", "scope"):
                 values[name] = value
-            elif isinstance(value, bool) or not isinstance(value, int | float | str):
+            elif isinstance(value, bool) or not isinstance(value, int | float | Decimal | str):
                 raise UsageError(f"fault setting {name} must be a number")
             else:
                 try:

@@ -21,7 +21,7 @@ class EarlyRetry:
     early_by_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SandboxStats:
     """A snapshot; plain data, safe to keep and compare."""
 

@@ -99,16 +99,13 @@ class CsvSource(Source):
                     start, f"{name} line {start}: {len(row)} fields, the header has {width}"
                 )
                 continue
-            if not "".join(row).isascii():  # cheap gate: escaped bytes are never ASCII
-                bad = _escaped_byte(header, row)
-                if bad is not None:
-                    column, byte = bad
-                    yield BadRecord(
-                        start,
-                        f"{name} line {start}, column {column!r}: "
-                        f"invalid {encoding} (byte 0x{byte:02x})",
-                    )
-                    continue
+            joined = "".join(row)
+            # Two C calls per row; escaped bytes are never ASCII, so most rows stop at the first.
+            if not joined.isascii() and _ESCAPED_BYTE.search(joined):
+                column, byte = _escaped_byte(header, row)
+                where = f"{name} line {start}, column {column!r}"
+                yield BadRecord(start, f"{where}: invalid {encoding} (byte 0x{byte:02x})")
+                continue
             # Fewer fields than the header: zip stops early and the missing columns are absent.
             yield RawRecord(start, dict(zip(header, row, strict=False)))
 
@@ -129,13 +126,13 @@ class CsvSource(Source):
         return names
 
 
-def _escaped_byte(header: list[str], row: list[str]) -> tuple[str, int] | None:
-    """The first column holding an undecodable byte, and that byte."""
+def _escaped_byte(header: list[str], row: list[str]) -> tuple[str, int]:
+    """The first column holding an undecodable byte, and that byte (the row holds one)."""
     for column, value in zip(header, row, strict=False):
         match = _ESCAPED_BYTE.search(value)
         if match is not None:
             return column, ord(match.group()) - 0xDC00
-    return None
+    raise ValueError("the row holds no escaped byte")  # callers check first
 
 
 @register("csv")

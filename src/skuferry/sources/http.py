@@ -17,6 +17,7 @@ in the body), ``offset`` (offset + size, optionally a total), ``cursor``
 from __future__ import annotations
 
 import email.utils
+import itertools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 from skuferry import canonical, logs
-from skuferry.errors import SourceError
+from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source, register
 from skuferry.sources.settings_models import HttpSourceSettings, read_secret
@@ -111,12 +112,15 @@ class HttpSource(Source):
         if s.auth == "bearer":
             token = read_secret(inline=s.token, file=s.token_file, env_name=s.token_env,
                                 key="token", env=env)
-            assert token is not None  # the settings model requires one when auth = "bearer"
+            if token is None:  # the settings model requires one; guards a model built by hand
+                raise ConfigError(['at \'source.token\': auth = "bearer" needs a token'])
             self._headers["Authorization"] = f"Bearer {token.get_secret_value()}"
         elif s.auth == "basic":
             password = read_secret(inline=s.password, file=s.password_file,
                                    env_name=s.password_env, key="password", env=env)
-            assert password is not None and s.username is not None
+            if password is None or s.username is None:
+                raise ConfigError(['at \'source.password\': auth = "basic" needs a username '
+                                   "and a password"])
             self._auth = httpx.BasicAuth(s.username, password.get_secret_value())
 
     def describe(self) -> str:
@@ -148,70 +152,75 @@ class HttpSource(Source):
     # -- walking the pages -------------------------------------------------------------
 
     def _pages(self, client: httpx.Client) -> Iterator[_Page]:
+        walk = {
+            "page": self._by_page_number,
+            "offset": self._by_offset,
+            "cursor": self._by_cursor,
+        }.get(self.settings.pagination, self._by_next_link)
+        return walk(client)
+
+    def _sized(self) -> dict[str, Any]:
         s = self.settings
-        sized = {s.size_param: s.page_size} if s.size_param else {}
-        number = 1
-        if s.pagination == "page":
-            page_no = s.first_page
-            while True:
-                page = self._get(client, s.url, {**sized, s.page_param: page_no}, number)
-                yield page
-                total = self._number_at(page, s.total_pages_path)
-                count = len(self._items(page))
-                last_index = page_no - s.first_page + 1
-                if (total is not None and last_index >= total) or (
-                    total is None and count < s.page_size
-                ) or count == 0:
-                    return
-                page_no += 1
-                number += 1
-        elif s.pagination == "offset":
-            offset = 0
-            while True:
-                page = self._get(client, s.url, {**sized, s.offset_param: offset}, number)
-                yield page
-                total = self._number_at(page, s.total_path)
-                count = len(self._items(page))
-                offset += count
-                if count == 0 or (total is not None and offset >= total) or (
-                    total is None and count < s.page_size
-                ):
-                    return
-                number += 1
-        elif s.pagination == "cursor":
-            cursor: str | None = None
-            seen: set[str] = set()
-            while True:
-                params = dict(sized) if cursor is None else {**sized, s.cursor_param: cursor}
-                page = self._get(client, s.url, params, number)
-                yield page
-                found, token = dig(page.body, s.cursor_path or "")
-                if not found or token in (None, "") or not self._items(page):
-                    return
-                cursor = canonical.dumps(token) if isinstance(token, list | dict) else str(token)
-                if cursor in seen:
-                    raise SourceError(f"{self.describe()}: page {number} repeats cursor "
-                                      f"{cursor!r}; the API would loop forever")
-                seen.add(cursor)
-                number += 1
-        else:  # next_link, none
-            url: httpx.URL | str = s.url
-            visited: set[str] = set()
-            while True:
-                page = self._get(client, url, None, number)
-                yield page
-                if s.pagination == "none":
-                    return
-                found, href = dig(page.body, s.next_path)
-                target = href if found and isinstance(href, str) and href else page.next_header
-                if not target:
-                    return
-                url = page.url.join(target)
-                if str(url) in visited or url == page.url:
-                    raise SourceError(f"{self.describe()}: page {number} links back to "
-                                      f"{safe_url(url)}; the API would loop forever")
-                visited.add(str(page.url))
-                number += 1
+        return {s.size_param: s.page_size} if s.size_param else {}
+
+    def _by_page_number(self, client: httpx.Client) -> Iterator[_Page]:
+        s = self.settings
+        for number in itertools.count(1):
+            params = {**self._sized(), s.page_param: s.first_page + number - 1}
+            page = self._get(client, s.url, params, number)
+            yield page
+            total = self._number_at(page, s.total_pages_path)
+            count = len(self._items(page))
+            if count == 0 or (number >= total if total is not None else count < s.page_size):
+                return
+
+    def _by_offset(self, client: httpx.Client) -> Iterator[_Page]:
+        s = self.settings
+        offset = 0
+        for number in itertools.count(1):
+            page = self._get(client, s.url, {**self._sized(), s.offset_param: offset}, number)
+            yield page
+            total = self._number_at(page, s.total_path)
+            count = len(self._items(page))
+            offset += count
+            if count == 0 or (offset >= total if total is not None else count < s.page_size):
+                return
+
+    def _by_cursor(self, client: httpx.Client) -> Iterator[_Page]:
+        s = self.settings
+        params = self._sized()
+        seen: set[str] = set()
+        for number in itertools.count(1):
+            page = self._get(client, s.url, params, number)
+            yield page
+            found, token = dig(page.body, s.cursor_path or "")
+            if not found or token in (None, "") or not self._items(page):
+                return
+            cursor = canonical.dumps(token) if isinstance(token, list | dict) else str(token)
+            if cursor in seen:
+                raise SourceError(f"{self.describe()}: page {number} repeats cursor "
+                                  f"{cursor!r}; the API would loop forever")
+            seen.add(cursor)
+            params = {**self._sized(), s.cursor_param: cursor}
+
+    def _by_next_link(self, client: httpx.Client) -> Iterator[_Page]:
+        s = self.settings
+        url: httpx.URL | str = s.url
+        visited: set[httpx.URL] = set()
+        for number in itertools.count(1):
+            page = self._get(client, url, None, number)
+            yield page
+            if s.pagination == "none":
+                return
+            visited.add(page.url)
+            found, href = dig(page.body, s.next_path)
+            target = href if found and isinstance(href, str) and href else page.next_header
+            if not target:
+                return
+            url = page.url.join(target)
+            if url in visited:
+                raise SourceError(f"{self.describe()}: page {number} links back to "
+                                  f"{safe_url(url)}; the API would loop forever")
 
     def _items(self, page: _Page) -> list[Any]:
         found, items = dig(page.body, self.settings.items_path)
@@ -248,7 +257,7 @@ class HttpSource(Source):
         self._last_request_at = now
 
     def _backoff(self, attempt: int) -> float:
-        ceiling = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)
+        ceiling = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2.0**attempt)
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
 
     def _get(

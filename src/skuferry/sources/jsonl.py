@@ -75,7 +75,7 @@ class JsonlSource(Source):
             if not raw.strip():
                 continue
             try:
-                text = raw.decode(encoding)
+                text = raw.decode(encoding).rstrip()  # errors then point into the line
             except UnicodeDecodeError as exc:
                 byte = raw[exc.start]
                 yield BadRecord(
@@ -89,8 +89,8 @@ class JsonlSource(Source):
             try:
                 value = _decode(text)
             except json.JSONDecodeError as exc:
-                # exc's own text says "line 1" (of this one line): name the column only.
-                reason = f"{exc.msg} at column {exc.colno}"
+                # exc's own text counts lines inside this one line: name the character only.
+                reason = f"{exc.msg} at character {exc.pos + 1}"
                 yield BadRecord(number, f"{name} line {number}: not valid JSON ({reason})")
                 continue
             except (ValueError, RecursionError) as exc:  # NaN/Infinity, huge ints, deep nesting

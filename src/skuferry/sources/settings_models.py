@@ -240,7 +240,7 @@ class SqlSourceSettings(_Strict):
 def anchor_sqlite_url(url: str, base: Path) -> str:
     """``sqlite:///rel.db`` -> ``sqlite:////<base>/rel.db``; other URLs unchanged."""
     scheme, sep, rest = url.partition(":///")
-    if not sep or not scheme.split("+", 1)[0] == "sqlite":
+    if not sep or scheme.split("+", 1)[0] != "sqlite":
         return url
     path, q, query = rest.partition("?")
     if not path or path == ":memory:" or path.startswith(("/", "file:")):

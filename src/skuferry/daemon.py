@@ -1,0 +1,467 @@
+"""``skuferry run``: sync on a schedule until SIGTERM/SIGINT.
+
+Shape: APScheduler's ``BackgroundScheduler`` fires the runs; the main thread
+does nothing but wait for commands (stop, reload) and feed the systemd
+watchdog while idle. Signal handlers only put a command on a
+``queue.SimpleQueue`` (whose ``put`` is safe to call from a signal handler),
+so reloading and shutting down happen in ordinary code, never inside a
+handler that interrupted a lock holder; with ``BlockingScheduler`` the main
+thread would be inside the scheduler loop and the handler would have to stop
+the scheduler from there.
+
+Each run goes through ``Daemon.run_now``: every failure is logged and the
+schedule goes on. Stopping sets the ``stop`` event the engine polls, so the
+request in flight finishes and its result is committed; runs execute in
+daemon threads, so a run that overstays the stop deadline cannot keep the
+process alive (its open write intent is resolved by lookup on the next start).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+from apscheduler.executors.base import BaseExecutor, run_job
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from skuferry import logs, metrics, monitor, schema
+from skuferry.errors import (
+    AuthError,
+    ConfigError,
+    Interrupted,
+    LockHeld,
+    SkuferryError,
+)
+from skuferry.metrics import RunOutcome
+from skuferry.models import RunSummary
+from skuferry.notify import Notifier
+from skuferry.settings import ScheduleSettings, Settings, load_settings
+
+log = logs.get(__name__)
+
+JOB_ID = "sync"
+DEFAULT_INTERVAL_MINUTES = 15.0
+STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
+STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
+_STOP, _RELOAD = "stop", "reload"
+
+
+class Job(Protocol):
+    """What the daemon runs: ``engine.run_once`` or a test's fake."""
+
+    def __call__(
+        self,
+        settings: Settings,
+        *,
+        verify: bool = ...,
+        stop: threading.Event | None = ...,
+        on_progress: Callable[[int, int], None] | None = ...,
+    ) -> RunSummary: ...
+
+
+Loader = Callable[[Path | None], Settings]
+
+
+# --- the schedule --------------------------------------------------------------------
+
+_DOW = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _weekday(token: str) -> int:
+    if token.isdigit() and int(token) <= 7:
+        return int(token)
+    if token.lower() in _DOW:
+        return _DOW.index(token.lower())
+    raise ValueError(f"bad day of week {token!r}")
+
+
+def crontab_weekdays(field: str) -> str:
+    """A crontab day-of-week field (0 and 7 are Sunday) as APScheduler 3 day names.
+
+    APScheduler 3 counts weekdays from Monday = 0 (its ``from_crontab`` passes the
+    numbers through unchanged), so ``1-5`` would mean Tuesday to Saturday there.
+    """
+    days: list[str] = []
+    for part in field.split(","):
+        body, _, step_text = part.partition("/")
+        step = int(step_text) if step_text else 1
+        if step < 1:
+            raise ValueError(f"bad step in {part!r}")
+        if body == "*" and not step_text:
+            return "*"
+        if body == "*":
+            low, high = 0, 6
+        elif "-" in body:
+            first, last = body.split("-", 1)
+            low, high = _weekday(first), _weekday(last)
+            if high == 0 and low > 0:  # "fri-sun"
+                high = 7
+        else:
+            low = _weekday(body)
+            high = 6 if step_text else low
+        if low > high:
+            raise ValueError(f"bad range {part!r}")
+        days.extend(_DOW[d] for d in range(low, high + 1, step))
+    return ",".join(dict.fromkeys(days))
+
+
+def build_trigger(
+    schedule: ScheduleSettings, *, interval_s: float | None = None
+) -> IntervalTrigger | CronTrigger:
+    """The APScheduler trigger for ``[schedule]``; ``interval_s`` overrides it (tests)."""
+    jitter = schedule.jitter_s or None
+    if interval_s is not None:
+        return IntervalTrigger(seconds=interval_s, jitter=jitter)
+    if schedule.cron is not None and schedule.interval_minutes is not None:
+        raise ConfigError(["at 'schedule': set interval_minutes or cron, not both"])
+    if schedule.cron is None:
+        return IntervalTrigger(minutes=schedule.interval_minutes or DEFAULT_INTERVAL_MINUTES,
+                               jitter=jitter)
+    fields = schedule.cron.split()
+    if len(fields) != 5:
+        raise ConfigError([f"at 'schedule.cron': expected 5 fields, got {len(fields)}"])
+    minute, hour, day, month, weekday = fields
+    try:
+        # Note: like all APScheduler cron triggers, day and day_of_week must both match
+        # (classic cron matches either when both are restricted).
+        return CronTrigger(minute=minute, hour=hour, day=day, month=month,
+                           day_of_week=crontab_weekdays(weekday), jitter=jitter)
+    except ValueError as exc:
+        raise ConfigError([f"at 'schedule.cron': {exc}"]) from exc
+
+
+def describe_schedule(schedule: ScheduleSettings, *, interval_s: float | None = None) -> str:
+    if interval_s is not None:
+        return f"every {interval_s:g} s"
+    if schedule.cron is not None:
+        return f"cron {schedule.cron}"
+    return f"every {schedule.interval_minutes or DEFAULT_INTERVAL_MINUTES:g} min"
+
+
+# --- running jobs ----------------------------------------------------------------------
+
+
+class _ThreadPerRunExecutor(BaseExecutor):  # type: ignore[misc]  # apscheduler is untyped
+    """Runs each job in its own daemon thread and can wait for them with a deadline.
+
+    APScheduler's own pool uses non-daemon threads, which the interpreter joins at
+    exit without a limit: a run stuck in a slow request would break the 10 s stop.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._threads: list[threading.Thread] = []
+        self._threads_lock = threading.Lock()
+
+    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        def target() -> None:
+            try:
+                # _jobstore_alias is how APScheduler's own executors call run_job too.
+                events = run_job(job, job._jobstore_alias, run_times, self._logger.name)
+            except BaseException as exc:  # noqa: BLE001 - handed back to APScheduler, as its executors do
+                self._run_job_error(job.id, exc, exc.__traceback__)
+            else:
+                self._run_job_success(job.id, events)
+
+        thread = threading.Thread(target=target, name="skuferry-run", daemon=True)
+        with self._threads_lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def busy(self) -> bool:
+        with self._threads_lock:
+            return any(t.is_alive() for t in self._threads)
+
+    def join(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> bool:
+        """Wait for the runs in flight; False if one is still going at the deadline."""
+        deadline = clock() + timeout_s
+        with self._threads_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - clock()))
+        return not any(t.is_alive() for t in threads)
+
+
+# --- the daemon ------------------------------------------------------------------------
+
+
+class Daemon:
+    """The scheduler, the current settings, and what happens around each run."""
+
+    def __init__(
+        self,
+        config_path: Path | None,
+        *,
+        job: Job,
+        load: Loader,
+        notifier: Notifier | None = None,
+        interval_s: float | None = None,
+        stop_timeout_s: float = STOP_TIMEOUT_S,
+        idle_tick_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config_path = config_path
+        self._job = job
+        self._load = load
+        self._notify = notifier if notifier is not None else Notifier.from_env()
+        self._interval_s = interval_s
+        self._stop_timeout_s = stop_timeout_s
+        self._idle_tick_s = idle_tick_s
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._commands: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.stop_event = threading.Event()  # the engine's ``stop``
+        self._executor = _ThreadPerRunExecutor()
+        self._scheduler = BackgroundScheduler(executors={"default": self._executor})
+        self._settings: Settings | None = None
+        self._runs = 0
+        self._last_status = float("-inf")
+        self.last_outcome: RunOutcome | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            raise RuntimeError("the daemon has not been started")
+        return self._settings
+
+    @property
+    def run_in_flight(self) -> bool:
+        return self._executor.busy()
+
+    # commands: safe from signal handlers and other threads
+    def request_stop(self) -> None:
+        self._commands.put(_STOP)
+
+    def request_reload(self) -> None:
+        self._commands.put(_RELOAD)
+
+    def start(self) -> None:
+        """Load the config, open the state, schedule, tell systemd READY=1. Raises SkuferryError."""
+        settings = self._load(self._config_path)
+        trigger = build_trigger(settings.schedule, interval_s=self._interval_s)
+        schema.open_state(settings.state.path).close()  # create/migrate now: fail before READY
+        self._settings = settings
+        first: dict[str, Any] = {}
+        if settings.schedule.run_at_start:
+            first["next_run_time"] = datetime.now().astimezone()
+        self._scheduler.add_job(
+            self._run_scheduled, trigger, id=JOB_ID, name="skuferry sync",
+            max_instances=1, coalesce=True,
+            misfire_grace_time=settings.schedule.misfire_grace_s, **first,
+        )
+        self._scheduler.start(paused=True)  # READY=1 goes out before the first run starts
+        schedule = describe_schedule(settings.schedule, interval_s=self._interval_s)
+        self._publish(settings, schedule=schedule, pid=str(os.getpid()))
+        log.info("daemon.started", schedule=schedule, next_run=self.next_run(),
+                 config=str(self._config_path or settings.config_path or ""))
+        self._notify.ready(f"scheduled {schedule}; next run {self.next_run() or 'unknown'}")
+        self._scheduler.resume()
+
+    def serve_forever(self) -> int:
+        """Wait for commands until a stop; feed the watchdog while no run is going."""
+        while True:
+            try:
+                command = self._commands.get(timeout=self._idle_tick_s)
+            except queue.Empty:
+                if not self._executor.busy():
+                    self._notify.keepalive()  # during a run, progress points do it
+                continue
+            if command == _STOP:
+                return self.shutdown()
+            self.reload()
+
+    def shutdown(self) -> int:
+        self._notify.stopping()
+        log.info("daemon.stopping", run_in_flight=self._executor.busy())
+        self.stop_event.set()
+        self._scheduler.shutdown(wait=False)
+        if not self._executor.join(self._stop_timeout_s, self._clock):
+            log.warning("daemon.stop.timeout", waited_s=self._stop_timeout_s,
+                        hint="the open write is resolved by lookup on the next start")
+        if self._settings is not None:
+            self._publish(self._settings, next_run=None, pid=None)
+        log.info("daemon.stopped", runs=self._runs)
+        return 0
+
+    def reload(self) -> bool:
+        """Re-read the config; keep the old one (and say why) if the new one is bad."""
+        self._notify.send("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        old = self.settings
+        try:
+            new = self._load(self._config_path)
+            trigger = build_trigger(new.schedule, interval_s=self._interval_s)
+            schema.open_state(new.state.path).close()
+        except ConfigError as exc:
+            log.error("daemon.reload.failed", problems=exc.problems, kept="old config")
+            self._notify.ready("config reload failed; running with the old config")
+            return False
+        except SkuferryError as exc:
+            log.error("daemon.reload.failed", problems=[str(exc)], kept="old config")
+            self._notify.ready("config reload failed; running with the old config")
+            return False
+        self._settings = new
+        rescheduled = new.schedule != old.schedule
+        if rescheduled:
+            self._scheduler.modify_job(JOB_ID, misfire_grace_time=new.schedule.misfire_grace_s)
+            self._scheduler.reschedule_job(JOB_ID, trigger=trigger)
+        schedule = describe_schedule(new.schedule, interval_s=self._interval_s)
+        self._publish(new, schedule=schedule, pid=str(os.getpid()))
+        log.info("daemon.reload.done", rescheduled=rescheduled, schedule=schedule,
+                 next_run=self.next_run())
+        self._notify.ready(f"config reloaded; next run {self.next_run() or 'unknown'}")
+        return True
+
+    def _run_scheduled(self) -> None:
+        self.run_now()
+
+    def run_now(self) -> RunOutcome:
+        """One run with everything around it; never raises."""
+        settings = self.settings
+        self._runs += 1
+        number = self._runs
+        every = settings.schedule.verify_every
+        verify = every > 0 and number % every == 0
+        log.info("daemon.run.started", run=number, verify=verify)
+        self._notify.status(f"run {number} started")
+        monitor.ping_start(settings.monitor)
+        started = self._clock()
+        try:
+            summary = self._job(settings, verify=verify, stop=self.stop_event,
+                                on_progress=self._progress)
+        except Exception as exc:  # noqa: BLE001 - a failed run must never end the schedule
+            outcome = RunOutcome.from_error(exc, duration_s=self._clock() - started,
+                                            finished_at=self._wall_clock())
+            self._log_failure(number, exc, outcome)
+        else:
+            outcome = RunOutcome.from_summary(summary, duration_s=self._clock() - started,
+                                              finished_at=self._wall_clock())
+            log.info("daemon.run.finished", run=number, exit_code=outcome.exit_code,
+                     result=outcome.result, **_counts(summary))
+        self._after_run(settings, outcome)
+        return outcome
+
+    def _log_failure(self, number: int, exc: Exception, outcome: RunOutcome) -> None:
+        fields = {"run": number, "error": outcome.error, "error_type": type(exc).__name__,
+                  "exit_code": outcome.exit_code}
+        if isinstance(exc, LockHeld):
+            log.warning("daemon.run.skipped", **fields)
+        elif isinstance(exc, Interrupted):
+            log.info("daemon.run.interrupted", **fields)
+        elif isinstance(exc, AuthError):
+            # Every run, at error level: a revoked key must not look like a quiet daemon.
+            log.error("daemon.run.failed", **fields,
+                      hint="the API key was refused; check the api_key credential")
+        elif isinstance(exc, SkuferryError):
+            log.error("daemon.run.failed", **fields)
+        else:
+            log.error("daemon.run.failed", **fields, exc_info=exc)
+
+    def _after_run(self, settings: Settings, outcome: RunOutcome) -> None:
+        self.last_outcome = outcome
+        if settings.metrics.textfile is not None:
+            metrics.record_run(settings.metrics.textfile, outcome,
+                               products=_product_counts(settings.state.path))
+        ping_settings = settings.monitor
+        if self.stop_event.is_set():  # keep inside the stop deadline
+            ping_settings = ping_settings.model_copy(
+                update={"timeout_s": min(ping_settings.timeout_s, 2.0)})
+        monitor.ping_finish(ping_settings, outcome)
+        next_run = self.next_run()
+        self._publish(settings, next_run=next_run)
+        self._notify.status(f"last run {outcome.one_line()}; next run {next_run or 'none'}")
+
+    def _progress(self, done: int, total: int) -> None:
+        self._notify.keepalive()
+        now = self._clock()
+        if now - self._last_status >= STATUS_EVERY_S:
+            self._last_status = now
+            self._notify.status(f"run {self._runs}: {done}/{total} products")
+
+    def next_run(self) -> str | None:
+        """When the next run is due (ISO 8601), if one is scheduled."""
+        job = self._scheduler.get_job(JOB_ID)
+        when = getattr(job, "next_run_time", None)
+        return when.isoformat(timespec="seconds") if when is not None else None
+
+    def _publish(self, settings: Settings, **meta: str | None) -> None:
+        """Tell ``skuferry status`` (which reads the state's meta table) about the daemon."""
+        try:
+            conn = schema.connect(settings.state.path)
+            try:
+                with conn:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO meta(name, value) VALUES (?, ?)",
+                        [(f"daemon.{name}", value) for name, value in meta.items()],
+                    )
+            finally:
+                conn.close()
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
+            log.warning("daemon.state.publish_failed", error=str(exc))
+
+
+def _counts(summary: RunSummary) -> dict[str, Any]:
+    data = summary.as_json()
+    return {k: data[k] for k in ("created", "updated", "adopted", "unchanged", "rejected",
+                                 "failed", "requests", "duration_s")}
+
+
+def _product_counts(state_path: Path) -> dict[str, int] | None:
+    try:
+        conn = schema.connect(state_path)
+        try:
+            rows = conn.execute("SELECT state, COUNT(*) FROM products GROUP BY state").fetchall()
+        finally:
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; metrics are best effort
+        log.warning("metrics.products.failed", error=str(exc))
+        return None
+    return {str(state): int(n) for state, n in rows}
+
+
+def serve(
+    config_path: Path | None,
+    *,
+    job: Job | None = None,
+    load: Loader | None = None,
+    notifier: Notifier | None = None,
+    interval_s: float | None = None,
+    install_signals: bool = True,
+) -> int:
+    """Run the daemon until SIGTERM/SIGINT; 0 on a clean stop. Raises SkuferryError at start."""
+    if job is None:
+        # Imported here: the engine pulls in the whole sync stack, tests inject a fake job.
+        from skuferry.engine import run_once  # noqa: PLC0415
+
+        job = run_once
+    daemon = Daemon(config_path, job=job, load=load or load_settings, notifier=notifier,
+                    interval_s=interval_s)
+    previous: dict[signal.Signals, Any] = {}
+    if install_signals:
+
+        def on_stop(_signum: int, _frame: FrameType | None) -> None:
+            daemon.request_stop()
+
+        def on_hup(_signum: int, _frame: FrameType | None) -> None:
+            daemon.request_reload()
+
+        for signum, handler in ((signal.SIGTERM, on_stop), (signal.SIGINT, on_stop),
+                                (signal.SIGHUP, on_hup)):
+            previous[signum] = signal.signal(signum, handler)
+    try:
+        daemon.start()
+        return daemon.serve_forever()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,560 @@
+"""The mirror: the SQLite state file, skuferry's truth about what it sent.
+
+Per key it holds the digest and payload last confirmed on the remote, the
+remote id, the state (see ``models.State``) and, for every create in flight,
+an *intent*: committed before the POST and closed only once the outcome is
+known, so a crash or a lost response is resolved by lookup, never by re-POST.
+
+Every mutating method is one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction,
+durable (``synchronous=FULL``) before it returns. Only the engine's main
+thread writes. ``readonly=True`` (dry run) opens the file with ``mode=ro`` and
+never creates or migrates it; TEMP tables (the run's scratch space) still work
+there, because they live outside the state file.
+
+Column meaning, kept so the planner can trust ``MirrorRow.digest``:
+``digest``/``payload`` are what the remote holds (NULL when unknown);
+``rejected_digest`` is what the API refused, read as ``MirrorRow.digest`` while
+the row is REJECTED.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from skuferry import canonical, logs, schema
+from skuferry.errors import StateError
+from skuferry.models import MirrorRow, Product, State
+
+log = logs.get(__name__)
+
+_IN_CHUNK = 500  # keys per IN (...) lookup: well below SQLite's variable limit
+_SCAN_CHUNK = 1000  # keys per keyset page: no cursor stays open across commits
+_ROW_SQL = (
+    "SELECT p.key, p.state, p.digest, p.rejected_digest, p.remote_id, i.digest, p.last_error "
+    "FROM products p LEFT JOIN intents i ON i.key = p.key"
+)
+
+RowTuple = tuple[str, str, str | None, str | None, str | None, str | None, str | None]
+
+
+def _to_row(r: RowTuple) -> MirrorRow:
+    key, state, digest, rejected_digest, remote_id, intent_digest, last_error = r
+    st = State(state)
+    return MirrorRow(
+        key=key, state=st, digest=rejected_digest if st is State.REJECTED else digest,
+        remote_id=remote_id, intent_digest=intent_digest, last_error=last_error,
+    )
+
+
+def _scan(
+    conn: sqlite3.Connection, select: str, where: str, args: Sequence[Any] = ()
+) -> Iterator[Any]:
+    """Stream ``select`` (whose first column is ``key``) in key order, one page at a time.
+
+    Keyset pages instead of one long cursor: the caller may commit between items.
+    """
+    cond = f"WHERE {where} " if where else ""
+    first = f"{select} {cond}ORDER BY key LIMIT {_SCAN_CHUNK}"
+    after = f"WHERE {where} AND key > ? " if where else "WHERE key > ? "
+    more = f"{select} {after}ORDER BY key LIMIT {_SCAN_CHUNK}"
+    batch = conn.execute(first, args).fetchall()
+    while batch:
+        yield from batch
+        if len(batch) < _SCAN_CHUNK:
+            return
+        batch = conn.execute(more, [*args, batch[-1][0]]).fetchall()
+
+
+class MirrorLookup(Mapping[str, MirrorRow]):
+    """The mirror as a read-only Mapping: point lookups, keys streamed in order."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = self._conn.execute(f"{_ROW_SQL} WHERE p.key = ?", (key,)).fetchone()
+        return _to_row(found) if found is not None else default
+
+    def __getitem__(self, key: str) -> MirrorRow:
+        row: MirrorRow | None = self.get(key)
+        if row is None:
+            raise KeyError(key)
+        return row
+
+    def __contains__(self, key: object) -> bool:
+        found = self._conn.execute("SELECT 1 FROM products WHERE key = ?", (key,)).fetchone()
+        return found is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for (k,) in _scan(self._conn, "SELECT key FROM products", ""))
+
+    def __len__(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM products").fetchone()[0])
+
+
+class SeenTable(MutableMapping[str, tuple[str, int]]):
+    """key -> (digest, line) in a TEMP table, for ``plan(seen=...)`` on huge catalogs.
+
+    Nearly every key is new, so a bit filter answers "never seen" without a
+    query, and writes are buffered and flushed in batches. ``in`` reads ahead
+    in key order, because the planner's GONE pass asks for every mirror key in
+    ascending order. A 100k-key run costs a few hundred statements, and memory
+    stays flat (2 MiB of filter, one write buffer, one read-ahead window).
+    """
+
+    _BITS = 1 << 24
+    _FLUSH = 5000
+    _SQL = {  # {t}: this instance's table name
+        "create": "CREATE TEMP TABLE {t} (key TEXT PRIMARY KEY, digest TEXT NOT NULL, "
+        "line INTEGER NOT NULL) WITHOUT ROWID",
+        "get": "SELECT digest, line FROM {t} WHERE key = ?",
+        "ahead": "SELECT key FROM {t} WHERE key >= ? ORDER BY key LIMIT ?",
+        "put": "INSERT OR REPLACE INTO {t} VALUES (?, ?, ?)",
+        "delete": "DELETE FROM {t} WHERE key = ?",
+        "keys": "SELECT key FROM {t}",
+        "count": "SELECT count(*) FROM {t}",
+        "drop": "DROP TABLE IF EXISTS {t}",
+    }
+    _made = itertools.count(1)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        table = f"temp.seen_{next(self._made)}"  # one table per instance: never shared
+        self._sql = {name: sql.format(t=table) for name, sql in self._SQL.items()}
+        conn.execute(self._sql["create"])
+        self._filter = bytearray(self._BITS // 8)
+        self._buffer: dict[str, tuple[str, int]] = {}
+        # Read-ahead of the table's keys: every stored key in [first, last] (last None: to the end).
+        self._window: tuple[str, str | None, frozenset[str]] | None = None
+
+    def _maybe(self, key: str) -> bool:
+        h = hash(key) & (self._BITS - 1)
+        return bool(self._filter[h >> 3] & (1 << (h & 7)))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._buffer:
+            return self._buffer[key]
+        if not self._maybe(key):
+            return default
+        found = self._conn.execute(self._sql["get"], (key,)).fetchone()
+        return (found[0], int(found[1])) if found is not None else default
+
+    def __getitem__(self, key: str) -> tuple[str, int]:
+        value: tuple[str, int] | None = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        if key in self._buffer:
+            return True
+        if not self._maybe(key):
+            return False
+        window = self._window
+        if window is None or not (window[0] <= key and (window[1] is None or key <= window[1])):
+            ahead = [k for (k,) in self._conn.execute(self._sql["ahead"], (key, _SCAN_CHUNK))]
+            last = ahead[-1] if len(ahead) == _SCAN_CHUNK else None  # a full page: more may follow
+            window = self._window = (key, last, frozenset(ahead))
+        return key in window[2]
+
+    def __setitem__(self, key: str, value: tuple[str, int]) -> None:
+        h = hash(key) & (self._BITS - 1)
+        self._filter[h >> 3] |= 1 << (h & 7)
+        self._buffer[key] = value
+        self._window = None
+        if len(self._buffer) >= self._FLUSH:
+            self.flush()
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._buffer.pop(key, None)
+        self._window = None
+        # Its filter bit stays set: a false "maybe" only costs one query.
+        self._conn.execute(self._sql["delete"], (key,))
+
+    def __iter__(self) -> Iterator[str]:
+        self.flush()
+        return (k for (k,) in _scan(self._conn, self._sql["keys"], ""))
+
+    def __len__(self) -> int:
+        self.flush()
+        return int(self._conn.execute(self._sql["count"]).fetchone()[0])
+
+    def flush(self) -> None:
+        """Write the buffered entries (one transaction unless the caller holds one)."""
+        if not self._buffer:
+            return
+        rows = [(k, d, line) for k, (d, line) in self._buffer.items()]
+        own = not self._conn.in_transaction
+        if own:
+            self._conn.execute("BEGIN")
+        self._conn.executemany(self._sql["put"], rows)
+        if own:
+            self._conn.execute("COMMIT")
+        self._buffer.clear()
+        self._window = None
+
+    def close(self) -> None:
+        """Drop the table (closing the mirror's connection drops it too)."""
+        self._buffer.clear()
+        self._window = None
+        self._conn.execute(self._sql["drop"])
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """The state file, read-only and unmigrated; an empty in-memory schema when it is missing.
+
+    An older file is copied into memory and migrated there, so a dry run after an
+    upgrade still works and the file stays untouched. (SQLite may create the WAL's
+    empty ``-wal``/``-shm`` side files to read a WAL database; the file itself is
+    never written.)
+    """
+    memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    if not path.exists():
+        schema.migrate(memory, path=path)
+        return memory
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+            check_same_thread=False,
+        )
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if found > schema.SCHEMA_VERSION:
+            raise StateError(
+                f"state file {path} has schema version {found}, newer than this skuferry "
+                f"understands ({schema.SCHEMA_VERSION}); upgrade skuferry"
+            )
+        if found == schema.SCHEMA_VERSION:
+            memory.close()
+            return conn
+        conn.backup(memory)
+    except sqlite3.Error as exc:
+        memory.close()
+        if conn is not None:
+            conn.close()
+        raise StateError(f"cannot read state file {path}: {exc}") from exc
+    except StateError:
+        memory.close()
+        if conn is not None:
+            conn.close()
+        raise
+    conn.close()
+    schema.migrate(memory, path=path)
+    return memory
+
+
+class Mirror:
+    """The state file. See the module docstring for the contract of every write."""
+
+    def __init__(
+        self, path: Path, *, readonly: bool = False, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._clock = clock
+        self._conn = _open_readonly(self.path) if readonly else schema.open_state(self.path)
+        self._db = sqlite_utils.Database(self._conn)
+        self._lookup = MirrorLookup(self._conn)
+        log.debug("mirror.opened", path=str(self.path), readonly=readonly)
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        return self._db
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One durable transaction; a state file that fails a write is a StateError."""
+        if self.readonly:
+            raise RuntimeError("the mirror was opened read-only (dry run); nothing may be written")
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield conn
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StateError(f"cannot write state file {self.path}: {exc}") from exc
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- reading --------------------------------------------------------------
+
+    def rows(self, keys: Sequence[str]) -> dict[str, MirrorRow]:
+        found: dict[str, MirrorRow] = {}
+        for start in range(0, len(keys), _IN_CHUNK):
+            chunk = list(keys[start : start + _IN_CHUNK])
+            marks = ",".join("?" * len(chunk))
+            sql = f"{_ROW_SQL} WHERE p.key IN ({marks})"
+            for r in self._conn.execute(sql, chunk):
+                found[r[0]] = _to_row(r)
+        return found
+
+    def lookup(self) -> Mapping[str, MirrorRow]:
+        return self._lookup
+
+    def keys(self, *, exclude_gone: bool = True) -> Iterator[str]:
+        where = "state != 'gone'" if exclude_gone else ""
+        return (k for (k,) in _scan(self._conn, "SELECT key FROM products", where))
+
+    def count(self) -> int:
+        sql = "SELECT count(*) FROM products WHERE state != 'gone'"
+        return int(self._conn.execute(sql).fetchone()[0])
+
+    def counts_by_state(self) -> dict[str, int]:
+        sql = "SELECT state, count(*) FROM products GROUP BY state ORDER BY state"
+        return {state: int(n) for state, n in self._conn.execute(sql)}
+
+    def walked(self) -> bool:
+        return self.get_meta("walked_at") is not None
+
+    def mark_walked(self, at: float, remote: Iterable[tuple[str, str]] = ()) -> None:
+        """Record a complete remote walk, with the (key, remote_id) pairs it found.
+
+        After this, a key the mirror does not know is taken as absent remotely, so
+        every walked key must be known: keys the mirror lacks become GONE rows with
+        their remote id (a later source product of that key is then an UPDATE, not
+        a duplicate POST), and known rows without a remote id, and no open intent,
+        are linked to it (digest unknown, so the next plan updates them).
+        """
+        now = self._clock()
+        with self._write() as conn:
+            conn.execute("DROP TABLE IF EXISTS temp.walked")
+            conn.execute("CREATE TEMP TABLE walked (key TEXT NOT NULL, remote_id TEXT NOT NULL)")
+            conn.executemany("INSERT INTO walked VALUES (?, ?)", remote)
+            conn.execute(
+                "INSERT INTO products (key, state, remote_id, first_seen, updated_at) "
+                "SELECT key, 'gone', min(remote_id), ?, ? FROM walked "
+                "WHERE key NOT IN (SELECT key FROM products) GROUP BY key",
+                (now, now),
+            )
+            conn.execute(
+                "UPDATE products SET remote_id = (SELECT min(w.remote_id) FROM walked w "
+                "WHERE w.key = products.key), digest = NULL, payload = NULL, updated_at = ? "
+                "WHERE remote_id IS NULL AND key IN (SELECT key FROM walked) "
+                "AND key NOT IN (SELECT key FROM intents)",
+                (now,),
+            )
+            conn.execute("DROP TABLE temp.walked")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES ('walked_at', ?)", (repr(at),)
+            )
+
+    def payload(self, key: str) -> dict[str, Any] | None:
+        found = self._conn.execute("SELECT payload FROM products WHERE key = ?", (key,)).fetchone()
+        if found is None or found[0] is None:
+            return None
+        value: dict[str, Any] = canonical.loads(found[0])
+        return value
+
+    def synced_items(self) -> Iterator[tuple[str, str, str]]:
+        select = "SELECT key, remote_id, digest FROM products"
+        where = "state = 'synced' AND remote_id IS NOT NULL AND digest IS NOT NULL"
+        return ((k, r, d) for k, r, d in _scan(self._conn, select, where))
+
+    def has_intent(self, key: str) -> bool:
+        sql = "SELECT 1 FROM intents WHERE key = ?"
+        return self._conn.execute(sql, (key,)).fetchone() is not None
+
+    def open_intents(self) -> list[tuple[str, str]]:
+        sql = "SELECT key, digest FROM intents ORDER BY started_at, key"
+        return [(k, d) for k, d in self._conn.execute(sql)]
+
+    # -- the write journal ----------------------------------------------------
+
+    def _upsert(
+        self, conn: sqlite3.Connection, key: str, state: State | None, fields: dict[str, Any],
+        *, insert_state: State = State.PENDING,
+    ) -> None:
+        """Insert or update one products row; ``state=None`` keeps an existing row's state."""
+        now = self._clock()
+        values = {"updated_at": now, **fields}
+        if state is not None:
+            values["state"] = state.value
+        cols = ["key", "first_seen", "state", *[c for c in values if c != "state"]]
+        args = [key, now, values.get("state", insert_state.value),
+                *[v for c, v in values.items() if c != "state"]]
+        sets = ", ".join(f"{c} = excluded.{c}" for c in values)
+        conn.execute(
+            f"INSERT INTO products ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "  # noqa: S608 - column names are ours
+            f"ON CONFLICT(key) DO UPDATE SET {sets}",
+            args,
+        )
+
+    def _confirmed(self, product: Product, remote_id: str) -> None:
+        with self._write() as conn:
+            self._upsert(conn, product.key, State.SYNCED, {
+                "digest": product.digest, "payload": canonical.dumps(product.payload),
+                "remote_id": remote_id, "synced_at": self._clock(), "last_error": None,
+                "attempts": 0, "rejected_digest": None, "source_line": product.line,
+            })
+            conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+
+    def open_intent(self, product: Product, *, run_id: int | None) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO intents (key, digest, payload, run_id, started_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (product.key, product.digest, canonical.dumps(product.payload), run_id,
+                 self._clock()),
+            )
+            self._upsert(conn, product.key, State.PENDING, {"source_line": product.line})
+
+    def record_created(self, product: Product, remote_id: str) -> None:
+        self._confirmed(product, remote_id)
+
+    def record_updated(self, product: Product, remote_id: str) -> None:
+        self._confirmed(product, remote_id)
+
+    def record_adopted(self, product: Product, remote_id: str, *, in_step: bool) -> None:
+        """Link a product found on the remote; ``in_step``: it already holds this digest."""
+        if in_step:
+            self._confirmed(product, remote_id)
+            return
+        with self._write() as conn:
+            self._upsert(conn, product.key, None, {
+                "remote_id": remote_id, "digest": None, "payload": None,
+                "source_line": product.line,
+            })
+            conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+
+    def record_failed(self, key: str, error: str, *, product: Product | None = None) -> None:
+        """A transient failure: retried next run. An open intent stays open."""
+        fields: dict[str, Any] = {"last_error": error}
+        if product is not None:
+            fields["source_line"] = product.line
+        with self._write() as conn:
+            self._upsert(conn, key, State.FAILED, fields)
+            conn.execute("UPDATE products SET attempts = attempts + 1 WHERE key = ?", (key,))
+
+    def record_rejected(self, product: Product, reason: str) -> None:
+        """The API refused this digest: not resent until the data change."""
+        with self._write() as conn:
+            self._upsert(conn, product.key, State.REJECTED, {
+                "rejected_digest": product.digest, "last_error": reason,
+                "source_line": product.line,
+            })
+            conn.execute(
+                "UPDATE products SET attempts = attempts + 1 WHERE key = ?", (product.key,)
+            )
+            conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+
+    def record_drift(self, product: Product, reason: str) -> None:
+        """The source changed but could not be sent; ``digest`` stays the remote's."""
+        with self._write() as conn:
+            self._upsert(conn, product.key, State.DRIFT, {
+                "last_error": reason, "source_line": product.line,
+            })
+
+    def record_duplicate(self, key: str, remote_ids: list[str]) -> None:
+        shown = ", ".join(remote_ids[:10]) + (", ..." if len(remote_ids) > 10 else "")
+        with self._write() as conn:
+            self._upsert(conn, key, State.DUPLICATE, {
+                "last_error": f"the remote holds {len(remote_ids)} products with this key: {shown}",
+            })
+            conn.execute("DELETE FROM intents WHERE key = ?", (key,))
+
+    def record_remote_missing(self, key: str) -> None:
+        """The remote id answered 404: forget it, so the next plan looks up, then creates."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE products SET state = ?, last_error = 'remote id ' || remote_id || "
+                "' no longer exists', remote_id = NULL, digest = NULL, payload = NULL, "
+                "updated_at = ? WHERE key = ? AND remote_id IS NOT NULL",
+                (State.PENDING.value, self._clock(), key),
+            )
+
+    def close_intent(self, key: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM intents WHERE key = ?", (key,))
+
+    def mark_gone(self, keys: Iterable[str]) -> int:
+        """Mark keys that left the source; they stay on the remote (no DELETE). Returns how many."""
+        return self._set_state(keys, State.GONE, "state != 'gone'")
+
+    def mark_in_step(self, keys: Iterable[str]) -> int:
+        """GONE/DRIFT rows planned UNCHANGED (the remote holds their data again) become SYNCED."""
+        when = "state IN ('gone', 'drift') AND digest IS NOT NULL"
+        return self._set_state(keys, State.SYNCED, when)
+
+    def _set_state(self, keys: Iterable[str], state: State, when: str) -> int:
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                f"UPDATE products SET state = ?, last_error = NULL, updated_at = ? "  # noqa: S608 - our condition
+                f"WHERE key = ? AND {when}",
+                ((state.value, self._clock(), k) for k in keys),
+            )
+            return conn.total_changes - before
+
+    # -- runs and meta --------------------------------------------------------
+
+    def start_run(self) -> int:
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (started_at, status) VALUES (?, 'running')", (self._clock(),)
+            )
+            return int(cur.lastrowid or 0)
+
+    def finish_run(
+        self, run_id: int, *, status: str, exit_code: int, summary: dict[str, Any]
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET finished_at = ?, status = ?, exit_code = ?, summary = ? "
+                "WHERE id = ?",
+                (self._clock(), status, exit_code, json.dumps(summary, default=str), run_id),
+            )
+
+    def last_runs(self, n: int = 5) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT id, started_at, finished_at, status, exit_code, summary FROM runs "
+            "ORDER BY id DESC LIMIT ?"
+        )
+        return [
+            {"id": i, "started_at": s, "finished_at": f, "status": st, "exit_code": code,
+             "summary": json.loads(summ) if summ else None}
+            for i, s, f, st, code, summ in self._conn.execute(sql, (n,))
+        ]
+
+    def rejected(self, limit: int = 20) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT key, last_error, updated_at, source_line FROM products "
+            "WHERE state = 'rejected' ORDER BY updated_at DESC, key LIMIT ?"
+        )
+        return [
+            {"key": k, "reason": r, "at": at, "line": line}
+            for k, r, at, line in self._conn.execute(sql, (limit,))
+        ]
+
+    def set_meta(self, name: str, value: str) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
+
+    def get_meta(self, name: str) -> str | None:
+        found = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if found is None else str(found[0])
+
+    # -- scratch space for one run -------------------------------------------
+
+    def seen_table(self) -> SeenTable:
+        """A fresh disk-backed (TEMP) mapping for ``plan(seen=...)``; fine in readonly mode."""
+        return SeenTable(self._conn)

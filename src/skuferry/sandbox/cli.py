@@ -1,0 +1,136 @@
+"""``skuferry sandbox``: serve the local CMS API from a shell until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+import click
+
+from skuferry.errors import UsageError
+from skuferry.sandbox.config import (
+    DEFAULT_KEY,
+    DEFAULT_WORKSPACE,
+    UPDATE_CHOICES,
+    SandboxConfig,
+    Updates,
+)
+from skuferry.sandbox.faults import FAULT_KINDS, Faults
+from skuferry.sandbox.limits import MODES, Mode, default_limits
+from skuferry.sandbox.server import Sandbox
+
+_DEFAULTS = default_limits()
+# click.Choice has checked the strings; these tables give them their precise types.
+_UPDATES: dict[str, Updates] = {u: u for u in UPDATE_CHOICES}
+_MODES: dict[str, Mode] = {m: m for m in MODES}
+
+
+def _parse_keys(values: tuple[str, ...]) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for value in values or (DEFAULT_KEY,):
+        key, _, workspace = value.partition("=")
+        if not key:
+            message = f"{value!r}: expected KEY or KEY=WORKSPACE"
+            raise click.BadParameter(message, param_hint="--key")
+        keys[key] = workspace or DEFAULT_WORKSPACE
+    return keys
+
+
+def _parse_faults(values: tuple[str, ...], *, slow_s: float) -> Faults:
+    probabilities: dict[str, Any] = {}
+    for value in values:
+        kind, _, p = value.partition("=")
+        if kind not in FAULT_KINDS:
+            raise click.BadParameter(
+                f"{kind!r}: expected one of {', '.join(FAULT_KINDS)}", param_hint="--fault"
+            )
+        try:
+            probabilities[kind] = float(p)
+        except ValueError as exc:
+            raise click.BadParameter(f"{value!r}: expected KIND=PROBABILITY") from exc
+    try:
+        return Faults(**probabilities, slow_s=slow_s)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fault") from exc
+
+
+@click.command("sandbox")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8765, show_default=True, help="Port to bind (0: any free port).")
+@click.option("--mode", type=click.Choice(MODES), default="window", show_default=True,
+              help="Rate limiter: fixed 1-minute windows or token buckets.")
+@click.option("--read-per-minute", type=click.IntRange(min=1),
+              default=_DEFAULTS["read"].per_key, show_default=True, help="Reads per key.")
+@click.option("--write-per-minute", type=click.IntRange(min=1),
+              default=_DEFAULTS["write"].per_key, show_default=True, help="Writes per key.")
+@click.option("--workspace-read-per-minute", type=click.IntRange(min=1),
+              default=_DEFAULTS["read"].per_workspace, show_default=True,
+              help="Reads per workspace, all its keys together.")
+@click.option("--workspace-write-per-minute", type=click.IntRange(min=1),
+              default=_DEFAULTS["write"].per_workspace, show_default=True,
+              help="Writes per workspace, all its keys together.")
+@click.option("--updates", type=click.Choice(UPDATE_CHOICES), default=None,
+              help="Serve PATCH and/or PUT /api/v1/products/:id (default: 405, as in the spec).")
+@click.option("--latency", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Seconds added to every response.")
+@click.option("--key", "keys", multiple=True, metavar="KEY[=WORKSPACE]",
+              help=f"An accepted API key (repeatable; default {DEFAULT_KEY}={DEFAULT_WORKSPACE}).")
+@click.option("--fault", "faults", multiple=True, metavar="KIND=PROBABILITY",
+              help=f"Inject a fault into product writes (repeatable): {', '.join(FAULT_KINDS)}.")
+@click.option("--slow", "slow_s", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Seconds a slow_after_commit answer waits.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the fault draws.")
+def sandbox_command(
+    *,
+    host: str,
+    port: int,
+    mode: str,
+    read_per_minute: int,
+    write_per_minute: int,
+    workspace_read_per_minute: int,
+    workspace_write_per_minute: int,
+    updates: str | None,
+    latency: float,
+    keys: tuple[str, ...],
+    faults: tuple[str, ...],
+    slow_s: float,
+    seed: int,
+) -> None:
+    """Serve the local stand-in of the CMS API (admin under /_sandbox/) until stopped."""
+    key_map = _parse_keys(keys)
+    config = SandboxConfig(
+        keys=key_map,
+        key_limits={"read": read_per_minute, "write": write_per_minute},
+        workspace_limits={"read": workspace_read_per_minute, "write": workspace_write_per_minute},
+        mode=_MODES[mode],
+        updates=_UPDATES.get(updates or ""),
+        faults=_parse_faults(faults, slow_s=slow_s),
+        seed=seed,
+        latency_s=latency,
+        host=host,
+        port=port,
+    )
+    stop = threading.Event()
+
+    def _on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    sandbox = Sandbox(config)
+    try:
+        url = sandbox.start()
+        click.echo(f"sandbox CMS API at {url}  (mode {mode}, admin {url}/_sandbox/stats)")
+        for key, workspace in key_map.items():
+            click.echo(f"  key {key} -> workspace {workspace}")
+        click.echo("Ctrl-C to stop")
+        while not stop.wait(0.5):
+            pass
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from exc
+    finally:
+        sandbox.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    click.echo("sandbox stopped")

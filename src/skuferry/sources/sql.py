@@ -1,0 +1,218 @@
+"""``[source] type = "sql"``: a table or a query in the ERP's database, via SQLAlchemy.
+
+Rows are streamed with a server-side cursor (``stream_results`` and
+``yield_per``), so memory stays flat however big the table. Column names become
+the record's fields; ``Decimal`` stays ``Decimal`` (no float rounding), dates and
+times become ISO 8601 strings.
+
+URLs without an explicit driver get the one skuferry's extras install:
+``postgresql://`` uses psycopg 3 (``skuferry[postgres]``), ``mysql://`` PyMySQL
+(``skuferry[mysql]``), ``mssql://`` pyodbc (``skuferry[mssql]``). A missing
+driver is a ``ConfigError`` naming the extra to install. A password comes from
+``password_env`` / ``password_file`` so it need not be written in the URL.
+A relative ``sqlite:///catalog.db`` is relative to the config file's folder.
+"""
+
+
+# SQLAlchemy is an optional extra: it is imported when a sql source opens, so a
+# missing install becomes a ConfigError naming the extra, not an ImportError.
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import uuid
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skuferry import logs
+from skuferry.errors import ConfigError, SourceError
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.base import Source, register
+from skuferry.sources.settings_models import SqlSourceSettings, read_secret
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Engine
+
+log = logs.get(__name__)
+
+# backend name -> (driver skuferry installs for it, the extra that installs it)
+_DRIVERS: dict[str, tuple[str | None, str]] = {
+    "postgresql": ("psycopg", "postgres"),
+    "mysql": ("pymysql", "mysql"),
+    "mariadb": ("pymysql", "mysql"),
+    "mssql": ("pyodbc", "mssql"),
+    "sqlite": (None, "sql"),
+}
+
+
+class UnconvertibleError(ValueError):
+    """A value that has no faithful JSON form (the record becomes a BadRecord)."""
+
+
+def to_field(value: Any) -> Any:
+    """A database value as a JSON-ready source field."""
+    if value is None or isinstance(value, str | bool | int | Decimal):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise UnconvertibleError(f"{value} is not a finite number")
+        return value
+    if isinstance(value, dt.date | dt.time):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, memoryview | bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise UnconvertibleError("binary data that is not UTF-8 text") from None
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, Mapping):
+        return {str(k): to_field(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_field(v) for v in value]
+    raise UnconvertibleError(f"a {type(value).__name__} value has no JSON form")
+
+
+class SqlSource(Source):
+    """Streams the rows of a table or query."""
+
+    def __init__(
+        self, settings: SqlSourceSettings, *, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.settings = settings
+        self._env = env
+        self._target: URL | None = None  # the URL connected to, password included
+
+    def describe(self) -> str:
+        what = f"table {self.settings.table}" if self.settings.table else "query"
+        return f"sql {self._safe_url()} ({what})"
+
+    def _safe_url(self) -> str:
+        try:
+            from sqlalchemy.engine import make_url
+
+            return str(make_url(self.settings.url).render_as_string(hide_password=True))
+        except Exception:  # noqa: BLE001 - an unparsable URL is reported elsewhere; show its scheme only
+            return self.settings.url.partition("://")[0] + "://..."
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        engine = self._engine()
+        try:
+            yield from self._rows(engine)
+        finally:
+            engine.dispose()
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _url(self) -> URL:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(self.settings.url)
+        except ArgumentError:
+            raise ConfigError(["at 'source.url': not a SQLAlchemy URL (e.g. "
+                               "sqlite:///catalog.db, postgresql://user@host/db)"]) from None
+        backend = url.get_backend_name()
+        driver, _extra = _DRIVERS.get(backend, (None, ""))
+        if driver and "+" not in url.drivername:
+            url = url.set(drivername=f"{backend}+{driver}")
+        s = self.settings
+        password = read_secret(inline=s.password, file=s.password_file,
+                               env_name=s.password_env, key="password", env=self._env)
+        if password is not None:
+            url = url.set(password=password.get_secret_value())
+        if backend == "sqlite" and url.database not in (None, "", ":memory:"):
+            path = Path(str(url.database))
+            if not url.database.startswith("file:") and not path.is_file():
+                raise SourceError(f"{self.describe()}: no SQLite database at {path}")
+        return url
+
+    def _engine(self) -> Engine:
+        try:
+            import sqlalchemy
+            from sqlalchemy.exc import NoSuchModuleError
+            from sqlalchemy.pool import NullPool
+        except ImportError:
+            raise ConfigError(["at 'source.type': the sql source needs SQLAlchemy: "
+                               "pip install 'skuferry[sql]'"]) from None
+        url = self._target = self._url()
+        backend = url.get_backend_name()
+        extra = _DRIVERS.get(backend, (None, "sql"))[1]
+        try:
+            return sqlalchemy.create_engine(url, poolclass=NullPool)
+        except (ImportError, NoSuchModuleError) as exc:
+            hint = (f"pip install 'skuferry[{extra}]'" if backend in _DRIVERS
+                    else "install the SQLAlchemy dialect and driver for it")
+            raise ConfigError([f"at 'source.url': no driver for {url.drivername} "
+                               f"({type(exc).__name__}: {exc}); {hint}"]) from None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _statement(self) -> Any:
+        import sqlalchemy
+
+        s = self.settings
+        if s.table:
+            schema, _, name = s.table.rpartition(".")
+            table = sqlalchemy.table(name, schema=schema or None)
+            return sqlalchemy.select(sqlalchemy.text("*")).select_from(table)
+        return sqlalchemy.text(s.query or "")
+
+    def _rows(self, engine: Engine) -> Iterator[RawRecord | BadRecord]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        line = 0
+        try:
+            with engine.connect() as conn:
+                result = conn.execution_options(
+                    stream_results=True, yield_per=self.settings.batch_size
+                ).execute(self._statement())
+                # closed explicitly: a consumer that stops early must not leave the
+                # server-side cursor to the garbage collector
+                with contextlib.closing(result):
+                    columns = [str(c) for c in result.keys()]  # noqa: SIM118 - not a dict
+                    twice = sorted({c for c in columns if columns.count(c) > 1})
+                    if twice:
+                        raise SourceError(f"{self.describe()}: the result has column(s) "
+                                          f"{', '.join(twice)} more than once; alias them")
+                    for row in result:
+                        line += 1
+                        yield self._record(line, columns, row)
+        except SQLAlchemyError as exc:
+            raise SourceError(self._failure(exc, line)) from None
+        log.info("source.sql.done", source=self.describe(), records=line)
+
+    def _record(self, line: int, columns: list[str], row: Any) -> RawRecord | BadRecord:
+        fields: dict[str, Any] = {}
+        for column, value in zip(columns, row, strict=True):
+            try:
+                fields[column] = to_field(value)
+            except UnconvertibleError as exc:
+                return BadRecord(line=line, reason=f"row {line}: column {column!r} holds {exc}")
+        return RawRecord(line=line, fields=fields)
+
+    def _failure(self, exc: Exception, line: int) -> str:
+        orig = getattr(exc, "orig", None) or exc
+        text = str(orig).strip()
+        detail = text.splitlines()[0] if text else type(orig).__name__
+        url = self._target
+        if url is not None and url.password:
+            detail = detail.replace(str(url.password), "***")
+        host = ""
+        if url is not None and url.host:
+            host = f" (host {url.host}{f':{url.port}' if url.port else ''})"
+        where = f"after row {line}" if line else "before the first row"
+        return f"{self.describe()}{host}: reading failed {where}: {detail}"
+
+
+@register("sql")
+def open_sql_source(settings: SqlSourceSettings) -> SqlSource:
+    return SqlSource(settings)

@@ -1,0 +1,106 @@
+"""In-memory fakes of the edges: a remote catalog with scriptable faults, and a list source."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from skuferry import errors
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.base import Source
+
+
+class Crash(BaseException):  # noqa: N818 - it stands for a kill, not an error
+    """Stands for kill -9: not a SkuferryError, so nothing handles it."""
+
+
+@dataclass
+class FakeRemote:
+    """The CMS product API in memory; `faults` decide per call what goes wrong."""
+
+    key_field: str = "sku"
+    products: dict[str, dict[str, Any]] = field(default_factory=dict)
+    updates: Literal["patch", "put", "both", "none"] = "both"
+    requests: dict[str, int] = field(default_factory=lambda: {"read": 0, "write": 0})
+    rate_limited: int = 0
+    # hook(kind, payload) -> None or raises; called before (pre) and after (post) committing
+    pre: Callable[[str, dict[str, Any]], None] | None = None
+    post: Callable[[str, dict[str, Any]], None] | None = None
+    posts: int = 0
+    _next: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seed(self, *items: dict[str, Any]) -> list[str]:
+        return [self._store(dict(item)) for item in items]
+
+    def _store(self, item: dict[str, Any]) -> str:
+        with self._lock:
+            self._next += 1
+            rid = f"p{self._next:06d}"
+            self.products[rid] = {**item, "id": rid}
+            return rid
+
+    def by_key(self, key: str) -> list[dict[str, Any]]:
+        return [p for p in self.products.values() if str(p.get(self.key_field)) == key]
+
+    def keys(self) -> list[str]:
+        return sorted(str(p.get(self.key_field)) for p in self.products.values())
+
+    # -- the client interface ------------------------------------------------------
+    def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+        items = list(self.products.values())
+        pages = (len(items) + limit - 1) // limit
+        for page in range(1, pages + 1):
+            self.requests["read"] += 1
+            yield page, pages, [dict(p) for p in items[(page - 1) * limit : page * limit]]
+
+    def get_product(self, product_id: str) -> dict[str, Any]:
+        self.requests["read"] += 1
+        if product_id not in self.products:
+            raise errors.NotFound(404, "NOT_FOUND", "no such product")
+        return dict(self.products[product_id])
+
+    def create_product(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.requests["write"] += 1
+        if self.pre:
+            self.pre("create", payload)
+        if not payload.get("name"):
+            raise errors.Rejected(422, "VALIDATION_ERROR", "name is required")
+        self.posts += 1
+        rid = self._store(dict(payload))
+        if self.post:
+            self.post("create", payload)
+        return dict(self.products[rid])
+
+    def update_product(
+        self, product_id: str, payload: dict[str, Any], *, method: Literal["patch", "put"]
+    ) -> dict[str, Any]:
+        self.requests["write"] += 1
+        if self.updates not in (method, "both"):
+            raise errors.MethodNotAllowed(405, "METHOD_NOT_ALLOWED", f"{method} not allowed")
+        if self.pre:
+            self.pre("update", payload)
+        if product_id not in self.products:
+            raise errors.NotFound(404, "NOT_FOUND", "no such product")
+        with self._lock:
+            self.products[product_id] = {**payload, "id": product_id}
+        if self.post:
+            self.post("update", payload)
+        return dict(self.products[product_id])
+
+
+class ListSource(Source):
+    def __init__(self, rows: list[dict[str, Any] | str]) -> None:
+        self.rows = rows
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        for i, row in enumerate(self.rows, start=2):
+            if isinstance(row, str):
+                yield BadRecord(line=i, reason=f"line {i}: {row}")
+            else:
+                yield RawRecord(line=i, fields=dict(row))
+
+    def describe(self) -> str:
+        return "list"

@@ -1,0 +1,189 @@
+"""The sql source against SQLite files (always available), plus its settings and errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import sqlite3
+import sys
+import uuid
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from skuferry.errors import ConfigError, SourceError
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.base import Source, open_source
+from skuferry.sources.settings_models import SqlSourceSettings, anchor_sqlite_url
+from skuferry.sources.sql import SqlSource, UnconvertibleError, to_field
+from tests.source_contract import GOOD, SourceContract
+
+
+def sqlite_file(path: Path, rows: Iterable[tuple[Any, ...]],
+                columns: str = "sku TEXT, name TEXT, price TEXT") -> Path:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute(f"CREATE TABLE products ({columns})")
+        marks = ", ".join("?" * len(columns.split(",")))
+        conn.executemany(f"INSERT INTO products VALUES ({marks})", rows)
+        conn.commit()
+    finally:
+        conn.close()
+    return path
+
+
+def make(url: str, env: dict[str, str] | None = None, **options: Any) -> SqlSource:
+    settings = SqlSourceSettings.model_validate({"type": "sql", "url": url, **options})
+    return SqlSource(settings, env=env)
+
+
+class TestContract(SourceContract):
+    def make_source(self, tmp_path: Path, records: list[dict[str, Any]]) -> Source:
+        db = sqlite_file(tmp_path / "c.db", [(r["sku"], r["name"], r["price"]) for r in records])
+        return make(f"sqlite:///{db}", table="products")
+
+    def make_source_with_bad_record(self, tmp_path: Path) -> tuple[Source, int]:
+        rows = [tuple(GOOD[0].values()), ("X-9", b"\xff\xfe not text", "1.00"),
+                tuple(GOOD[1].values()), tuple(GOOD[2].values())]
+        return make(f"sqlite:///{sqlite_file(tmp_path / 'c.db', rows)}", table="products"), 1
+
+    def make_unreachable_source(self, tmp_path: Path) -> tuple[Source, str]:
+        missing = tmp_path / "nowhere" / "catalog.db"
+        return make(f"sqlite:///{missing}", table="products"), str(missing)
+
+    def make_large_source(self, tmp_path: Path, n: int) -> Source:
+        rows = ((f"SKU-{i}", f"Product {i}", "9.99") for i in range(n))
+        return make(f"sqlite:///{sqlite_file(tmp_path / 'big.db', rows)}", table="products")
+
+
+def test_a_query_selects_and_renames_columns(tmp_path: Path) -> None:
+    db = sqlite_file(tmp_path / "c.db", [("A-1", "Anvil", "19.90"), ("B-2", "Bucket", "4.50")])
+    source = make(f"sqlite:///{db}",
+                  query="SELECT sku AS ItemNo, name AS Description FROM products WHERE sku = 'B-2'")
+    out = list(source.records())
+    assert out == [RawRecord(line=1, fields={"ItemNo": "B-2", "Description": "Bucket"})]
+
+
+def test_a_table_keeps_column_names_and_values(tmp_path: Path) -> None:
+    db = sqlite_file(tmp_path / "c.db", [("A-1", 3, 19.5)], "sku TEXT, stock INTEGER, w REAL")
+    out = list(make(f"sqlite:///{db}", table="products").records())
+    assert out == [RawRecord(line=1, fields={"sku": "A-1", "stock": 3, "w": 19.5})]
+
+
+def test_a_schema_qualified_table_name_is_quoted_per_part(tmp_path: Path) -> None:
+    db = sqlite_file(tmp_path / "c.db", [("A-1", "Anvil", "1")])
+    assert len(list(make(f"sqlite:///{db}", table="main.products").records())) == 1
+
+
+def test_a_missing_table_is_a_source_error_naming_it(tmp_path: Path) -> None:
+    db = sqlite_file(tmp_path / "c.db", [])
+    with pytest.raises(SourceError, match="no such table: items") as info:
+        list(make(f"sqlite:///{db}", table="items").records())
+    assert "table items" in str(info.value)
+
+
+def test_a_query_returning_a_column_twice_is_a_source_error(tmp_path: Path) -> None:
+    db = sqlite_file(tmp_path / "c.db", [("A-1", "Anvil", "1")])
+    with pytest.raises(SourceError, match="sku more than once"):
+        list(make(f"sqlite:///{db}", query="SELECT sku, sku FROM products").records())
+
+
+def test_stopping_early_closes_the_connection(tmp_path: Path) -> None:
+    # filterwarnings=error turns an unclosed connection's ResourceWarning into a failure
+    db = sqlite_file(tmp_path / "c.db", [(f"S{i}", "n", "1") for i in range(5)])
+    records = make(f"sqlite:///{db}", table="products").records()
+    assert isinstance(next(records), RawRecord)
+    records.close()  # type: ignore[attr-defined]
+
+
+def test_relative_sqlite_urls_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    sqlite_file(tmp_path / "catalog.db", [("A-1", "Anvil", "1")])
+    settings = SqlSourceSettings.model_validate(
+        {"type": "sql", "url": "sqlite:///catalog.db", "table": "products"},
+        context={"config_dir": tmp_path},
+    )
+    assert settings.url == f"sqlite:///{tmp_path.resolve() / 'catalog.db'}"
+    assert len(list(SqlSource(settings).records())) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///data/c.db?timeout=5", "sqlite:////cfg/data/c.db?timeout=5"),
+        ("sqlite:////abs/c.db", "sqlite:////abs/c.db"),
+        ("sqlite:///:memory:", "sqlite:///:memory:"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+    ],
+)
+def test_anchor_sqlite_url(url: str, expected: str) -> None:
+    assert anchor_sqlite_url(url, Path("/cfg")) == expected
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"table": "products", "query": "SELECT 1"}, {"table": "  "}],
+)
+def test_exactly_one_of_table_or_query_is_a_problem_at_source_table(
+    options: dict[str, Any],
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        SqlSourceSettings.model_validate({"type": "sql", "url": "sqlite:///x.db", **options})
+    assert [e["loc"] for e in info.value.errors()] == [("table",)]
+
+
+def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pymysql", None)  # as if skuferry[mysql] were not installed
+    with pytest.raises(ConfigError, match=r"pip install 'skuferry\[mysql\]'"):
+        list(make("mysql://erp@127.0.0.1/shop", table="items").records())
+
+
+def test_an_unreachable_server_names_the_host_never_the_password() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    source = make(f"postgresql://erp@127.0.0.1:{port}/shop", env={"PGPW": "hunter2-secret"},
+                  password_env="PGPW", table="items")
+    with pytest.raises(SourceError, match=f"host 127.0.0.1:{port}") as info:
+        list(source.records())
+    assert "hunter2-secret" not in str(info.value)
+    assert "hunter2-secret" not in source.describe()
+
+
+def test_an_inline_url_password_stays_out_of_describe_and_repr() -> None:
+    source = make("postgresql://erp:hunter2-secret@db.internal/shop", table="items")
+    assert "hunter2-secret" not in source.describe()
+    assert "hunter2-secret" not in repr(source.settings)
+    assert "db.internal" in source.describe()
+
+
+def test_a_missing_password_variable_is_a_config_error() -> None:
+    source = make("postgresql://erp@127.0.0.1/shop", env={}, password_env="PGPW", table="t")
+    with pytest.raises(ConfigError, match="source.password_env"):
+        list(source.records())
+
+
+def test_values_become_json_ready_fields() -> None:
+    assert to_field(Decimal("19.90")) == Decimal("19.90")
+    assert to_field(dt.date(2024, 2, 29)) == "2024-02-29"
+    assert to_field(dt.datetime(2024, 2, 29, 13, 5, tzinfo=dt.UTC)) == "2024-02-29T13:05:00+00:00"
+    assert to_field(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
+    assert to_field(memoryview(b"text")) == "text"
+    assert to_field({"a": [dt.date(2024, 1, 1)]}) == {"a": ["2024-01-01"]}
+    with pytest.raises(UnconvertibleError):
+        to_field(float("nan"))
+
+
+def test_open_source_builds_the_sql_source(tmp_path: Path) -> None:
+    settings = SqlSourceSettings(type="sql", url="sqlite:///x.db", table="products")
+    assert isinstance(open_source(settings), SqlSource)
+
+
+def test_bad_record_reason_names_row_and_column(tmp_path: Path) -> None:
+    db = sqlite_file(tmp_path / "c.db", [("A-1", b"\xff", "1")])
+    (bad,) = make(f"sqlite:///{db}", table="products").records()
+    assert isinstance(bad, BadRecord)
+    assert bad.reason == "row 1: column 'name' holds binary data that is not UTF-8 text"
