@@ -206,6 +206,7 @@ def demo(ctx: click.Context, keep: bool) -> None:
     from skuferry import demo as demo_mod
 
     _configure_logs(ctx, quiet=True)
+    logs.configure(level="error")  # the demo narrates; per-product warnings are in its summary
     sys.exit(demo_mod.run_demo(keep=keep))
 
 

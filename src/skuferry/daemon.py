@@ -18,6 +18,7 @@ process alive (its open write intent is resolved by lookup on the next start).
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
@@ -29,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
 from apscheduler.executors.base import BaseExecutor, run_job
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
@@ -224,6 +226,10 @@ class Daemon:
         self.stop_event = threading.Event()  # the engine's ``stop``
         self._executor = _ThreadPerRunExecutor()
         self._scheduler = BackgroundScheduler(executors={"default": self._executor})
+        # APScheduler's own warnings are plain stdlib text; say the same as structlog events.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
+        self._scheduler.add_listener(self._on_schedule_event,
+                                     EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self._settings: Settings | None = None
         self._runs = 0
         self._last_status = float("-inf")
@@ -321,6 +327,16 @@ class Daemon:
                  next_run=self.next_run())
         self._notify.ready(f"config reloaded; next run {self.next_run() or 'unknown'}")
         return True
+
+    def _on_schedule_event(self, event: JobEvent) -> None:
+        # JobSubmissionEvent (max instances) has a list of times, JobExecutionEvent (missed) one.
+        times = getattr(event, "scheduled_run_times", None) or [event.scheduled_run_time]
+        due = times[-1].isoformat(timespec="seconds")
+        if event.code == EVENT_JOB_MAX_INSTANCES:
+            log.info("daemon.run.overlap_skipped", due=due, reason="the previous run is going")
+        else:
+            log.warning("daemon.run.missed", due=due,
+                        misfire_grace_s=self.settings.schedule.misfire_grace_s)
 
     def _run_scheduled(self) -> None:
         self.run_now()

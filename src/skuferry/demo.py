@@ -108,7 +108,7 @@ def run_demo(*, keep: bool = False, workdir: Path | None = None, console: Consol
                   f"it answered {_total_429(stats)} rate-limit refusals (429).")
         ok = dupes == 0 and second.updated == len(changed) and second.created == 0
         out.print(
-            "\n[bold]next:[/bold] copy config.example.toml, point [api] base_url at your workspace, "
+            "\n[bold]next:[/bold] copy config.example.toml, point \\[api] base_url at your workspace, "
             "put the key in SKUFERRY_API_KEY or a file, then:\n"
             "  skuferry check --config my.toml    # config, source, one authenticated read\n"
             "  skuferry plan  --config my.toml    # what would change, with an ETA\n"

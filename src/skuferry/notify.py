@@ -22,6 +22,8 @@ from skuferry import logs
 
 log = logs.get(__name__)
 
+SEND_TIMEOUT_S = 1.0
+
 
 def _address(raw: str) -> str | bytes | None:
     """The socket address for ``$NOTIFY_SOCKET``, or None when it is not one we can reach."""
@@ -82,6 +84,8 @@ class Notifier:
         message = "\n".join(assignments).encode()
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+                # A full receive queue blocks sendto; a notification is not worth a stalled run.
+                sock.settimeout(SEND_TIMEOUT_S)
                 sock.sendto(message, self._address)
         except OSError as exc:
             # systemd gone or socket not ours: a lost notification must never stop a sync.

@@ -62,15 +62,24 @@ def print_summary(summary: RunSummary, *, stream: TextIO | None = None) -> None:
     table.add_row("duration", f"{summary.duration_s:.1f} s")
     console.print(table)
     for note in summary.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
     if summary.problems:
         console.print(f"[bold]{len(summary.problems)} problem(s):[/bold]")
         for p in summary.problems[:50]:
-            where = ", ".join(x for x in (f"key {p['key']}" if p.get("key") else "",
-                                          f"line {p['line']}" if p.get("line") else "") if x)
-            console.print(f"  {where}: {p['reason']}" if where else f"  {p['reason']}")
+            console.print(f"  {_problem_line(p)}", markup=False)
         if len(summary.problems) > 50:
             console.print(f"  … and {len(summary.problems) - 50} more (see --json or `skuferry status`)")
+
+
+def _problem_line(problem: dict[str, Any]) -> str:
+    """The reason, prefixed with what it does not name already (key, line)."""
+    reason = str(problem["reason"])
+    where = []
+    if problem.get("key") and str(problem["key"]) not in reason:
+        where.append(f"key {problem['key']}")
+    if problem.get("line") and f"line {problem['line']}" not in reason:
+        where.append(f"line {problem['line']}")
+    return f"{', '.join(where)}: {reason}" if where else reason
 
 
 def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class Writer:
         self._stop = stop or threading.Event()
         self._on_done = on_done or (lambda: None)
         self.results = WriteResults()
+        self._updates_confirmed = False  # set by the first update the server accepts
         self._updates_off_reason: str | None = (
             'updates are off ([api] update_method = "none")' if update_method == "none" else None
         )
@@ -88,10 +89,22 @@ class Writer:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in done:
                         self._finish(jobs.pop(fut), fut)
+                probing = action.kind is Kind.UPDATE and not self._updates_confirmed
+                if probing:
+                    # The first update goes out alone: if the server lacks the method, exactly
+                    # one request learns it, not a pool-full of them.
+                    for fut in _as_done(pending):
+                        self._finish(jobs.pop(fut), fut)
+                    pending = set()
                 fut = self._submit(pool, action)
-                if fut is not None:
-                    jobs[fut] = action
-                    pending.add(fut)
+                if fut is None:
+                    continue
+                if probing:
+                    wait([fut])
+                    self._finish(action, fut)
+                    continue
+                jobs[fut] = action
+                pending.add(fut)
             # Whatever is in flight finishes and is committed, even when stopping.
             for fut in _as_done(pending):
                 self._finish(jobs.pop(fut), fut)
@@ -120,6 +133,8 @@ class Writer:
         except errors.SkuferryError as exc:
             self._failed(action, product, exc)
         else:
+            if action.kind is Kind.UPDATE:
+                self._updates_confirmed = True
             if action.kind is Kind.CREATE:
                 self._mirror.record_created(product, str(data["id"]))
                 self.results.created += 1

@@ -207,6 +207,7 @@ def test_over_the_limit_is_429_with_retry_after_and_early_retries_recorded(
     stats = sandbox.stats()
     assert [(e.key, e.tier, e.early_by_s) for e in stats.early_retries] == [(KEY, "write", 5.0)]
     assert stats.rate_limited == {"write": 2}
+    assert stats.write_times == (0.0, 0.0, 0.0, 60.5)  # admitted writes only
     assert stats.products == {"default": 4}  # refused requests stored nothing
     assert client.get(PRODUCTS).status_code == 200  # reads have their own budget
 
@@ -218,7 +219,8 @@ def test_workspace_limit_spans_keys(sandbox: Sandbox, client: httpx.Client) -> N
                       headers={"Authorization": "Bearer other-key"}) as other:
         assert post(other, "D").status_code == 201  # the workspace's 4th write
         assert post(other, "E").status_code == 429  # key has budget, workspace has not
-    with httpx.Client(base_url=sandbox.url, headers={"Authorization": "Bearer far-key"}) as far:
+    sandbox.add_key("new-key", "elsewhere")
+    with httpx.Client(base_url=sandbox.url, headers={"Authorization": "Bearer new-key"}) as far:
         assert post(far, "F").status_code == 201  # another workspace
     assert sandbox.stats().rate_limited_by_key == {"other-key": {"write": 1}}
     assert [p["sku"] for p in sandbox.products("elsewhere")] == ["F"]
@@ -284,12 +286,21 @@ def test_reset_is_a_connection_reset_and_nothing_stored(
 
 def test_slow_after_commit_times_the_client_out_but_stores(sandbox: Sandbox) -> None:
     sandbox.set_faults(Faults(slow_after_commit=1.0, slow_s=30.0))
-    with httpx.Client(base_url=sandbox.url, headers=AUTH, timeout=0.2) as impatient:
-        with pytest.raises(httpx.ReadTimeout):
-            post(impatient, "A")
+    impatient = httpx.Client(base_url=sandbox.url, headers=AUTH, timeout=0.2)
+    with impatient, pytest.raises(httpx.ReadTimeout):
+        post(impatient, "A")
     assert [p["sku"] for p in sandbox.products()] == ["A"]
     sandbox.stop()  # wakes the 30 s wait: the late answer is written before stop returns
     assert sandbox.stats().responses == {201: 1}
+
+
+def test_latency_delays_every_response(sandbox: Sandbox) -> None:
+    sandbox.set_faults(Faults(latency_s=30.0))
+    impatient = httpx.Client(base_url=sandbox.url, headers=AUTH, timeout=0.2)
+    with impatient, pytest.raises(httpx.ReadTimeout):
+        impatient.get(PRODUCTS)
+    sandbox.stop()  # wakes the wait, as for slow answers
+    assert sandbox.stats().responses == {200: 1}
 
 
 def test_faults_on_every_request_when_scoped_to_all(
@@ -355,7 +366,7 @@ def test_stop_closes_idle_keep_alive_connections() -> None:
 
 def test_cli_serves_until_sigterm() -> None:
     code = "from skuferry.sandbox.cli import sandbox_command; sandbox_command()"
-    args = [sys.executable, "-c", code, "--port", "0", "--key", "k1=shop", "--write-per-minute", "5"]
+    args = [sys.executable, "-c", code, "--port", "0", "--key", "k1=shop", "--mode", "bucket"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env) as proc:
         assert proc.stdout is not None

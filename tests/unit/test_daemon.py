@@ -408,13 +408,25 @@ def test_real_process_signals_and_notify(tmp_path: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="sdn") as short, \
             socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, err.open("wb") as err_f:
         sock.bind(str(Path(short) / "notify"))
-        sock.settimeout(15)
+        sock.settimeout(0.05)
+        messages: list[str] = []
+        done = threading.Event()
+
+        def drain() -> None:  # as systemd does: a full queue would stall the daemon's sends
+            while not done.is_set():
+                try:
+                    messages.append(sock.recv(4096).decode())
+                except TimeoutError:
+                    continue
+
+        reader = threading.Thread(target=drain)
+        reader.start()
         env = {**os.environ, "NOTIFY_SOCKET": str(Path(short) / "notify")}
         proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(config), str(runs)],
                                 env=env, stderr=err_f)
         try:
-            assert sock.recv(4096).startswith(b"READY=1")
             wait_until(lambda: len(seen()) >= 2, "two runs")
+            assert messages[0].startswith("READY=1")  # before the first run
 
             config.write_text("[api\nbroken")
             proc.send_signal(signal.SIGHUP)
@@ -429,16 +441,26 @@ def test_real_process_signals_and_notify(tmp_path: Path) -> None:
 
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=10) == 0
+            wait_until(lambda: "STOPPING=1" in messages, "STOPPING=1")
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        sock.setblocking(False)
-        messages = []
-        while True:
-            try:
-                messages.append(sock.recv(4096).decode())
-            except BlockingIOError:
-                break
+            done.set()
+            reader.join()
     assert any(m.startswith("STATUS=last run success") for m in messages)
-    assert messages[-1] == "STOPPING=1"
+
+
+def test_overlapping_fire_times_are_logged_as_skipped(tmp_path: Path, started: Any) -> None:
+    release = threading.Event()
+
+    def slow(*, stop: threading.Event, on_progress: Any) -> RunSummary:
+        release.wait(15)
+        return RunSummary()
+
+    with capture_logs() as logs:
+        daemon, _n, result = started(make_settings(tmp_path), FakeJob(slow))
+        wait_until(lambda: any(e["event"] == "daemon.run.overlap_skipped" for e in logs),
+                   "a skipped fire time")
+        release.set()
+        stop(daemon, result)

@@ -159,7 +159,9 @@ def test_pagination_none_reads_one_page_only(pim: PimServer) -> None:
 
 
 def test_a_next_link_back_to_a_visited_page_is_a_source_error(pim: PimServer) -> None:
-    pim.raw_pages["/hal/products"] = b'{"_embedded": {"items": []}, "_links": {"next": {"href": "/hal/products"}}}'
+    pim.raw_pages["/hal/products"] = (
+        b'{"_embedded": {"items": []}, "_links": {"next": {"href": "/hal/products"}}}'
+    )
     with pytest.raises(SourceError, match="loop"):
         list(make(pim.url("hal"), items_path="_embedded.items").records())
 
@@ -281,7 +283,7 @@ def test_a_refused_token_fails_without_showing_it() -> None:
 
 
 def test_a_missing_token_variable_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="source.token_env.*PIM_TOKEN"):
+    with pytest.raises(ConfigError, match=r"source\.token_env.*PIM_TOKEN"):
         make("http://127.0.0.1:9/p", env={}, auth="bearer", token_env="PIM_TOKEN")
 
 

@@ -116,3 +116,17 @@ def test_watchdog_is_off_for_another_pid(path_socket: tuple[str, socket.socket])
     assert Notifier.from_env(env).watchdog_interval_s is None
     env["WATCHDOG_PID"] = str(os.getpid())
     assert Notifier.from_env(env).watchdog_interval_s == 0.5
+
+
+def test_a_full_queue_drops_the_message_instead_of_blocking(
+    path_socket: tuple[str, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, sock = path_socket
+    monkeypatch.setattr("skuferry.notify.SEND_TIMEOUT_S", 0.01)
+    notifier = Notifier(name)
+    sent = 0
+    while notifier.status(f"message {sent}"):  # nobody reads: the queue fills up
+        sent += 1
+        assert sent < 100_000, "the queue never filled"
+    assert sent > 0
+    assert received(sock)[0] == "STATUS=message 0"

@@ -42,10 +42,6 @@ class Route:
     record_id: str | None = None
     generate: bool = False
 
-    @property
-    def is_product_item(self) -> bool:
-        return self.resource == "products" and self.record_id is not None
-
 
 @dataclass(frozen=True, slots=True)
 class Reply:
