@@ -152,6 +152,7 @@ def _run(
     finally:
         _collect(writer, summary, client)
     mirror.mark_gone(store.keys(Kind.GONE))
+    mirror.mark_in_step(store.keys(Kind.UNCHANGED))  # gone or drifted products back in step
     summary.interrupted = stop.is_set()
     if writer.results.fatal is not None:
         raise writer.results.fatal
@@ -240,7 +241,9 @@ def _human_minutes(minutes: float) -> str:
 def _walk(client: Any, mirror: Mirror, settings: Settings, on_progress: Progress | None) -> RemoteIndex:
     index = RemoteIndex(mirror.db.conn, _key_field(settings))
     index.load(client, page_size=settings.api.page_size, on_page=on_progress)
-    mirror.mark_walked(time.time())
+    # Record what the walk found, so a remote product the source adds later is adopted,
+    # never POSTed blind because "the mirror has walked".
+    mirror.mark_walked(time.time(), remote=index.pairs())
     return index
 
 

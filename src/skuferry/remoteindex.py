@@ -71,6 +71,12 @@ class RemoteIndex:
         ).fetchone()
         return canonical.loads(row[0]) if row else None
 
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        """Every (key, remote_id) found, streamed."""
+        cur = self._conn.execute("SELECT key, remote_id FROM remote_index")
+        while batch := cur.fetchmany(1000):
+            yield from batch
+
     def duplicate_keys(self) -> int:
         row = self._conn.execute(
             "SELECT count(*) FROM (SELECT key FROM remote_index GROUP BY key HAVING count(*) > 1)"

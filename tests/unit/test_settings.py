@@ -531,7 +531,7 @@ def test_example_config_loads() -> None:
     assert settings.source.path == REPO / "examples" / "catalog.csv"
     assert settings.mapping.key == "sku"
     assert settings.mapping.fields is not None
-    assert settings.mapping.fields["price"] == FieldSpec(column="UnitPrice", type="decimal")
+    assert settings.mapping.fields["price"] == FieldSpec(column="Price", type="decimal")
     assert settings.state.path == REPO / "skuferry.db"
 
 
