@@ -12,7 +12,7 @@ from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 
 
-class Crash(BaseException):  # noqa: N818 - it stands for a kill, not an error
+class Crash(BaseException):
     """Stands for kill -9: not a SkuferryError, so nothing handles it."""
 
 

@@ -45,7 +45,11 @@ class SourceContract:
     def test_yields_every_record_in_order(self, tmp_path: Path) -> None:
         out = list(self.make_source(tmp_path, GOOD).records())
         assert all(isinstance(r, RawRecord) for r in out)
-        assert [str(r.fields["sku"]) for r in out if isinstance(r, RawRecord)] == ["A-1", "B-2", "C-3"]
+        assert [str(r.fields["sku"]) for r in out if isinstance(r, RawRecord)] == [
+            "A-1",
+            "B-2",
+            "C-3",
+        ]
         lines = [r.line for r in out]
         assert lines == sorted(lines) and len(set(lines)) == 3
 

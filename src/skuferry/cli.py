@@ -1,18 +1,20 @@
 """The verbs: parse, call the core, report; every error becomes a message and an exit code here.
 
-    sync   one run              plan   sync --dry-run
-    run    the daemon           status what the mirror knows
-    check  config, source, one authenticated read
-    demo   the embedded default (sandbox API + sample catalog)
-    sandbox  serve the local stand-in of the CMS API
+sync   one run              plan   sync --dry-run
+run    the daemon           status what the mirror knows
+check  config, source, one authenticated read
+demo   the embedded default (sandbox API + sample catalog)
+sandbox  serve the local stand-in of the CMS API
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,10 +25,16 @@ from skuferry import __version__, errors, logs
 from skuferry.models import RunSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 config_option = click.option(
-    "--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-    envvar="SKUFERRY_CONFIG", show_envvar=True, help="The TOML config file.",
+    "--config",
+    "-c",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SKUFERRY_CONFIG",
+    show_envvar=True,
+    help="The TOML config file.",
 )
 
 
@@ -53,7 +61,10 @@ def guarded(fn: F) -> F:
                 click.echo(f"  {problem}", err=True)
             sys.exit(exc.exit_code)
         except errors.AuthError as exc:
-            _fail(f"the API key was refused ({exc}); check [api] api_key / SKUFERRY_API_KEY", exc.exit_code)
+            _fail(
+                f"the API key was refused ({exc}); check [api] api_key / SKUFERRY_API_KEY",
+                exc.exit_code,
+            )
         except errors.Unreachable as exc:
             _fail(f"the API could not be reached: {exc}", exc.exit_code)
         except errors.SkuferryError as exc:
@@ -67,8 +78,12 @@ def guarded(fn: F) -> F:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="skuferry")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
-@click.option("--log-format", type=click.Choice(["auto", "json", "console"]), default="auto",
-              help="Log rendering; auto = console on a terminal, JSON otherwise.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "console"]),
+    default="auto",
+    help="Log rendering; auto = console on a terminal, JSON otherwise.",
+)
 @click.pass_context
 def main(ctx: click.Context, verbose: int, log_format: str) -> None:
     """Keep a CMS product catalog in step with an ERP/PIM source."""
@@ -96,49 +111,121 @@ def _settings(config_path: Path | None) -> Any:
 @main.command()
 @config_option
 @click.option("--dry-run", is_flag=True, help="Plan only: change nothing, remote or local.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout.")
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing unless something is wrong (for cron).")
-@click.option("--verify", is_flag=True, help="Walk the remote to find products deleted or edited there.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout."
+)
+@click.option(
+    "--quiet", "-q", is_flag=True, help="Print nothing unless something is wrong (for cron)."
+)
+@click.option(
+    "--verify", is_flag=True, help="Walk the remote to find products deleted or edited there."
+)
 @click.option("--force", is_flag=True, help="Write even when the change guard would stop the run.")
-@click.option("--allow-empty-source", is_flag=True, help="Accept an empty source while the mirror holds products.")
+@click.option(
+    "--allow-empty-source",
+    is_flag=True,
+    help="Accept an empty source while the mirror holds products.",
+)
 @click.pass_context
 @guarded
 def sync(
-    ctx: click.Context, config_path: Path | None, dry_run: bool, as_json: bool, quiet: bool,
-    verify: bool, force: bool, allow_empty_source: bool,
+    ctx: click.Context,
+    *,
+    config_path: Path | None,
+    dry_run: bool,
+    as_json: bool,
+    quiet: bool,
+    verify: bool,
+    force: bool,
+    allow_empty_source: bool,
 ) -> None:
     """One run: pull, diff, check-then-create/update, report."""
-    _sync(ctx, config_path, dry_run=dry_run, as_json=as_json, quiet=quiet, verify=verify,
-          force=force, allow_empty_source=allow_empty_source)
+    _sync(
+        ctx,
+        config_path,
+        dry_run=dry_run,
+        as_json=as_json,
+        quiet=quiet,
+        verify=verify,
+        force=force,
+        allow_empty_source=allow_empty_source,
+    )
 
 
 @main.command("plan")
 @config_option
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout."
+)
 @click.pass_context
 @guarded
 def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool) -> None:
     """What a sync would do (same as sync --dry-run); changes nothing."""
-    _sync(ctx, config_path, dry_run=True, as_json=as_json, quiet=False, verify=False,
-          force=True, allow_empty_source=False)
+    _sync(
+        ctx,
+        config_path,
+        dry_run=True,
+        as_json=as_json,
+        quiet=False,
+        verify=False,
+        force=True,
+        allow_empty_source=False,
+    )
 
 
-def _sync(ctx: click.Context, config_path: Path | None, *, dry_run: bool, as_json: bool,
-          quiet: bool, verify: bool, force: bool, allow_empty_source: bool) -> None:
-    from skuferry import engine, report
+def _sync(
+    ctx: click.Context,
+    config_path: Path | None,
+    *,
+    dry_run: bool,
+    as_json: bool,
+    quiet: bool,
+    verify: bool,
+    force: bool,
+    allow_empty_source: bool,
+) -> None:
+    from skuferry import engine, hooks, report
+    from skuferry.metrics import RunOutcome
 
     _configure_logs(ctx, quiet=quiet)
     settings = _settings(config_path)
     stop = threading.Event()
-    with report.progress(enabled=not quiet and sys.stderr.isatty()) as on_progress:
-        try:
+    # SIGTERM (systemctl stop, a timeout) and Ctrl-C: stop sending, let the requests in
+    # flight finish and be committed, then exit 130.
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+    if not dry_run:
+        hooks.before_run(settings)
+    started = time.monotonic()
+    try:
+        with report.progress(enabled=not quiet and sys.stderr.isatty()) as on_progress:
             summary = engine.run_once(
-                settings, dry_run=dry_run, verify=verify, force=force,
-                allow_empty_source=allow_empty_source, stop=stop, on_progress=on_progress,
+                settings,
+                dry_run=dry_run,
+                verify=verify,
+                force=force,
+                allow_empty_source=allow_empty_source,
+                stop=stop,
+                on_progress=on_progress,
             )
-        except KeyboardInterrupt:
-            stop.set()
-            raise
+    except errors.SkuferryError as exc:
+        if not dry_run:
+            hooks.after_run(
+                settings,
+                RunOutcome.from_error(
+                    exc, duration_s=time.monotonic() - started, finished_at=time.time()
+                ),
+            )
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not dry_run:
+        hooks.after_run(
+            settings,
+            RunOutcome.from_summary(
+                summary, duration_s=time.monotonic() - started, finished_at=time.time()
+            ),
+        )
     _finish(summary, as_json=as_json, quiet=quiet)
 
 
@@ -168,7 +255,9 @@ def run(ctx: click.Context, config_path: Path | None) -> None:
 @main.command()
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
-@click.option("--limit", default=20, show_default=True, help="How many rejected products and runs to list.")
+@click.option(
+    "--limit", default=20, show_default=True, help="How many rejected products and runs to list."
+)
 @click.pass_context
 @guarded
 def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: int) -> None:

@@ -36,7 +36,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from skuferry import logs, metrics, monitor, schema
+from skuferry import hooks, logs, schema
 from skuferry.errors import (
     AuthError,
     ConfigError,
@@ -350,7 +350,7 @@ class Daemon:
         verify = every > 0 and number % every == 0
         log.info("daemon.run.started", run=number, verify=verify)
         self._notify.status(f"run {number} started")
-        monitor.ping_start(settings.monitor)
+        hooks.before_run(settings)
         started = self._clock()
         try:
             summary = self._job(settings, verify=verify, stop=self.stop_event,
@@ -385,14 +385,7 @@ class Daemon:
 
     def _after_run(self, settings: Settings, outcome: RunOutcome) -> None:
         self.last_outcome = outcome
-        if settings.metrics.textfile is not None:
-            metrics.record_run(settings.metrics.textfile, outcome,
-                               products=_product_counts(settings.state.path))
-        ping_settings = settings.monitor
-        if self.stop_event.is_set():  # keep inside the stop deadline
-            ping_settings = ping_settings.model_copy(
-                update={"timeout_s": min(ping_settings.timeout_s, 2.0)})
-        monitor.ping_finish(ping_settings, outcome)
+        hooks.after_run(settings, outcome, stopping=self.stop_event.is_set())
         next_run = self.next_run()
         self._publish(settings, next_run=next_run)
         self._notify.status(f"last run {outcome.one_line()}; next run {next_run or 'none'}")
@@ -417,10 +410,12 @@ class Daemon:
             try:
                 with conn:
                     conn.execute("BEGIN IMMEDIATE")
-                    conn.executemany(
-                        "INSERT OR REPLACE INTO meta(name, value) VALUES (?, ?)",
-                        [(f"daemon.{name}", value) for name, value in meta.items()],
-                    )
+                    for name, value in meta.items():
+                        if value is None:  # gone rather than NULL: readers treat absence as unknown
+                            conn.execute("DELETE FROM meta WHERE name = ?", (f"daemon.{name}",))
+                        else:
+                            conn.execute("INSERT OR REPLACE INTO meta(name, value) VALUES (?, ?)",
+                                         (f"daemon.{name}", value))
             finally:
                 conn.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
@@ -431,19 +426,6 @@ def _counts(summary: RunSummary) -> dict[str, Any]:
     data = summary.as_json()
     return {k: data[k] for k in ("created", "updated", "adopted", "unchanged", "rejected",
                                  "failed", "requests", "duration_s")}
-
-
-def _product_counts(state_path: Path) -> dict[str, int] | None:
-    try:
-        conn = schema.connect(state_path)
-        try:
-            rows = conn.execute("SELECT state, COUNT(*) FROM products GROUP BY state").fetchall()
-        finally:
-            conn.close()
-    except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; metrics are best effort
-        log.warning("metrics.products.failed", error=str(exc))
-        return None
-    return {str(state): int(n) for state, n in rows}
 
 
 def serve(
@@ -458,7 +440,7 @@ def serve(
     """Run the daemon until SIGTERM/SIGINT; 0 on a clean stop. Raises SkuferryError at start."""
     if job is None:
         # Imported here: the engine pulls in the whole sync stack, tests inject a fake job.
-        from skuferry.engine import run_once  # noqa: PLC0415
+        from skuferry.engine import run_once
 
         job = run_once
     daemon = Daemon(config_path, job=job, load=load or load_settings, notifier=notifier,

@@ -16,10 +16,12 @@ from rich.console import Console
 
 from skuferry import engine, report
 from skuferry.models import RunSummary
-from skuferry.settings import load_settings
+from skuferry.settings import Settings, load_settings
 
 DEMO_KEY = "demo-key"
-DEMO_WRITE_PER_MINUTE = 1200  # the spec's write tier is 60/min per key; raised so the demo takes seconds
+DEMO_WRITE_PER_MINUTE = (
+    1200  # the spec's write tier is 60/min per key; raised so the demo takes seconds
+)
 CHANGED = 5
 
 
@@ -66,7 +68,9 @@ path = "skuferry.db"
 """
 
 
-def run_demo(*, keep: bool = False, workdir: Path | None = None, console: Console | None = None) -> int:
+def run_demo(
+    *, keep: bool = False, workdir: Path | None = None, console: Console | None = None
+) -> int:
     from skuferry.sandbox import Sandbox, SandboxConfig
 
     out = console or Console(highlight=False)
@@ -86,8 +90,9 @@ def run_demo(*, keep: bool = False, workdir: Path | None = None, console: Consol
         )
         out.print(f"  state and config in {folder}\n")
         config_file = folder / "skuferry.toml"
-        config_file.write_text(CONFIG.format(url=sandbox.url, key=DEMO_KEY, reads=1800,
-                                             writes=DEMO_WRITE_PER_MINUTE))
+        config_file.write_text(
+            CONFIG.format(url=sandbox.url, key=DEMO_KEY, reads=1800, writes=DEMO_WRITE_PER_MINUTE)
+        )
         settings = load_settings(config_file, env={})
 
         out.print("[bold]1. first sync[/bold] of examples/catalog.csv (with a few broken rows):")
@@ -95,8 +100,10 @@ def run_demo(*, keep: bool = False, workdir: Path | None = None, console: Consol
         report.print_summary(first, stream=out.file)
 
         changed = _change_prices(folder / "catalog.csv", CHANGED)
-        out.print(f"\n[bold]2. changed the price of {len(changed)} products[/bold] "
-                  f"({', '.join(changed)}) and synced again:")
+        out.print(
+            f"\n[bold]2. changed the price of {len(changed)} products[/bold] "
+            f"({', '.join(changed)}) and synced again:"
+        )
         second = _sync(settings)
         report.print_summary(second, stream=out.file)
 
@@ -104,12 +111,14 @@ def run_demo(*, keep: bool = False, workdir: Path | None = None, console: Consol
         products = sandbox.products("demo")
         keys = [p.get("sku") for p in products]
         dupes = len(keys) - len(set(keys))
-        out.print(f"\nthe sandbox now holds {len(products)} products, {dupes} duplicate keys; "
-                  f"it answered {_total_429(stats)} rate-limit refusals (429).")
+        out.print(
+            f"\nthe sandbox now holds {len(products)} products, {dupes} duplicate keys; "
+            f"it answered {_total_429(stats)} rate-limit refusals (429)."
+        )
         ok = dupes == 0 and second.updated == len(changed) and second.created == 0
         out.print(
-            "\n[bold]next:[/bold] copy config.example.toml, point \\[api] base_url at your workspace, "
-            "put the key in SKUFERRY_API_KEY or a file, then:\n"
+            "\n[bold]next:[/bold] copy config.example.toml, point \\[api] base_url at your "
+            "workspace, put the key in SKUFERRY_API_KEY or a file, then:\n"
             "  skuferry check --config my.toml    # config, source, one authenticated read\n"
             "  skuferry plan  --config my.toml    # what would change, with an ETA\n"
             "  skuferry sync  --config my.toml    # do it"
@@ -120,10 +129,7 @@ def run_demo(*, keep: bool = False, workdir: Path | None = None, console: Consol
     return 0 if ok else 1
 
 
-def _sync(settings: object) -> RunSummary:
-    from skuferry.settings import Settings
-
-    assert isinstance(settings, Settings)
+def _sync(settings: Settings) -> RunSummary:
     with report.progress(enabled=True) as on_progress:
         return engine.run_once(settings, on_progress=on_progress)
 

@@ -34,7 +34,7 @@ from skuferry.remote import RemoteClient
 from skuferry.remoteindex import RemoteIndex
 from skuferry.settings import Settings
 from skuferry.sources.base import Source, open_source
-from skuferry.writer import WriteClient, Writer
+from skuferry.writer import Writer
 
 log = logs.get(__name__)
 
@@ -76,20 +76,37 @@ def run_once(
         stack.callback(mirror.close)
         run_id = None if dry_run else mirror.start_run()
         try:
-            _run(settings, mirror, summary, run_id=run_id, verify=verify, force=force,
-                 allow_empty_source=allow_empty_source, stop=stop, on_progress=on_progress,
-                 adapters=adapters, stack=stack)
+            _run(
+                settings,
+                mirror,
+                summary,
+                run_id=run_id,
+                verify=verify,
+                force=force,
+                allow_empty_source=allow_empty_source,
+                stop=stop,
+                on_progress=on_progress,
+                adapters=adapters,
+                stack=stack,
+            )
         except errors.SkuferryError as exc:
             summary.duration_s = time.monotonic() - started
             if run_id is not None:
-                mirror.finish_run(run_id, status="error", exit_code=exc.exit_code,
-                                  summary={**summary.as_json(), "error": str(exc)})
+                mirror.finish_run(
+                    run_id,
+                    status="error",
+                    exit_code=exc.exit_code,
+                    summary={**summary.as_json(), "error": str(exc)},
+                )
             raise
         summary.duration_s = time.monotonic() - started
         if run_id is not None:
-            status = "interrupted" if summary.interrupted else ("ok" if summary.clean else "partial")
-            mirror.finish_run(run_id, status=status, exit_code=exit_code(summary),
-                              summary=summary.as_json())
+            status = (
+                "interrupted" if summary.interrupted else ("ok" if summary.clean else "partial")
+            )
+            mirror.finish_run(
+                run_id, status=status, exit_code=exit_code(summary), summary=summary.as_json()
+            )
     log.info("sync.finished", **{k: v for k, v in summary.as_json().items() if k != "problems"})
     return summary
 
@@ -101,17 +118,32 @@ def exit_code(summary: RunSummary) -> int:
 
 
 def _run(
-    settings: Settings, mirror: Mirror, summary: RunSummary, *, run_id: int | None,
-    verify: bool, force: bool, allow_empty_source: bool, stop: threading.Event,
-    on_progress: Progress | None, adapters: Adapters, stack: ExitStack,
+    settings: Settings,
+    mirror: Mirror,
+    summary: RunSummary,
+    *,
+    run_id: int | None,
+    verify: bool,
+    force: bool,
+    allow_empty_source: bool,
+    stop: threading.Event,
+    on_progress: Progress | None,
+    adapters: Adapters,
+    stack: ExitStack,
 ) -> None:
     source = adapters.source or open_source(settings.source)
     mapper = Mapper(settings.mapping, source_name=_short_name(source))
     store = PlanStore(mirror.db.conn)
     stack.callback(store.close)
     log.info("sync.plan.started", source=source.describe())
-    store.fill(plan(map_records(source.records(), mapper), mirror.lookup(),
-                    walked=mirror.walked(), seen=mirror.seen_table()))
+    store.fill(
+        plan(
+            map_records(source.records(), mapper),
+            mirror.lookup(),
+            walked=mirror.walked(),
+            seen=mirror.seen_table(),
+        )
+    )
     counts = store.counts()
     _count_plan(store, counts, summary)
     _guards(settings, mirror, store, counts, force=force, allow_empty_source=allow_empty_source)
@@ -136,8 +168,13 @@ def _run(
             on_progress(done, max(total, done))
 
     writer = Writer(
-        client, mirror, run_id=run_id, update_method=settings.api.update_method,
-        max_in_flight=settings.api.max_in_flight, stop=stop, on_done=tick,
+        client,
+        mirror,
+        run_id=run_id,
+        update_method=settings.api.update_method,
+        max_in_flight=settings.api.max_in_flight,
+        stop=stop,
+        on_done=tick,
     )
     writes: Iterator[Action] = store.actions(Kind.CREATE, Kind.UPDATE)
     if index is not None:
@@ -168,9 +205,13 @@ def _client(settings: Settings, stop: threading.Event, stack: ExitStack) -> Remo
     budget = Budget.from_settings(settings.budget, settings.state.path)
     stack.callback(budget.close)
     client = RemoteClient(
-        base_url=settings.api.base_url, api_key=settings.api_key(),
-        timeout_s=settings.api.timeout_s, budget=budget, max_retries=settings.api.max_retries,
-        max_connections=settings.api.max_in_flight + 2, stop=stop,
+        base_url=settings.api.base_url,
+        api_key=settings.api_key(),
+        timeout_s=settings.api.timeout_s,
+        budget=budget,
+        max_retries=settings.api.max_retries,
+        max_connections=settings.api.max_in_flight + 2,
+        stop=stop,
     )
     stack.callback(client.close)
     return client
@@ -181,7 +222,12 @@ def _count_plan(store: PlanStore, counts: dict[Kind, int], summary: RunSummary) 
     summary.rejected = counts[Kind.REJECT] + counts[Kind.STILL_REJECTED]
     summary.gone = counts[Kind.GONE]
     for action in store.actions(Kind.REJECT, Kind.STILL_REJECTED):
-        _problem(summary, action.key, action.line, action.reason or "rejected earlier; not resent until its data change")
+        _problem(
+            summary,
+            action.key,
+            action.line,
+            action.reason or "rejected earlier; not resent until its data change",
+        )
     if counts[Kind.GONE]:
         summary.notes.append(
             f"{counts[Kind.GONE]} product(s) are no longer in the source; they stay on the "
@@ -195,14 +241,20 @@ def _problem(summary: RunSummary, key: str | None, line: int | None, reason: str
 
 
 def _guards(
-    settings: Settings, mirror: Mirror, store: PlanStore, counts: dict[Kind, int], *,
-    force: bool, allow_empty_source: bool,
+    settings: Settings,
+    mirror: Mirror,
+    store: PlanStore,
+    counts: dict[Kind, int],
+    *,
+    force: bool,
+    allow_empty_source: bool,
 ) -> None:
     known = mirror.count()
     if store.records == 0 and known and not allow_empty_source:
         raise errors.EmptySourceRefused(
             f"the source is empty but the mirror holds {known} products: refusing to treat "
-            "the whole catalog as gone (a failed export?). Pass --allow-empty-source if this is intended."
+            "the whole catalog as gone (a failed export?). "
+            "Pass --allow-empty-source if this is intended."
         )
     updates = counts[Kind.UPDATE]
     ratio = settings.safety.max_change_ratio
@@ -215,7 +267,12 @@ def _guards(
 
 
 def _dry_run_report(
-    settings: Settings, store: PlanStore, counts: dict[Kind, int], summary: RunSummary, *, verify: bool
+    settings: Settings,
+    store: PlanStore,
+    counts: dict[Kind, int],
+    summary: RunSummary,
+    *,
+    verify: bool,
 ) -> None:
     summary.created = counts[Kind.CREATE]
     summary.updated = counts[Kind.UPDATE]
@@ -227,7 +284,9 @@ def _dry_run_report(
         f"{per_min}/min ≈ {_human_minutes(minutes)}; nothing was written"
     )
     if store.needs_lookup() or verify:
-        summary.notes.append("a remote walk (1 read per 100 products) would run first to look up existing products")
+        summary.notes.append(
+            "a remote walk (1 read per 100 products) would run first to look up existing products"
+        )
 
 
 def _human_minutes(minutes: float) -> str:
@@ -238,7 +297,9 @@ def _human_minutes(minutes: float) -> str:
     return f"{minutes / 60:.1f} h"
 
 
-def _walk(client: Any, mirror: Mirror, settings: Settings, on_progress: Progress | None) -> RemoteIndex:
+def _walk(
+    client: Any, mirror: Mirror, settings: Settings, on_progress: Progress | None
+) -> RemoteIndex:
     index = RemoteIndex(mirror.db.conn, _key_field(settings))
     index.load(client, page_size=settings.api.page_size, on_page=on_progress)
     # Record what the walk found, so a remote product the source adds later is adopted,
@@ -268,7 +329,8 @@ def _adopt_or_create(
     action: Action, index: RemoteIndex, mirror: Mirror, summary: RunSummary
 ) -> Action | None:
     product = action.product
-    assert product is not None
+    if product is None:
+        raise RuntimeError(f"create action without a product: {action.key}")
     matches = index.find(product.key)
     if not matches:
         if mirror.has_intent(product.key):
@@ -278,16 +340,24 @@ def _adopt_or_create(
         ids = [rid for rid, _ in matches]
         mirror.record_duplicate(product.key, ids)
         summary.duplicates += 1
-        _problem(summary, product.key, product.line,
-                 f"the remote holds {len(ids)} products with this key ({', '.join(ids[:5])}); "
-                 "not creating another — merge them on the remote")
+        _problem(
+            summary,
+            product.key,
+            product.line,
+            f"the remote holds {len(ids)} products with this key ({', '.join(ids[:5])}); "
+            "not creating another — merge them on the remote",
+        )
         return None
     remote_id, body = matches[0]
     in_step = not canonical.differs(product.payload, body)
     mirror.record_adopted(product, remote_id, in_step=in_step)
     summary.adopted += 1
     log.info("sync.adopted", key=product.key, remote_id=remote_id, in_step=in_step)
-    return None if in_step else Action(Kind.UPDATE, product.key, product, remote_id=remote_id, line=product.line)
+    return (
+        None
+        if in_step
+        else Action(Kind.UPDATE, product.key, product, remote_id=remote_id, line=product.line)
+    )
 
 
 def _repairs(
@@ -314,15 +384,21 @@ def _repairs(
         elif canonical.differs(payload, body):
             summary.unchanged -= 1
             repaired += 1
-            log.warning("verify.edited", key=key, remote_id=remote_id,
-                        fields=canonical.differs(payload, body))
+            log.warning(
+                "verify.edited",
+                key=key,
+                remote_id=remote_id,
+                fields=canonical.differs(payload, body),
+            )
             resolved = Action(Kind.UPDATE, key, product, remote_id=remote_id)
         else:
             continue
         if resolved is not None:
             yield resolved
     if repaired:
-        summary.notes.append(f"verify: {repaired} product(s) deleted or edited on the remote were put right")
+        summary.notes.append(
+            f"verify: {repaired} product(s) deleted or edited on the remote were put right"
+        )
 
 
 def _chain(*parts: Iterator[Action]) -> Iterator[Action]:
@@ -352,7 +428,9 @@ def _second_look(
                     mirror.record_created(product, remote_id)  # our lost POST did land
                     results.created += 1
                 continue
-            resolved = _adopt_or_create(Action(Kind.CREATE, product.key, product), index, mirror, summary)
+            resolved = _adopt_or_create(
+                Action(Kind.CREATE, product.key, product), index, mirror, summary
+            )
             if resolved is not None:
                 retries.append(resolved)
         writer.run(retries)

@@ -132,7 +132,9 @@ class HttpError(ApiError):
         self.status = status
         self.code = code
         self.message = message
-        super().__init__(f"HTTP {status} {code}: {message}" if code else f"HTTP {status}: {message}")
+        super().__init__(
+            f"HTTP {status} {code}: {message}" if code else f"HTTP {status}: {message}"
+        )
 
 
 class AuthError(HttpError):
@@ -148,9 +150,7 @@ class MethodNotAllowed(HttpError):
 
 
 class RateLimited(HttpError):
-    def __init__(
-        self, status: int, code: str, message: str, *, retry_after: float | None
-    ) -> None:
+    def __init__(self, status: int, code: str, message: str, *, retry_after: float | None) -> None:
         super().__init__(status, code, message)
         self.retry_after = retry_after
 

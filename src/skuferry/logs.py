@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -16,7 +17,7 @@ import structlog
 _REDACT_KEYS = frozenset({"api_key", "authorization", "token", "password", "secret"})
 
 
-def _redact(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     # Defence in depth: no event should carry a secret, but if a field is named like one
     # it is masked before any renderer sees it.
     for k in list(event):

@@ -14,7 +14,8 @@ from typing import Any
 class RawRecord:
     """One record as a source read it: its position and its fields, untyped."""
 
-    line: int  # 1-based line (csv: physical line the row starts on; jsonl: line; http/sql: record number)
+    # 1-based: csv, the physical line the row starts on; jsonl, the line; http/sql, the record
+    line: int
     fields: dict[str, Any]
 
 
@@ -132,4 +133,6 @@ class RunSummary:
     @property
     def clean(self) -> bool:
         """True when the remote matches the source for every valid product."""
-        return not (self.rejected or self.failed or self.drift or self.duplicates or self.interrupted)
+        return not (
+            self.rejected or self.failed or self.drift or self.duplicates or self.interrupted
+        )

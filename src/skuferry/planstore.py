@@ -77,8 +77,13 @@ class PlanStore:
                     else None
                 )
                 yield Action(
-                    kind=Kind(kind), key=key, product=product, remote_id=remote_id,
-                    reason=reason, line=line, lookup_first=bool(lookup_first),
+                    kind=Kind(kind),
+                    key=key,
+                    product=product,
+                    remote_id=remote_id,
+                    reason=reason,
+                    line=line,
+                    lookup_first=bool(lookup_first),
                 )
 
     def keys(self, kind: Kind) -> Iterator[str]:

@@ -282,7 +282,7 @@ class RemoteClient:
                 "api.request", method=method, path=path, status=None,
                 error=type(exc).__name__, ms=_ms(started),
             )
-            return _transport_failure(method, path, tier, exc)
+            return _transport_failure(method, path, tier, exc, base=self._base)
         log.debug(
             "api.request", method=method, path=path, status=response.status_code,
             ms=_ms(started),
@@ -353,12 +353,12 @@ def _ms(started: float) -> int:
 
 
 def _transport_failure(
-    method: str, path: str, tier: Tier, exc: httpx.TransportError
+    method: str, path: str, tier: Tier, exc: httpx.TransportError, *, base: str = ""
 ) -> _Failure:
     kind = type(exc).__name__
     if isinstance(exc, _NEVER_SENT):
         return _Failure(
-            errors.Unreachable(f"{method} {path}: cannot reach the API ({kind})"),
+            errors.Unreachable(f"{method} {base}{path}: cannot reach the API ({kind}: {exc})"),
             "unreachable", retryable=True,
         )
     if tier == "write":

@@ -18,7 +18,9 @@ log = logs.get(__name__)
 
 
 class PageSource(Protocol):
-    def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]: ...
+    def iter_pages(
+        self, *, limit: int = 100
+    ) -> Iterator[tuple[int, int, list[dict[str, Any]]]]: ...
 
 
 class RemoteIndex:
@@ -35,7 +37,10 @@ class RemoteIndex:
         self.keyless = 0
 
     def load(
-        self, client: PageSource, *, page_size: int = 100,
+        self,
+        client: PageSource,
+        *,
+        page_size: int = 100,
         on_page: Callable[[int, int], None] | None = None,
     ) -> None:
         """Walk every page; raises whatever the client raises (a partial walk is no index)."""

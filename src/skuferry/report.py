@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -33,8 +33,12 @@ def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
         yield None
         return
     bar = Progress(
-        TextColumn("[bold]syncing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True), transient=True,
+        TextColumn("[bold]syncing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
     )
     task = bar.add_task("sync", total=None)
 
@@ -45,15 +49,26 @@ def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
         yield update
 
 
-def print_summary(summary: RunSummary, *, stream: TextIO | None = None) -> None:
+def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None:
     console = Console(file=stream or sys.stdout, highlight=False)
     data = summary.as_json()
     title = "plan (dry run)" if summary.dry_run else "sync"
     table = Table(title=title, show_header=False, box=None, pad_edge=False)
-    for name in ("created", "updated", "adopted", "unchanged", "rejected", "failed", "drift",
-                 "duplicates", "gone"):
+    for name in (
+        "created",
+        "updated",
+        "adopted",
+        "unchanged",
+        "rejected",
+        "failed",
+        "drift",
+        "duplicates",
+        "gone",
+    ):
         if data[name] or name in ("created", "updated", "unchanged"):
-            label = f"would be {name}" if summary.dry_run and name in ("created", "updated") else name
+            label = (
+                f"would be {name}" if summary.dry_run and name in ("created", "updated") else name
+            )
             table.add_row(label, f"{data[name]:,}")
     reqs = ", ".join(f"{k} {v}" for k, v in sorted(summary.requests.items()))
     table.add_row("requests", reqs or "none")
@@ -68,7 +83,9 @@ def print_summary(summary: RunSummary, *, stream: TextIO | None = None) -> None:
         for p in summary.problems[:50]:
             console.print(f"  {_problem_line(p)}", markup=False)
         if len(summary.problems) > 50:
-            console.print(f"  … and {len(summary.problems) - 50} more (see --json or `skuferry status`)")
+            console.print(
+                f"  … and {len(summary.problems) - 50} more (see --json or `skuferry status`)"
+            )
 
 
 def _problem_line(problem: dict[str, Any]) -> str:
@@ -87,8 +104,15 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
 
     path = settings.state.path
     if not path.exists():
-        return {"state": str(path), "exists": False, "products": {}, "runs": [], "rejected": [],
-                "open_intents": [], "walked": False}
+        return {
+            "state": str(path),
+            "exists": False,
+            "products": {},
+            "runs": [],
+            "rejected": [],
+            "open_intents": [],
+            "walked": False,
+        }
     mirror = Mirror(path, readonly=True)
     try:
         return {
@@ -116,12 +140,18 @@ def print_status(data: dict[str, Any]) -> None:
         console.print("no state yet: nothing has been synced with this config")
         return
     products = data["products"]
-    console.print("products: " + (", ".join(f"{k} {v:,}" for k, v in sorted(products.items())) or "none"))
+    console.print(
+        "products: " + (", ".join(f"{k} {v:,}" for k, v in sorted(products.items())) or "none")
+    )
     daemon = data.get("daemon") or {}
     if daemon.get("schedule"):
-        console.print(f"daemon: {daemon['schedule']}; next run {daemon.get('next_run') or 'unknown'}")
+        console.print(
+            f"daemon: {daemon['schedule']}; next run {daemon.get('next_run') or 'unknown'}"
+        )
     if data["open_intents"]:
-        console.print(f"open write intents (looked up before any re-send): {len(data['open_intents'])}")
+        console.print(
+            f"open write intents (looked up before any re-send): {len(data['open_intents'])}"
+        )
     runs = Table(title="last runs", box=None)
     for col in ("id", "started", "status", "exit", "created", "updated", "rejected", "failed", "s"):
         runs.add_column(col)
@@ -130,9 +160,14 @@ def print_status(data: dict[str, Any]) -> None:
         if isinstance(s, str):
             s = json.loads(s)
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started_at"]))
-        runs.add_row(str(r["id"]), started, str(r["status"]), str(r.get("exit_code")),
-                     *(str(s.get(k, "")) for k in ("created", "updated", "rejected", "failed")),
-                     str(s.get("duration_s", "")))
+        runs.add_row(
+            str(r["id"]),
+            started,
+            str(r["status"]),
+            str(r.get("exit_code")),
+            *(str(s.get(k, "")) for k in ("created", "updated", "rejected", "failed")),
+            str(s.get("duration_s", "")),
+        )
     console.print(runs)
     if data["rejected"]:
         console.print("[bold]rejected products (most recent first):[/bold]")
@@ -165,12 +200,19 @@ def check(settings: Settings) -> None:
     out.print(f"source: {good:,} valid record(s), {bad:,} rejected ({source.describe()})")
     if first_bad is not None:
         out.print(f"  first rejection: {first_bad.reason}")
-    with RemoteClient(base_url=settings.api.base_url, api_key=settings.api_key(),
-                      timeout_s=settings.api.timeout_s, max_retries=1) as client:
+    with RemoteClient(
+        base_url=settings.api.base_url,
+        api_key=settings.api_key(),
+        timeout_s=settings.api.timeout_s,
+        max_retries=1,
+    ) as client:
         try:
             pages = client.probe()
         except errors.AuthError:
             raise
         except errors.TransportError as exc:
             raise errors.Unreachable(f"{settings.api.base_url}: {exc}") from exc
-    out.print(f"api: ok, authenticated at {settings.api.base_url} (products listed: {pages} page(s) at limit 1)")
+    out.print(
+        f"api: ok, authenticated at {settings.api.base_url} "
+        f"(products listed: {pages} page(s) at limit 1)"
+    )

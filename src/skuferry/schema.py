@@ -77,7 +77,7 @@ def _m1_initial(conn: sqlite3.Connection) -> None:
             ts REAL NOT NULL
         );
         CREATE INDEX budget_sends_tier_ts ON budget_sends(tier, ts);
-        """
+        """,
     )
 
 

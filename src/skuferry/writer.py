@@ -93,26 +93,25 @@ class Writer:
                 if probing:
                     # The first update goes out alone: if the server lacks the method, exactly
                     # one request learns it, not a pool-full of them.
-                    for fut in _as_done(pending):
-                        self._finish(jobs.pop(fut), fut)
+                    for done_fut in _as_done(pending):
+                        self._finish(jobs.pop(done_fut), done_fut)
                     pending = set()
-                fut = self._submit(pool, action)
-                if fut is None:
+                submitted = self._submit(pool, action)
+                if submitted is None:
                     continue
                 if probing:
-                    wait([fut])
-                    self._finish(action, fut)
+                    wait([submitted])
+                    self._finish(action, submitted)
                     continue
-                jobs[fut] = action
-                pending.add(fut)
+                jobs[submitted] = action
+                pending.add(submitted)
             # Whatever is in flight finishes and is committed, even when stopping.
             for fut in _as_done(pending):
                 self._finish(jobs.pop(fut), fut)
         return self.results
 
     def _submit(self, pool: ThreadPoolExecutor, action: Action) -> Future[dict[str, Any]] | None:
-        product = action.product
-        assert product is not None, "write actions carry their product"
+        product = _product(action)
         if action.kind is Kind.CREATE:
             self._mirror.open_intent(product, run_id=self._run_id)  # committed before the POST
             return pool.submit(self._client.create_product, product.payload)
@@ -121,13 +120,13 @@ class Writer:
             self.results.drift += 1
             self._on_done()
             return None
-        assert action.remote_id is not None
         method: Literal["patch", "put"] = "put" if self._method == "put" else "patch"
-        return pool.submit(self._client.update_product, action.remote_id, product.payload, method=method)
+        return pool.submit(
+            self._client.update_product, _remote_id(action), product.payload, method=method
+        )
 
     def _finish(self, action: Action, fut: Future[dict[str, Any]]) -> None:
-        product = action.product
-        assert product is not None
+        product = _product(action)
         try:
             data = fut.result()
         except errors.SkuferryError as exc:
@@ -140,8 +139,7 @@ class Writer:
                 self.results.created += 1
                 log.debug("sync.created", key=product.key, remote_id=data["id"])
             else:
-                assert action.remote_id is not None
-                self._mirror.record_updated(product, action.remote_id)
+                self._mirror.record_updated(product, _remote_id(action))
                 self.results.updated += 1
                 log.debug("sync.updated", key=product.key, remote_id=action.remote_id)
         self._on_done()
@@ -152,7 +150,9 @@ class Writer:
         if isinstance(exc, errors.Rejected):
             self._mirror.record_rejected(product, exc.message or str(exc))
             self.results.rejected.append({"key": key, "line": product.line, "reason": str(exc)})
-            log.warning("sync.rejected", key=key, line=product.line, status=exc.status, reason=exc.message)
+            log.warning(
+                "sync.rejected", key=key, line=product.line, status=exc.status, reason=exc.message
+            )
         elif isinstance(exc, errors.OutcomeUnknown | errors.BadResponse) and creating:
             # The POST may have landed: keep the intent open and resolve it by lookup.
             self._mirror.record_failed(key, f"outcome unknown: {exc}", product=product)
@@ -175,16 +175,17 @@ class Writer:
                 self._mirror.close_intent(key)  # provably not applied: nothing to look up
             self._mirror.record_failed(key, str(exc), product=product)
             self.results.failed[key] = str(exc)
-            if isinstance(exc, errors.AuthError | errors.Unreachable | errors.NotFound | errors.TransportError):
+            if isinstance(
+                exc, errors.AuthError | errors.Unreachable | errors.NotFound | errors.TransportError
+            ):
                 self.results.fatal = self.results.fatal or exc
             elif not isinstance(exc, errors.Interrupted):
                 log.warning("sync.write.failed", key=key, error=str(exc))
 
     def _route_missing(self, action: Action) -> bool:
         """A 404 on PATCH/PUT: is the product gone, or does the server lack the route?"""
-        assert action.remote_id is not None
         try:
-            self._client.get_product(action.remote_id)
+            self._client.get_product(_remote_id(action))
         except errors.NotFound:
             return False
         except errors.SkuferryError:
@@ -205,6 +206,18 @@ class Writer:
         )
         self.results.notes.append(note)
         log.error("sync.updates.unsupported", method=method, status=exc.status)
+
+
+def _product(action: Action) -> Product:
+    if action.product is None:
+        raise RuntimeError(f"write action without a product: {action}")
+    return action.product
+
+
+def _remote_id(action: Action) -> str:
+    if action.remote_id is None:
+        raise RuntimeError(f"update action without a remote id: {action.key}")
+    return action.remote_id
 
 
 def _as_done(pending: set[Future[dict[str, Any]]]) -> Iterable[Future[dict[str, Any]]]:

@@ -19,8 +19,12 @@ from tests.fakes import Crash, FakeRemote, ListSource
 
 def make_settings(tmp_path: Path, **over: Any) -> Settings:
     data: dict[str, Any] = {
-        "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test", "max_in_flight": 3,
-                **over.pop("api", {})},
+        "api": {
+            "base_url": "http://127.0.0.1:9",
+            "api_key": "k-test",
+            "max_in_flight": 3,
+            **over.pop("api", {}),
+        },
         "source": {"type": "csv", "path": str(tmp_path / "unused.csv")},
         "mapping": {"key": "sku"},
         "state": {"path": str(tmp_path / "state.db")},
@@ -29,7 +33,9 @@ def make_settings(tmp_path: Path, **over: Any) -> Settings:
     return settings_from_dict(data)
 
 
-def catalog(n: int, *, price: str = "1.00", changed: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def catalog(
+    n: int, *, price: str = "1.00", changed: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     rows = []
     for i in range(n):
         sku = f"SKU-{i:04d}"
@@ -140,7 +146,9 @@ def _crash_once(when: str, target: str) -> Any:
     return hook
 
 
-@pytest.mark.parametrize("point", ["intent_committed", "post_sent_response_lost", "before_id_committed"])
+@pytest.mark.parametrize(
+    "point", ["intent_committed", "post_sent_response_lost", "before_id_committed"]
+)
 def test_a_crash_at_any_step_of_the_journal_creates_nothing_twice(
     tmp_path: Path, point: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

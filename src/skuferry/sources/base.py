@@ -47,16 +47,12 @@ def register(type_name: str) -> Callable[[Factory], Factory]:
 def open_source(settings: Any) -> Source:
     """Build the source named by ``settings.type`` (the ``[source]`` table)."""
     # Import the built-in adapters so they register themselves.
-    from skuferry.sources import csv as _csv  # noqa: F401
-    from skuferry.sources import jsonl as _jsonl  # noqa: F401
+    from skuferry.sources import csv, http, jsonl, sql  # noqa: F401 - they register themselves
 
-    try:
-        from skuferry.sources import http as _http  # noqa: F401
-        from skuferry.sources import sql as _sql  # noqa: F401
-    except ImportError:  # pragma: no cover - optional adapters not built yet
-        pass
     factory = _REGISTRY.get(settings.type)
     if factory is None:
         known = ", ".join(sorted(_REGISTRY))
-        raise ConfigError([f"at 'source.type': unknown source type {settings.type!r} (known: {known})"])
+        raise ConfigError(
+            [f"at 'source.type': unknown source type {settings.type!r} (known: {known})"]
+        )
     return factory(settings)

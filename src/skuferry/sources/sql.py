@@ -16,7 +16,6 @@ A relative ``sqlite:///catalog.db`` is relative to the config file's folder.
 
 # SQLAlchemy is an optional extra: it is imported when a sql source opens, so a
 # missing install becomes a ConfigError naming the extra, not an ImportError.
-# ruff: noqa: PLC0415
 
 from __future__ import annotations
 

@@ -1,0 +1,193 @@
+"""Shared pieces of the benchmarks: results, machine facts, catalogs, configs, fast mirrors."""
+
+from __future__ import annotations
+
+import csv
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skuferry import canonical
+from skuferry.budget import Budget
+from skuferry.mapping import Mapper
+from skuferry.mirror import Mirror
+from skuferry.models import Product, RawRecord
+from skuferry.remote import RemoteClient
+from skuferry.settings import Settings, settings_from_dict
+
+KEY = "bench-key"
+WORKSPACE = "bench"
+HEADER = ("SKU", "Name", "Price", "Stock")
+FIELDS: dict[str, Any] = {
+    "sku": "SKU",
+    "name": "Name",
+    "price": {"column": "Price", "type": "decimal"},
+    "stock": {"column": "Stock", "type": "integer"},
+}
+
+
+@dataclass
+class Result:
+    """One figure: what was measured against what was wanted."""
+
+    figure: str
+    measured: str
+    target: str
+    ok: bool | None  # None: informational, no target to meet
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return "info" if self.ok is None else ("PASS" if self.ok else "MISS")
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "python": sys.version.split()[0],
+        "os": f"{platform.system()} {platform.release()}",
+        "load (1/5/15 min, at start)": load,
+    }
+
+
+def median_of(runs: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
+    samples = [fn() for _ in range(runs)]
+    return statistics.median(samples), samples
+
+
+# -- catalogs -------------------------------------------------------------------------
+
+
+def row(i: int, *, changed: bool = False) -> tuple[str, str, str, str]:
+    """Product i of a synthetic catalog; ``changed`` bumps its price."""
+    cents = 1000 + (i * 37) % 90000 + (1 if changed else 0)
+    return (f"SKU-{i:07d}", f"Product {i} of the bench catalog", f"{cents // 100}.{cents % 100:02d}",
+            str(i % 500))
+
+
+def rows(n: int, *, changed_every: int = 0) -> Iterator[tuple[str, str, str, str]]:
+    for i in range(n):
+        yield row(i, changed=bool(changed_every) and i % changed_every == 0)
+
+
+def write_csv(path: Path, n: int, *, changed_every: int = 0) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(HEADER)
+        out.writerows(rows(n, changed_every=changed_every))
+    return path
+
+
+def payload(i: int) -> dict[str, Any]:
+    """Product i as the mapping sends it (what a seeded remote product holds)."""
+    sku, name, price, stock = row(i)
+    return {"sku": sku, "name": name, "price": canonical.loads(price), "stock": int(stock)}
+
+
+# -- settings and clients --------------------------------------------------------------
+
+
+def settings(
+    folder: Path, url: str, *, reads: int = 300, writes: int = 60, limiter: str = "window",
+    max_in_flight: int = 4, csv_name: str = "catalog.csv",
+) -> Settings:
+    data = {
+        "api": {"base_url": url, "api_key": KEY, "timeout_s": 30, "update_method": "patch",
+                "max_in_flight": max_in_flight},
+        "source": {"type": "csv", "path": csv_name},
+        "mapping": {"key": "sku", "fields": FIELDS},
+        "budget": {"read_per_minute": reads, "write_per_minute": writes, "limiter": limiter},
+        "state": {"path": "skuferry.db"},
+        "safety": {"max_change_ratio": 1.0},
+    }
+    return settings_from_dict(data, origin="bench", base_dir=folder)
+
+
+def toml(folder: Path, url: str, *, reads: int, writes: int, csv_name: str = "catalog.csv") -> Path:
+    """The same config as a file, for the ``skuferry`` command in a child process."""
+    lines = [
+        "[api]", f'base_url = "{url}"', f'api_key = "{KEY}"', "",
+        "[source]", 'type = "csv"', f'path = "{csv_name}"', "",
+        "[mapping]", 'key = "sku"', "[mapping.fields]", 'sku = "SKU"', 'name = "Name"',
+        'price = { column = "Price", type = "decimal" }',
+        'stock = { column = "Stock", type = "integer" }', "",
+        "[budget]", f"read_per_minute = {reads}", f"write_per_minute = {writes}", "",
+        "[state]", 'path = "skuferry.db"', "",
+        "[safety]", "max_change_ratio = 1.0", "",
+    ]
+    path = folder / "skuferry.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def client(settings: Settings, stack: ExitStack) -> RemoteClient:
+    """The client ``engine.run_once`` would build (so a wrapper can time what it does)."""
+    budget = Budget.from_settings(settings.budget, settings.state.path)
+    stack.callback(budget.close)
+    remote = RemoteClient(
+        base_url=settings.api.base_url, api_key=settings.api_key(),
+        timeout_s=settings.api.timeout_s, budget=budget, max_retries=settings.api.max_retries,
+        max_connections=settings.api.max_in_flight + 2,
+    )
+    stack.callback(remote.close)
+    return remote
+
+
+# -- a mirror in step, built directly --------------------------------------------------
+
+
+def build_mirror(settings: Settings, n: int) -> float:
+    """A mirror holding products 0..n-1 as SYNCED, as if a full sync had run.
+
+    The fast path: rows are mapped and digested by skuferry's own Mapper (so the
+    digests are exactly what a run computes) and inserted in one transaction
+    with fsync off; remote ids are the sandbox's form (p_000001...). Returns seconds.
+    """
+    started = time.perf_counter()
+    mapper = Mapper(settings.mapping, source_name="catalog.csv")
+    mirror = Mirror(settings.state.path)
+    try:
+        conn = mirror.db.conn
+        conn.execute("PRAGMA synchronous = OFF")
+        now = time.time()
+
+        def items() -> Iterator[tuple[Any, ...]]:
+            for i, values in enumerate(rows(n)):
+                product = mapper.map(RawRecord(i + 2, dict(zip(HEADER, values, strict=True))))
+                assert isinstance(product, Product)
+                yield (product.key, "synced", product.digest, canonical.dumps(product.payload),
+                       f"p_{i + 1:06d}", i + 2, now, now, now)
+
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO products (key, state, digest, payload, remote_id, source_line, "
+            "first_seen, updated_at, synced_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            items(),
+        )
+        conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('walked_at', ?)",
+                     (repr(now),))
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA synchronous = FULL")
+    finally:
+        mirror.close()
+    return time.perf_counter() - started

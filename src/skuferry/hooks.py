@@ -1,0 +1,44 @@
+"""What happens around every run, one-shot or scheduled: metrics textfile and monitor pings.
+
+Both are best effort: a failed write or ping is logged and never fails the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skuferry import logs, metrics, monitor, schema
+from skuferry.metrics import RunOutcome
+from skuferry.settings import Settings
+
+log = logs.get(__name__)
+
+
+def before_run(settings: Settings) -> None:
+    monitor.ping_start(settings.monitor)
+
+
+def after_run(settings: Settings, outcome: RunOutcome, *, stopping: bool = False) -> None:
+    if settings.metrics.textfile is not None:
+        metrics.record_run(
+            settings.metrics.textfile, outcome, products=product_counts(settings.state.path)
+        )
+    ping_settings = settings.monitor
+    if stopping:  # keep inside the stop deadline
+        ping_settings = ping_settings.model_copy(
+            update={"timeout_s": min(ping_settings.timeout_s, 2.0)}
+        )
+    monitor.ping_finish(ping_settings, outcome)
+
+
+def product_counts(state_path: Path) -> dict[str, int] | None:
+    try:
+        conn = schema.connect(state_path)
+        try:
+            rows = conn.execute("SELECT state, COUNT(*) FROM products GROUP BY state").fetchall()
+        finally:
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; metrics are best effort
+        log.warning("metrics.products.failed", error=str(exc))
+        return None
+    return {str(state): int(n) for state, n in rows}
