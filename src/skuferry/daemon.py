@@ -33,8 +33,6 @@ from typing import Any, Protocol
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
 from apscheduler.executors.base import BaseExecutor, run_job
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 
 from skuferry import hooks, logs, schema
 from skuferry.errors import (
@@ -47,12 +45,12 @@ from skuferry.errors import (
 from skuferry.metrics import RunOutcome
 from skuferry.models import RunSummary
 from skuferry.notify import Notifier
+from skuferry.schedule import build_trigger, describe_schedule
 from skuferry.settings import ScheduleSettings, Settings, load_settings
 
 log = logs.get(__name__)
 
 JOB_ID = "sync"
-DEFAULT_INTERVAL_MINUTES = 15.0
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
 _STOP, _RELOAD = "stop", "reload"
@@ -72,82 +70,6 @@ class Job(Protocol):
 
 
 Loader = Callable[[Path | None], Settings]
-
-
-# --- the schedule --------------------------------------------------------------------
-
-_DOW = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
-
-
-def _weekday(token: str) -> int:
-    if token.isdigit() and int(token) <= 7:
-        return int(token)
-    if token.lower() in _DOW:
-        return _DOW.index(token.lower())
-    raise ValueError(f"bad day of week {token!r}")
-
-
-def crontab_weekdays(field: str) -> str:
-    """A crontab day-of-week field (0 and 7 are Sunday) as APScheduler 3 day names.
-
-    APScheduler 3 counts weekdays from Monday = 0 (its ``from_crontab`` passes the
-    numbers through unchanged), so ``1-5`` would mean Tuesday to Saturday there.
-    """
-    days: list[str] = []
-    for part in field.split(","):
-        body, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if step < 1:
-            raise ValueError(f"bad step in {part!r}")
-        if body == "*" and not step_text:
-            return "*"
-        if body == "*":
-            low, high = 0, 6
-        elif "-" in body:
-            first, last = body.split("-", 1)
-            low, high = _weekday(first), _weekday(last)
-            if high == 0 and low > 0:  # "fri-sun"
-                high = 7
-        else:
-            low = _weekday(body)
-            high = 6 if step_text else low
-        if low > high:
-            raise ValueError(f"bad range {part!r}")
-        days.extend(_DOW[d] for d in range(low, high + 1, step))
-    return ",".join(dict.fromkeys(days))
-
-
-def build_trigger(
-    schedule: ScheduleSettings, *, interval_s: float | None = None
-) -> IntervalTrigger | CronTrigger:
-    """The APScheduler trigger for ``[schedule]``; ``interval_s`` overrides it (tests)."""
-    jitter = schedule.jitter_s or None
-    if interval_s is not None:
-        return IntervalTrigger(seconds=interval_s, jitter=jitter)
-    if schedule.cron is not None and schedule.interval_minutes is not None:
-        raise ConfigError(["at 'schedule': set interval_minutes or cron, not both"])
-    if schedule.cron is None:
-        return IntervalTrigger(minutes=schedule.interval_minutes or DEFAULT_INTERVAL_MINUTES,
-                               jitter=jitter)
-    fields = schedule.cron.split()
-    if len(fields) != 5:
-        raise ConfigError([f"at 'schedule.cron': expected 5 fields, got {len(fields)}"])
-    minute, hour, day, month, weekday = fields
-    try:
-        # Note: like all APScheduler cron triggers, day and day_of_week must both match
-        # (classic cron matches either when both are restricted).
-        return CronTrigger(minute=minute, hour=hour, day=day, month=month,
-                           day_of_week=crontab_weekdays(weekday), jitter=jitter)
-    except ValueError as exc:
-        raise ConfigError([f"at 'schedule.cron': {exc}"]) from exc
-
-
-def describe_schedule(schedule: ScheduleSettings, *, interval_s: float | None = None) -> str:
-    if interval_s is not None:
-        return f"every {interval_s:g} s"
-    if schedule.cron is not None:
-        return f"cron {schedule.cron}"
-    return f"every {schedule.interval_minutes or DEFAULT_INTERVAL_MINUTES:g} min"
 
 
 # --- running jobs ----------------------------------------------------------------------

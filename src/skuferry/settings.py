@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import copy
-import datetime
 import difflib
 import os
 import re
@@ -25,10 +24,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from skuferry.errors import ConfigError
+from skuferry.schedule import cron_trigger
 from skuferry.sources.settings_models import HttpSourceSettings, SqlSourceSettings
 
 ENV_CONFIG = "SKUFERRY_CONFIG"
@@ -522,7 +521,7 @@ def _cross_field_problems(settings: Settings) -> list[str]:
         problems.append("at 'schedule': set interval_minutes or cron, not both")
     if schedule.cron is not None:
         try:
-            CronTrigger.from_crontab(schedule.cron, timezone=datetime.UTC)
+            cron_trigger(schedule.cron)
         except ValueError as exc:
             problems.append(
                 f"at 'schedule.cron': not a valid 5-field crontab expression "

@@ -19,7 +19,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from skuferry import schema
-from skuferry.daemon import Daemon, build_trigger, crontab_weekdays, describe_schedule
+from skuferry.daemon import Daemon
+from skuferry.schedule import build_trigger, crontab_weekdays, describe_schedule
 from skuferry.errors import AuthError, ConfigError, LockHeld, SourceError
 from skuferry.metrics import parse_samples
 from skuferry.models import RunSummary

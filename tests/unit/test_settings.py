@@ -547,3 +547,10 @@ def test_example_config_documents_every_key() -> None:
         for key in model.model_fields:  # type: ignore[union-attr]
             pattern = rf"(?m)^(#?\s*{key}\s*=|\[{section}\.{key}\])"
             assert re.search(pattern, bodies[section]), f"{section}.{key} not documented"
+
+
+@pytest.mark.parametrize("cron", ["0 9 * * 7", "0 9 * * 0", "30 2 * * 1-5", "0 0 1 * sun"])
+def test_crontab_weekdays_as_cron_writes_them_load(here: Path, cron: str) -> None:
+    # 7 is Sunday in crontab; APScheduler's own from_crontab refuses it.
+    write(here, MINIMAL + f'[schedule]\ncron = "{cron}"\n')
+    assert load_settings("config.toml", env=ENV).schedule.cron == cron

@@ -1,0 +1,100 @@
+"""Runs where nothing (or little) changed: the no-op sync and the plan of a big catalog.
+
+Each timed run is a child process running the ``skuferry`` command, as cron or
+systemd would, so wall time includes interpreter start and imports, and peak
+RSS is the child's own (``os.wait4``'s rusage, ``ru_maxrss`` in KiB on Linux).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import KEY, WORKSPACE, Result, build_mirror, settings, toml, write_csv
+from skuferry.sandbox import Sandbox, SandboxConfig
+
+
+def run_child(args: list[str], cwd: Path) -> tuple[float, float, int, dict[str, Any]]:
+    """(wall s, peak RSS MiB, exit code, the JSON summary) of one ``skuferry`` command."""
+    env = {**os.environ, "SKUFERRY_LOG_FORMAT": "json"}
+    started = time.perf_counter()
+    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
+        [sys.executable, "-m", "skuferry", *args], cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.stdout.close()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    summary = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+    return wall, usage.ru_maxrss / 1024, proc.returncode, summary
+
+
+def noop(quick: bool) -> Result:
+    n = 20_000 if quick else 100_000
+    runs = 5
+    with tempfile.TemporaryDirectory(prefix="skuferry-bench-") as tmp:
+        folder = Path(tmp)
+        write_csv(folder / "catalog.csv", n)
+        limits = {"read": 300, "write": 60}
+        with Sandbox(SandboxConfig(keys={KEY: WORKSPACE}, key_limits=limits,
+                                   workspace_limits=limits)) as sandbox:
+            conf = toml(folder, sandbox.url, reads=300, writes=60)
+            built = build_mirror(settings(folder, sandbox.url), n)
+            samples = [run_child(["sync", "--config", str(conf), "--json"], folder)
+                       for _ in range(runs)]
+            stats = sandbox.stats()
+    walls = [s[0] for s in samples]
+    rss = max(s[1] for s in samples)
+    inside = statistics.median(float(s[3].get("duration_s", 0)) for s in samples)
+    codes = {s[2] for s in samples}
+    unchanged = {s[3].get("unchanged") for s in samples}
+    requests = sum(stats.requests.values())
+    wall = statistics.median(walls)
+    notes = [
+        f"{n} products, mirror built directly in SQLite ({built:.1f} s, see build_mirror); "
+        f"{runs} runs of `skuferry sync --json` as child processes: wall "
+        f"{', '.join(f'{w:.2f}' for w in walls)} s; run_once's own duration median {inside:.2f} s "
+        f"(the rest is interpreter start and imports); exit codes {sorted(codes)}, unchanged "
+        f"{sorted(u for u in unchanged if u is not None)}; requests seen by the sandbox {requests}",
+    ]
+    ok = wall <= 3.0 and rss <= 150 and requests == 0 and codes == {0} and unchanged == {n}
+    return Result("no-op run", f"{wall:.2f} s median, {rss:.0f} MiB, {requests} requests",
+                  "<= 3 s, <= 150 MiB, 0 writes, 0 reads", ok, notes)
+
+
+def plan_large(quick: bool) -> Result:
+    n = 100_000 if quick else 1_000_000
+    runs = 3
+    with tempfile.TemporaryDirectory(prefix="skuferry-bench-") as tmp:
+        folder = Path(tmp)
+        url = "http://127.0.0.1:9"  # never contacted: a plan makes no request
+        conf = toml(folder, url, reads=300, writes=60)
+        built = build_mirror(settings(folder, url), n)
+        write_csv(folder / "catalog.csv", n, changed_every=100)  # 1% changed
+        samples = [run_child(["plan", "--config", str(conf), "--json"], folder)
+                   for _ in range(runs)]
+    walls = [s[0] for s in samples]
+    rss = max(s[1] for s in samples)
+    updated = {s[3].get("updated") for s in samples}
+    inside = statistics.median(float(s[3].get("duration_s", 0)) for s in samples)
+    wall = statistics.median(walls)
+    notes = [
+        f"{n} rows, mirror of {n} built directly in SQLite ({built:.1f} s), every 100th price "
+        f"changed; {runs} runs of `skuferry plan --json`: wall "
+        f"{', '.join(f'{w:.1f}' for w in walls)} s (run_once {inside:.1f} s); planned updates "
+        f"{sorted(u for u in updated if u is not None)}",
+    ]
+    ok = wall <= 30 and rss <= 300 and updated == {n // 100}
+    return Result("plan of a large catalog", f"{wall:.1f} s median, {rss:.0f} MiB",
+                  "<= 30 s, <= 300 MiB", ok, notes)
