@@ -23,10 +23,9 @@ from skuferry.sandbox import Sandbox, SandboxConfig
 
 def run_child(args: list[str], cwd: Path) -> tuple[float, float, int, dict[str, Any]]:
     """(wall s, peak RSS MiB, exit code, the JSON summary) of one ``skuferry`` command."""
-    env = {**os.environ, "SKUFERRY_LOG_FORMAT": "json"}
     started = time.perf_counter()
-    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
-        [sys.executable, "-m", "skuferry", *args], cwd=cwd, env=env,
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skuferry", *args], cwd=cwd,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )
     assert proc.stdout is not None

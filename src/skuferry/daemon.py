@@ -46,7 +46,7 @@ from skuferry.metrics import RunOutcome
 from skuferry.models import RunSummary
 from skuferry.notify import Notifier
 from skuferry.schedule import build_trigger, describe_schedule
-from skuferry.settings import ScheduleSettings, Settings, load_settings
+from skuferry.settings import Settings, load_settings
 
 log = logs.get(__name__)
 

@@ -154,9 +154,11 @@ def _run(
 
     client = adapters.client or _client(settings, stop, stack)
     index: RemoteIndex | None = None
-    if verify or store.needs_lookup():
+    orphans = _orphan_intents(store, mirror)
+    if verify or orphans or store.needs_lookup():
         index = _walk(client, mirror, settings, on_progress)
         stack.callback(index.close)
+        _settle(orphans, index, mirror)
 
     total = counts[Kind.CREATE] + counts[Kind.UPDATE]
     done = 0
@@ -310,6 +312,26 @@ def _walk(
 
 def _key_field(settings: Settings) -> str:
     return settings.mapping.key
+
+
+def _orphan_intents(store: PlanStore, mirror: Mirror) -> list[str]:
+    """Open intents of keys no longer in the source: a lost create nobody will retry."""
+    intents = [key for key, _digest in mirror.open_intents()]
+    if not intents:
+        return []
+    gone = set(store.keys(Kind.GONE))
+    return [key for key in intents if key in gone]
+
+
+def _settle(keys: list[str], index: RemoteIndex, mirror: Mirror) -> None:
+    """Link what a lost create made (it is then marked gone like its key), else close it."""
+    for key in keys:
+        product = mirror.intent_product(key)
+        found = index.find(key)
+        if product is not None and len(found) == 1:
+            mirror.record_created(product, found[0][0])
+        else:
+            mirror.close_intent(key)
 
 
 def _checked(

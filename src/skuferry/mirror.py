@@ -378,6 +378,15 @@ class Mirror:
         sql = "SELECT key, digest FROM intents ORDER BY started_at, key"
         return [(k, d) for k, d in self._conn.execute(sql)]
 
+    def intent_product(self, key: str) -> Product | None:
+        """The product an open intent was about to create, as it was sent."""
+        row = self._conn.execute(
+            "SELECT digest, payload FROM intents WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        return Product(key=key, payload=canonical.loads(row[1]), digest=row[0], line=0)
+
     # -- the write journal ----------------------------------------------------
 
     def _upsert(

@@ -16,6 +16,7 @@ from skuferry import canonical
 from skuferry.models import Action, Kind, Product
 
 _BATCH = 2000
+_PAGE = 1000  # rows per keyset page when reading the plan back
 
 
 class PlanStore:
@@ -30,6 +31,8 @@ class PlanStore:
                 digest TEXT, payload TEXT
             )"""
         )
+        # Reading back in source order is a walk of this index, page by page (see actions()).
+        conn.execute("CREATE INDEX temp.run_plan_order ON run_plan(line, slot)")
         self.records = 0  # source records seen, valid or not
 
     def fill(self, actions: Iterable[Action]) -> None:
@@ -62,34 +65,49 @@ class PlanStore:
         return row is not None
 
     def actions(self, *kinds: Kind) -> Iterator[Action]:
-        """Stream the stored actions of ``kinds`` in source order."""
+        """Stream the stored actions of ``kinds`` in source order.
+
+        Read in keyset pages, each fetched whole: the writer commits to the state
+        file between items, and a statement left open across those commits would
+        pin this connection's read snapshot of the state file, so its next
+        ``BEGIN IMMEDIATE`` fails with "database is locked" as soon as another
+        connection (the budget) has written.
+        """
         marks = ",".join("?" for _ in kinds)
-        cur = self._conn.execute(
-            f"SELECT key, kind, line, reason, remote_id, lookup_first, digest, payload "  # noqa: S608 - placeholders only
-            f"FROM run_plan WHERE kind IN ({marks}) ORDER BY line",
-            [k.value for k in kinds],
+        select = (
+            "SELECT key, kind, line, reason, remote_id, lookup_first, digest, payload, slot "  # noqa: S608 - placeholders only
+            f"FROM run_plan WHERE kind IN ({marks})"
         )
-        while batch := cur.fetchmany(500):
-            for key, kind, line, reason, remote_id, lookup_first, digest, payload in batch:
+        args: list[Any] = [k.value for k in kinds]
+        batch = self._conn.execute(f"{select} ORDER BY line, slot LIMIT {_PAGE}", args).fetchall()
+        while batch:
+            for key, kind, line, reason, remote_id, lookup_first, digest, payload, _slot in batch:
                 product = (
                     Product(key=key, payload=canonical.loads(payload), digest=digest, line=line)
                     if payload is not None
                     else None
                 )
                 yield Action(
-                    kind=Kind(kind),
-                    key=key,
-                    product=product,
-                    remote_id=remote_id,
-                    reason=reason,
-                    line=line,
-                    lookup_first=bool(lookup_first),
+                    kind=Kind(kind), key=key, product=product, remote_id=remote_id,
+                    reason=reason, line=line, lookup_first=bool(lookup_first),
                 )
+            if len(batch) < _PAGE:
+                return
+            last = batch[-1]
+            batch = self._conn.execute(
+                f"{select} AND (line, slot) > (?, ?) ORDER BY line, slot LIMIT {_PAGE}",
+                [*args, last[2], last[8]],
+            ).fetchall()
 
     def keys(self, kind: Kind) -> Iterator[str]:
-        cur = self._conn.execute("SELECT key FROM run_plan WHERE kind = ?", [kind.value])
-        while batch := cur.fetchmany(1000):
-            yield from (k for (k,) in batch)
+        """Keys of ``kind``, in keyset pages (no statement stays open; see ``actions``)."""
+        sql = "SELECT slot, key FROM run_plan WHERE kind = ? AND slot > ? ORDER BY slot LIMIT ?"
+        after = ""
+        while batch := self._conn.execute(sql, [kind.value, after, _PAGE]).fetchall():
+            yield from (k for _slot, k in batch)
+            if len(batch) < _PAGE:
+                return
+            after = batch[-1][0]
 
     def close(self) -> None:
         self._conn.execute("DROP TABLE IF EXISTS temp.run_plan")

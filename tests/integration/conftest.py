@@ -114,6 +114,7 @@ base_url = "{url}"
 timeout_s = {timeout_s}
 update_method = "patch"
 max_in_flight = {max_in_flight}
+max_retries = {max_retries}
 
 [source]
 type = "csv"
@@ -148,6 +149,7 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         name: str = "skuferry.toml",
         timeout_s: float = 5.0,
         max_in_flight: int = 4,
+        max_retries: int = 3,
         reads: int = FAST,
         writes: int = FAST,
         limiter: str = "window",
@@ -158,7 +160,7 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         path.write_text(
             CONFIG.format(
                 url=url, key_line=key_line, timeout_s=timeout_s, max_in_flight=max_in_flight,
-                catalog=catalog, reads=reads, writes=writes, limiter=limiter, extra=extra,
+                max_retries=max_retries, catalog=catalog, reads=reads, writes=writes, limiter=limiter, extra=extra,
             ),
             encoding="utf-8",
         )

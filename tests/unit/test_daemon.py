@@ -20,11 +20,11 @@ from structlog.testing import capture_logs
 
 from skuferry import schema
 from skuferry.daemon import Daemon
-from skuferry.schedule import build_trigger, crontab_weekdays, describe_schedule
 from skuferry.errors import AuthError, ConfigError, LockHeld, SourceError
 from skuferry.metrics import parse_samples
 from skuferry.models import RunSummary
 from skuferry.notify import Notifier
+from skuferry.schedule import build_trigger, crontab_weekdays, describe_schedule
 from skuferry.settings import ScheduleSettings, Settings
 
 FAST = 0.05  # seconds between runs

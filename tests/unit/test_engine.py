@@ -329,3 +329,30 @@ def test_auth_failure_ends_the_run_without_marking_products(tmp_path: Path) -> N
     summary = sync(settings, remote, rows)
     assert summary.created == 3
     assert_exactly_once(remote, rows)
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_lost_create_of_a_product_then_dropped_from_the_source_is_settled(
+    tmp_path: Path, landed: bool
+) -> None:
+    settings, remote, rows = make_settings(tmp_path), FakeRemote(), catalog(4)
+    sync(settings, remote, rows[:2])
+    crash = _crash_once("lost", "SKU-0003")
+    if landed:
+        remote.post = crash
+    else:
+        remote.pre = crash
+    with pytest.raises(Crash):
+        sync(settings, remote, rows)
+    remote.pre = remote.post = None
+    summary = sync(settings, remote, rows[:3], allow_empty_source=True)
+    mirror = Mirror(settings.state.path)
+    try:
+        assert mirror.open_intents() == [], "the orphaned intent was looked up and settled"
+        row = mirror.rows(["SKU-0003"])["SKU-0003"]
+        assert row.state is State.GONE
+        assert (row.remote_id is not None) is landed, "a create that landed is linked"
+    finally:
+        mirror.close()
+    assert summary.gone == 1
+    assert len(remote.by_key("SKU-0003")) == (1 if landed else 0)

@@ -1,0 +1,70 @@
+"""``python -m bench [--only a,b] [--quick]``: run the figures of issue 6 and print a table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+from bench import fill, local, walks
+from bench.common import Result, machine
+from skuferry import logs
+
+FIGURES: dict[str, Callable[[bool], Result]] = {
+    "noop": local.noop,
+    "plan1m": local.plan_large,
+    "requests": fill.requests,
+    "baseline": walks.baseline,
+    "bucket": fill.bucket,
+    "window": fill.window,
+    "latency": fill.latency,
+    "adopt": walks.adopt,
+}
+
+
+def table(results: list[Result]) -> str:
+    head = ("figure", "measured", "target", "verdict")
+    rows = [(r.figure, r.measured, r.target, r.verdict) for r in results]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *(line(r) for r in rows)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--only", default="", help=f"comma-separated: {','.join(FIGURES)}")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not ten)")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(FIGURES)
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        parser.error(f"unknown figure(s) {', '.join(unknown)}; choose from {', '.join(FIGURES)}")
+    logs.configure(level="error")  # the runs' own events would drown the table
+    info = machine()
+    results: list[Result] = []
+    started = time.perf_counter()
+    for name in names:
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        result = FIGURES[name](args.quick)
+        results.append(result)
+        print(f"bench: {name}: {result.measured} [{result.verdict}] "
+              f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    print("\n".join(f"- {k}: {v}" for k, v in info.items()))
+    print(f"- mode: {'quick' if args.quick else 'full'}; total {time.perf_counter() - started:.0f} s")
+    print("- noise: a shared 2-core machine; times are medians where several runs are made\n")
+    print(table(results))
+    print()
+    for r in results:
+        for note in r.notes:
+            print(f"- {r.figure}: {note}")
+    return 0 if all(r.ok is not False for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
