@@ -252,10 +252,16 @@ def _guards(
     allow_empty_source: bool,
 ) -> None:
     known = mirror.count()
-    if store.records == 0 and known and not allow_empty_source:
+    valid = sum(counts[k] for k in (Kind.CREATE, Kind.UPDATE, Kind.UNCHANGED, Kind.STILL_REJECTED))
+    if valid == 0 and known and not allow_empty_source:
+        what = (
+            "the source is empty"
+            if store.records == 0
+            else f"none of the source's {store.records} records is valid"
+        )
         raise errors.EmptySourceRefused(
-            f"the source is empty but the mirror holds {known} products: refusing to treat "
-            "the whole catalog as gone (a failed export?). "
+            f"{what} but the mirror holds {known} products: refusing to treat the whole "
+            "catalog as gone (a failed export, a renamed column?). "
             "Pass --allow-empty-source if this is intended."
         )
     updates = counts[Kind.UPDATE]

@@ -356,3 +356,14 @@ def test_a_lost_create_of_a_product_then_dropped_from_the_source_is_settled(
         mirror.close()
     assert summary.gone == 1
     assert len(remote.by_key("SKU-0003")) == (1 if landed else 0)
+
+
+def test_a_source_with_no_valid_record_is_refused_like_an_empty_one(tmp_path: Path) -> None:
+    settings, remote = make_settings(tmp_path), FakeRemote()
+    sync(settings, remote, catalog(3))
+    renamed_key_column = [{"SKU": r["sku"], "name": r["name"]} for r in catalog(3)]
+    with pytest.raises(errors.EmptySourceRefused, match="none of the source's 3 records"):
+        sync(settings, remote, renamed_key_column)
+    mirror = Mirror(settings.state.path)
+    assert mirror.counts_by_state() == {"synced": 3}, "nothing was marked gone"
+    mirror.close()
