@@ -2,8 +2,8 @@
 
 - ``sandbox_factory``: start a ``Sandbox`` with the given config; stopped at teardown.
 - ``write_catalog`` / ``write_config``: a CSV catalog and a TOML config in ``tmp_path``.
-- ``run_cli`` / ``start_cli``: ``python -m skuferry ...`` as a user runs it, with a clean
-  environment (no ``SKUFERRY_*`` leaking in from the developer's shell).
+- ``run_cli`` / ``start_cli`` (both as ``cli``): ``python -m skuferry ...`` as a user runs
+  it, with a clean environment (no ``SKUFERRY_*`` leaking in from the developer's shell).
 - ``assert_each_once``: the sandbox's own view — every expected key exactly once, nothing else.
 - ``figures``: lines for the reliability summary printed at the end of the session, so the
   measured figures (fault rates, runs to converge, duplicates) can be quoted.
@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,8 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         path.write_text(
             CONFIG.format(
                 url=url, key_line=key_line, timeout_s=timeout_s, max_in_flight=max_in_flight,
-                max_retries=max_retries, catalog=catalog, reads=reads, writes=writes, limiter=limiter, extra=extra,
+                max_retries=max_retries, catalog=catalog, reads=reads, writes=writes,
+                limiter=limiter, extra=extra,
             ),
             encoding="utf-8",
         )
@@ -213,6 +215,22 @@ def start_cli(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+
+
+@dataclass(frozen=True)
+class Cli:
+    """``run`` to completion or ``start`` in the background: ``python -m skuferry ARGS``."""
+
+    run: Callable[..., subprocess.CompletedProcess[str]]
+    start: Callable[..., subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def cli(
+    run_cli: Callable[..., subprocess.CompletedProcess[str]],
+    start_cli: Callable[..., subprocess.Popen[bytes]],
+) -> Cli:
+    return Cli(run=run_cli, start=start_cli)
 
 
 def closed_port_url() -> str:

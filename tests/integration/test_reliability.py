@@ -24,12 +24,13 @@ from skuferry import engine, errors
 from skuferry.budget import Budget
 from skuferry.mirror import Mirror
 from skuferry.remote import RemoteClient
-from skuferry.sandbox import Faults, Sandbox, TierLimit
+from skuferry.sandbox import Faults, Sandbox
 from skuferry.settings import Settings, load_settings
 from tests.integration.conftest import (
     FAST,
     KEY,
     WORKSPACE,
+    Cli,
     assert_each_once,
     catalog_keys,
     catalog_rows,
@@ -122,8 +123,9 @@ def test_faulty_writes_converge_to_each_product_exactly_once(
     assert codes[-1] == errors.EXIT_OK, f"no clean run in {MAX_RUNS}: exit codes {codes}"
     assert_each_once(sandbox, catalog_keys(case.products))
     assert open_intents(state_path(config)) == []
+    rate = sum(getattr(case.faults, k) for k in _fault_kinds(case.faults))
     figures(
-        f"faults {case.name:<20} rate {sum(getattr(case.faults, k) for k in _fault_kinds(case.faults)):.0%} "
+        f"faults {case.name:<20} rate {rate:.0%} "
         f"products {case.products}: {injected} faults injected {stats.faults}, "
         f"runs to converge {len(codes)} (exit codes {codes}), duplicates 0, missing 0"
     )
@@ -197,8 +199,7 @@ def kill_mid_write(
 
 def test_kill_9_at_random_moments_then_a_full_run_leaves_no_duplicate_and_no_gap(
     sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], start_cli: Callable[..., subprocess.Popen[bytes]],
-    run_cli: Callable[..., subprocess.CompletedProcess[str]], figures: Callable[[str], None],
+    write_config: Callable[..., Path], cli: Cli, figures: Callable[[str], None],
 ) -> None:
     products = 300
     # 40 ms per answer and 4 in flight: ~100 writes/s, so a run lasts long enough to be cut.
@@ -209,7 +210,7 @@ def test_kill_9_at_random_moments_then_a_full_run_leaves_no_duplicate_and_no_gap
 
     kills, with_intents = 0, 0
     for _ in range(5):
-        if kill_mid_write(sandbox, lambda: start_cli("sync", "--config", str(config)), rng):
+        if kill_mid_write(sandbox, lambda: cli.start("sync", "--config", str(config)), rng):
             kills += 1
             with_intents += bool(open_intents(state_path(config)))
     landed = sandbox.stats().writes_committed
@@ -217,7 +218,7 @@ def test_kill_9_at_random_moments_then_a_full_run_leaves_no_duplicate_and_no_gap
     assert kills >= 4, f"only {kills} of 5 kills landed mid-run"
     assert with_intents >= 1, "no kill left an open intent: the journal was never put to the test"
     assert 0 < landed < products, "the kills must leave work for the final run"
-    final = run_cli("sync", "--json", "--config", str(config))
+    final = cli.run("sync", "--json", "--config", str(config))
     assert final.returncode == 0, final.stderr[-2000:]
     assert_each_once(sandbox, catalog_keys(products))
     assert open_intents(state_path(config)) == []
@@ -294,7 +295,7 @@ def test_a_second_key_spending_the_budget_gets_skuferry_429s_it_obeys(
     # loopback round trip of it; it was not a retry. Anything later is sending too early.
     in_flight_grace_s = 0.05
     too_early = [e for e in early if retry_after_s - e.early_by_s > in_flight_grace_s]
-    assert too_early == [], f"sent before Retry-After passed: {too_early}"
+    assert too_early == [], f"{len(too_early)} sent before Retry-After passed: {too_early[:5]}"
     assert len(early) <= (max_in_flight - 1) * ours
     assert codes == [errors.EXIT_OK]
     assert_each_once(sandbox, catalog_keys(products))
@@ -412,8 +413,7 @@ def _mirror_view(state: Path) -> tuple[list[tuple[str, str]], dict[str, int]]:
 @pytest.mark.parametrize("failure", ["bad_key", "unreachable", "html", "garbage_json"])
 def test_a_failed_run_says_why_exits_3_and_the_next_good_run_resolves_everything(
     failure: str, sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], start_cli: Callable[..., subprocess.Popen[bytes]],
-    run_cli: Callable[..., subprocess.CompletedProcess[str]],
+    write_config: Callable[..., Path], cli: Cli,
 ) -> None:
     products = 200
     sandbox = sandbox_factory(latency_s=0.04, updates="patch")
@@ -423,7 +423,7 @@ def test_a_failed_run_says_why_exits_3_and_the_next_good_run_resolves_everything
     # A run killed mid-write leaves open intents: the failing run must not disturb them.
     rng = random.Random(99)
     for _ in range(3):
-        kill_mid_write(sandbox, lambda: start_cli("sync", "--config", str(good)), rng,
+        kill_mid_write(sandbox, lambda: cli.start("sync", "--config", str(good)), rng,
                        max_delay_s=0.3)
         if open_intents(state):
             break
@@ -440,7 +440,7 @@ def test_a_failed_run_says_why_exits_3_and_the_next_good_run_resolves_everything
     else:
         sandbox.set_faults(Faults(garbage="html" if failure == "html" else "json"))
         bad = write_config(sandbox.url, name="bad.toml", max_retries=1)
-    result = run_cli("sync", "--config", str(bad))
+    result = cli.run("sync", "--config", str(bad))
 
     assert result.returncode == 3, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
@@ -458,7 +458,7 @@ def test_a_failed_run_says_why_exits_3_and_the_next_good_run_resolves_everything
     assert sandbox.stats().writes_committed == committed, "the failed run wrote to the remote"
 
     sandbox.set_faults(Faults())
-    final = run_cli("sync", "--json", "--config", str(good))
+    final = cli.run("sync", "--json", "--config", str(good))
     assert final.returncode == 0, final.stderr[-2000:]
     assert_each_once(sandbox, catalog_keys(products))
     assert open_intents(state) == []
