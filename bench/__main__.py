@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: {name}: {result.measured} [{result.verdict}] "
               f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     print("\n".join(f"- {k}: {v}" for k, v in info.items()))
-    print(f"- mode: {'quick' if args.quick else 'full'}; total {time.perf_counter() - started:.0f} s")
+    total = time.perf_counter() - started
+    print(f"- mode: {'quick' if args.quick else 'full'}; total {total:.0f} s")
     print("- noise: a shared 2-core machine; times are medians where several runs are made\n")
     print(table(results))
     print()

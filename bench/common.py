@@ -81,8 +81,8 @@ def median_of(runs: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
 def row(i: int, *, changed: bool = False) -> tuple[str, str, str, str]:
     """Product i of a synthetic catalog; ``changed`` bumps its price."""
     cents = 1000 + (i * 37) % 90000 + (1 if changed else 0)
-    return (f"SKU-{i:07d}", f"Product {i} of the bench catalog", f"{cents // 100}.{cents % 100:02d}",
-            str(i % 500))
+    price = f"{cents // 100}.{cents % 100:02d}"
+    return (f"SKU-{i:07d}", f"Product {i} of the bench catalog", price, str(i % 500))
 
 
 def rows(n: int, *, changed_every: int = 0) -> Iterator[tuple[str, str, str, str]]:

@@ -102,7 +102,8 @@ def latency(quick: bool) -> Result:
         f"first write admitted -> last answer {elapsed:.2f} s vs {budget_min:.0f} s at the "
         f"budget's rate ({n}/{per_minute} min); one at a time would need >= {n * delay:.0f} s. "
         f"The sandbox's window alone would admit all {n} at once (its minimum: "
-        f"{fill.sandbox_min_s:.0f} s), so the steady rate is the bound used; 429s {fill.rate_limited}",
+        f"{fill.sandbox_min_s:.0f} s), so the steady rate is the bound used; "
+        f"429s {fill.rate_limited}",
     ]
     ok = _check_created(fill, n, notes) and ratio <= 1.10 and fill.rate_limited == 0
     return Result("latency-bound fill", f"{ratio:.3f}x, {fill.rate_limited} x 429",

@@ -66,10 +66,11 @@ def adopt(quick: bool) -> Result:
     walk = (timed.page_times[-1] - timed.started) if timed.started and timed.page_times else 0.0
     ratio = walk / bound if bound else float("inf")
     got_reads, got_writes = stats.requests.get("read", 0), stats.requests.get("write", 0)
+    allowance = window_allowance(reads, budget.safety_margin)
     notes = [
         f"{n} products seeded on the remote, empty mirror, read_per_minute {reads} (window "
-        f"limiter: {window_allowance(reads, budget.safety_margin)} reads per "
-        f"{WINDOW_S + budget.clock_skew_s:.1f} s, so page k+{window_allowance(reads, budget.safety_margin)} "
+        f"limiter: {allowance} reads per "
+        f"{WINDOW_S + budget.clock_skew_s:.1f} s, so page k+{allowance} "
         f"waits for page k's window): bound for {pages} pages = {bound:.1f} s; walk took "
         f"{walk:.2f} s; whole run {wall:.1f} s (plan, walk, {summary.adopted} adoptions "
         f"recorded in the mirror)",

@@ -11,6 +11,7 @@ key says "it may be there" (an open intent, a PENDING or DUPLICATE row).
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
@@ -27,6 +28,7 @@ _IN_STEP_WHEN_EQUAL = frozenset({State.SYNCED, State.DRIFT, State.GONE})
 # A key repeated in the source is named with the field that differs when the
 # first payload is still at hand; a bounded cache keeps memory flat.
 PAYLOAD_CACHE_SIZE = 4096
+LOOKAHEAD = 500  # records per batched mirror lookup
 _REJECTED_IN_RUN = ""  # seen-digest marker: this key is rejected for the rest of the run
 
 
@@ -97,7 +99,7 @@ def plan(
     """
     seen = {} if seen is None else seen
     recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
-    for record in records:
+    for record, row in _with_rows(records, mirror):
         if isinstance(record, BadRecord):
             reason = record.reason
             if record.key is not None:
@@ -112,7 +114,7 @@ def plan(
         if earlier is None:
             seen[record.key] = (record.digest, record.line)
             _remember(recent, record)
-            yield decide(record, mirror.get(record.key), walked=walked)
+            yield decide(record, row, walked=walked)
             continue
         first_digest, first_line = earlier
         if first_digest in (record.digest, _REJECTED_IN_RUN):
@@ -126,6 +128,29 @@ def plan(
         row = mirror.get(key)
         if row is not None and row.state is not State.GONE:
             yield Action(Kind.GONE, key, remote_id=row.remote_id)
+
+
+def _with_rows(
+    records: Iterable[Product | BadRecord], mirror: Mapping[str, MirrorRow]
+) -> Iterator[tuple[Product | BadRecord, MirrorRow | None]]:
+    """Each record with the mirror's row for its key (None for a BadRecord or an unknown key).
+
+    A mirror with ``get_many(keys)`` (the SQLite mirror) is asked once per
+    ``LOOKAHEAD`` records instead of once per record: one-row lookups were most
+    of a no-op run's time. Other Mappings are asked key by key.
+    """
+    get_many = getattr(mirror, "get_many", None)
+    if get_many is None:
+        for record in records:
+            yield record, (mirror.get(record.key) if isinstance(record, Product) else None)
+        return
+    it = iter(records)
+    while chunk := list(itertools.islice(it, LOOKAHEAD)):
+        found: Mapping[str, MirrorRow] = get_many(
+            [r.key for r in chunk if isinstance(r, Product)]
+        )
+        for item in chunk:
+            yield item, (found.get(item.key) if isinstance(item, Product) else None)
 
 
 def _remember(recent: OrderedDict[str, dict[str, Any]], product: Product) -> None:

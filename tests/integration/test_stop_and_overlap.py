@@ -53,7 +53,7 @@ def test_sigterm_lets_requests_in_flight_finish_then_exits_130(
     try:
         _wait_for(lambda: sandbox.stats().writes_committed >= 10, "the first writes")
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
+        _out, err = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
