@@ -160,7 +160,7 @@ def build_mirror(settings: Settings, n: int) -> float:
     """A mirror holding products 0..n-1 as SYNCED, as if a full sync had run.
 
     The fast path: rows are mapped and digested by skuferry's own Mapper (so the
-    digests are exactly what a run computes) and inserted in one transaction
+    digests and source fingerprints are exactly what a sync stores) and inserted in one transaction
     with fsync off; remote ids are the sandbox's form (p_000001...). Returns seconds.
     """
     started = time.perf_counter()
@@ -176,12 +176,12 @@ def build_mirror(settings: Settings, n: int) -> float:
                 product = mapper.map(RawRecord(i + 2, dict(zip(HEADER, values, strict=True))))
                 assert isinstance(product, Product)
                 yield (product.key, "synced", product.digest, canonical.dumps(product.payload),
-                       f"p_{i + 1:06d}", i + 2, now, now, now)
+                       product.fingerprint, f"p_{i + 1:06d}", i + 2, now, now, now)
 
         conn.execute("BEGIN")
         conn.executemany(
-            "INSERT INTO products (key, state, digest, payload, remote_id, source_line, "
-            "first_seen, updated_at, synced_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO products (key, state, digest, payload, source_fingerprint, remote_id, "
+            "source_line, first_seen, updated_at, synced_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
             items(),
         )
         conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('walked_at', ?)",

@@ -25,7 +25,7 @@ from typing import Any
 from skuferry import canonical, errors, logs
 from skuferry.budget import Budget
 from skuferry.lock import run_lock
-from skuferry.mapping import Mapper, map_records
+from skuferry.mapping import Mapper
 from skuferry.mirror import Mirror
 from skuferry.models import Action, Kind, Product, RunSummary
 from skuferry.plan import plan
@@ -138,10 +138,11 @@ def _run(
     log.info("sync.plan.started", source=source.describe())
     store.fill(
         plan(
-            map_records(source.records(), mapper),
+            source.records(),
             mirror.lookup(),
             walked=mirror.walked(),
             seen=mirror.seen_table(),
+            mapper=mapper,
         )
     )
     counts = store.counts()
@@ -191,6 +192,7 @@ def _run(
     finally:
         _collect(writer, summary, client)
     mirror.mark_gone(store.keys(Kind.GONE))
+    mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
     mirror.mark_in_step(store.keys(Kind.UNCHANGED))  # gone or drifted products back in step
     summary.interrupted = stop.is_set()
     if writer.results.fatal is not None:

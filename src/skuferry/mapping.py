@@ -10,6 +10,7 @@ reason names the line and the column, and carries the key when it is known.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -22,6 +23,17 @@ from skuferry.models import BadRecord, Product, RawRecord
 from skuferry.settings import FieldSpec, MappingSettings
 
 _MISSING: Any = object()
+
+
+class _Absent:
+    """Stands for a column a record lacks, in fingerprints (repr is stable across runs)."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_MISSING_MARK = _Absent()
+FINGERPRINT_VERSION = "skuferry-map-1"  # bump when map() changes what it makes of a value
 
 # The JSON number grammar: a decimal column accepts exactly what could be sent as a JSON
 # number verbatim. One precompiled fullmatch measured faster than a partition-based check.
@@ -164,6 +176,9 @@ class Mapper:
         self._plan: list[tuple[str, str, Converter | None, bool]] | None = None
         self._key_column = settings.key
         self._key_convert: Converter = _to_string
+        # Fingerprints cover the mapping itself, so a changed [mapping] re-maps every row.
+        self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json()}|"
+        self._columns: list[str] | None = None  # None: pass-through, every column counts
         if settings.fields is None:
             return  # pass-through: every column as read
         specs = {
@@ -187,11 +202,32 @@ class Mapper:
             (target, spec.column, _TYPED.get(spec.type), spec.required)
             for target, spec in specs.items()
         ]
+        self._columns = [self._key_column, *(column for _, column, _, _ in self._plan)]
 
     @property
     def key_field(self) -> str:
         """The target field that is the natural key."""
         return self._key_field
+
+    def key_of(self, record: RawRecord) -> str | None:
+        """The key ``map()`` would give this record (None when it has none), without mapping."""
+        return _key_text(record.fields.get(self._key_column, _MISSING)) or None
+
+    def fingerprint(self, record: RawRecord) -> str:
+        """A hash of the values this mapping reads, and of the mapping itself.
+
+        Equal fingerprints mean ``map()`` returns the same product, so a row whose
+        fingerprint the mirror holds next to a confirmed digest needs no mapping.
+        ``repr`` is deterministic for the values sources yield (str, int, Decimal,
+        bool, None, lists and dicts in source order) and escapes lone surrogates.
+        """
+        fields = record.fields
+        if self._columns is None:
+            data = repr(sorted(fields.items()))
+        else:
+            get = fields.get
+            data = repr([get(column, _MISSING_MARK) for column in self._columns])
+        return hashlib.blake2b((self._seed + data).encode(), digest_size=16).hexdigest()
 
     def map(self, record: RawRecord) -> Product | BadRecord:
         fields = record.fields
@@ -207,7 +243,7 @@ class Mapper:
             payload: dict[str, Any] = dict(fields)
             if type(raw_key) is str:
                 payload[column] = key
-            return Product(key, payload, canonical.digest(payload), line)
+            return Product(key, payload, canonical.digest(payload), line, self.fingerprint(record))
 
         payload = {}
         get = fields.get
@@ -231,7 +267,7 @@ class Mapper:
                 payload[target] = value
         except _RefusedError as exc:
             return self._bad(line, column, str(exc), key)
-        return Product(key, payload, canonical.digest(payload), line)
+        return Product(key, payload, canonical.digest(payload), line, self.fingerprint(record))
 
     def _bad(self, line: int, column: str, problem: str, key: str | None) -> BadRecord:
         where = f"{self._source_name} line {line}, column {column!r}"

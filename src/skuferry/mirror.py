@@ -39,22 +39,26 @@ log = logs.get(__name__)
 _IN_CHUNK = 500  # keys per IN (...) lookup: well below SQLite's variable limit
 _SCAN_CHUNK = 1000  # keys per keyset page: no cursor stays open across commits
 _ROW_SQL = (
-    "SELECT p.key, p.state, p.digest, p.rejected_digest, p.remote_id, i.digest, p.last_error "
+    "SELECT p.key, p.state, p.digest, p.rejected_digest, p.remote_id, i.digest, p.last_error, "
+    "p.source_fingerprint "
     "FROM products p LEFT JOIN intents i ON i.key = p.key"
 )
 
-RowTuple = tuple[str, str, str | None, str | None, str | None, str | None, str | None]
+RowTuple = tuple[
+    str, str, str | None, str | None, str | None, str | None, str | None, str | None
+]
 
 
 _STATES = {s.value: s for s in State}  # a dict lookup: State(value) is slow per row
 
 
 def _to_row(r: RowTuple) -> MirrorRow:
-    key, state, digest, rejected_digest, remote_id, intent_digest, last_error = r
+    key, state, digest, rejected_digest, remote_id, intent_digest, last_error, fingerprint = r
     st = _STATES.get(state) or State(state)
     return MirrorRow(
         key=key, state=st, digest=rejected_digest if st is State.REJECTED else digest,
         remote_id=remote_id, intent_digest=intent_digest, last_error=last_error,
+        fingerprint=fingerprint,
     )
 
 
@@ -362,7 +366,8 @@ class Mirror:
             )
             conn.execute(
                 "UPDATE products SET remote_id = (SELECT min(w.remote_id) FROM walked w "
-                "WHERE w.key = products.key), digest = NULL, payload = NULL, updated_at = ? "
+                "WHERE w.key = products.key), digest = NULL, payload = NULL, "
+                "source_fingerprint = NULL, updated_at = ? "
                 "WHERE remote_id IS NULL AND key IN (SELECT key FROM walked) "
                 "AND key NOT IN (SELECT key FROM intents)",
                 (now,),
@@ -426,6 +431,7 @@ class Mirror:
         with self._write() as conn:
             self._upsert(conn, product.key, State.SYNCED, {
                 "digest": product.digest, "payload": canonical.dumps(product.payload),
+                "source_fingerprint": product.fingerprint,
                 "remote_id": remote_id, "synced_at": self._clock(), "last_error": None,
                 "attempts": 0, "rejected_digest": None, "source_line": product.line,
             })
@@ -455,7 +461,7 @@ class Mirror:
         with self._write() as conn:
             self._upsert(conn, product.key, None, {
                 "remote_id": remote_id, "digest": None, "payload": None,
-                "source_line": product.line,
+                "source_fingerprint": None, "source_line": product.line,
             })
             conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
 
@@ -501,9 +507,22 @@ class Mirror:
             conn.execute(
                 "UPDATE products SET state = ?, last_error = 'remote id ' || remote_id || "
                 "' no longer exists', remote_id = NULL, digest = NULL, payload = NULL, "
+                "source_fingerprint = NULL, "
                 "updated_at = ? WHERE key = ? AND remote_id IS NOT NULL",
                 (State.PENDING.value, self._clock(), key),
             )
+
+    def remember_fingerprints(self, items: Iterable[tuple[str, str, str]]) -> int:
+        """(key, digest, fingerprint) of unchanged products mapped in full this run: the next
+        run recognises them without mapping. Only rows still holding that digest change."""
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "UPDATE products SET source_fingerprint = ? "
+                "WHERE key = ? AND digest = ? AND state = 'synced'",
+                ((fp, key, digest) for key, digest, fp in items),
+            )
+            return conn.total_changes - before
 
     def close_intent(self, key: str) -> None:
         with self._write() as conn:

@@ -36,6 +36,7 @@ class Product:
     payload: dict[str, Any]  # JSON-ready; decimals are decimal.Decimal (see canonical.py)
     digest: str  # sha256 hex of canonical_json(payload)
     line: int
+    fingerprint: str | None = None  # hash of the source values + mapping (Mapper.fingerprint)
 
 
 class State(enum.StrEnum):
@@ -60,6 +61,7 @@ class MirrorRow:
     remote_id: str | None = None
     intent_digest: str | None = None  # an open create intent: outcome unknown until looked up
     last_error: str | None = None
+    fingerprint: str | None = None  # Mapper.fingerprint of the source row behind ``digest``
 
 
 class Kind(enum.StrEnum):

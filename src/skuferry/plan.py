@@ -14,9 +14,14 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, State
+from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, RawRecord, State
+
+if TYPE_CHECKING:
+    from skuferry.mapping import Mapper
+
+Record = Product | BadRecord | RawRecord
 
 # Rows in these states may stand for a product already on the remote that the
 # mirror cannot point to: a create must look it up before it may POST.
@@ -30,6 +35,14 @@ _IN_STEP_WHEN_EQUAL = frozenset({State.SYNCED, State.DRIFT, State.GONE})
 PAYLOAD_CACHE_SIZE = 4096
 LOOKAHEAD = 500  # records per batched mirror lookup
 _REJECTED_IN_RUN = ""  # seen-digest marker: this key is rejected for the rest of the run
+# The payload of a product recognised by its fingerprint and never mapped: only
+# its key and digest are known, and an unchanged product needs nothing more.
+_UNMAPPED: dict[str, Any] = {}
+
+
+def was_mapped(product: Product) -> bool:
+    """False for a product recognised by its fingerprint (its payload was never built)."""
+    return product.payload is not _UNMAPPED
 
 
 def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
@@ -71,12 +84,13 @@ def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
 
 
 def plan(
-    records: Iterable[Product | BadRecord],
+    records: Iterable[Record],
     mirror: Mapping[str, MirrorRow],
     *,
     walked: bool,
     mirror_keys: Iterable[str] | None = None,
     seen: MutableMapping[str, tuple[str, int]] | None = None,
+    mapper: Mapper | None = None,
 ) -> Iterator[Action]:
     """Stream the actions that bring the remote in step with ``records``.
 
@@ -96,10 +110,14 @@ def plan(
 
     ``seen`` (key -> (digest, first line)) may be a disk-backed mapping for
     huge catalogs; it is filled as the records stream by.
+
+    Raw source records need a ``mapper``: one whose fingerprint equals the one a
+    SYNCED row holds beside its digest is UNCHANGED without being mapped (see
+    ``was_mapped``); every other one is mapped here.
     """
     seen = {} if seen is None else seen
     recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
-    for record, row in _with_rows(records, mirror):
+    for record, row in _with_rows(records, mirror, mapper):
         if isinstance(record, BadRecord):
             reason = record.reason
             if record.key is not None:
@@ -113,8 +131,11 @@ def plan(
         earlier = seen.get(record.key)
         if earlier is None:
             seen[record.key] = (record.digest, record.line)
-            _remember(recent, record)
-            yield decide(record, row, walked=walked)
+            if was_mapped(record):
+                _remember(recent, record)
+                yield decide(record, row, walked=walked)
+            else:  # recognised: _recognised() checked the row is SYNCED with this digest
+                yield Action(Kind.UNCHANGED, record.key, record, line=record.line)
             continue
         first_digest, first_line = earlier
         if first_digest in (record.digest, _REJECTED_IN_RUN):
@@ -131,26 +152,63 @@ def plan(
 
 
 def _with_rows(
-    records: Iterable[Product | BadRecord], mirror: Mapping[str, MirrorRow]
+    records: Iterable[Record], mirror: Mapping[str, MirrorRow], mapper: Mapper | None
 ) -> Iterator[tuple[Product | BadRecord, MirrorRow | None]]:
-    """Each record with the mirror's row for its key (None for a BadRecord or an unknown key).
+    """Each record, mapped unless recognised, with the mirror's row for its key.
 
     A mirror with ``get_many(keys)`` (the SQLite mirror) is asked once per
     ``LOOKAHEAD`` records instead of once per record: one-row lookups were most
     of a no-op run's time. Other Mappings are asked key by key.
     """
     get_many = getattr(mirror, "get_many", None)
-    if get_many is None:
-        for record in records:
-            yield record, (mirror.get(record.key) if isinstance(record, Product) else None)
-        return
     it = iter(records)
-    while chunk := list(itertools.islice(it, LOOKAHEAD)):
-        found: Mapping[str, MirrorRow] = get_many(
-            [r.key for r in chunk if isinstance(r, Product)]
-        )
-        for item in chunk:
-            yield item, (found.get(item.key) if isinstance(item, Product) else None)
+    while chunk := list(itertools.islice(it, 1 if get_many is None else LOOKAHEAD)):
+        keys = [_key(r, mapper) for r in chunk]  # once per record: key_of() is not free
+        wanted = [k for k in keys if k is not None]
+        found: Mapping[str, MirrorRow] = get_many(wanted) if get_many is not None else {
+            k: row for k in wanted if (row := mirror.get(k)) is not None
+        }
+        for item, key in zip(chunk, keys, strict=True):
+            if isinstance(item, BadRecord):
+                yield item, None
+                continue
+            row = found.get(key) if key is not None else None
+            if isinstance(item, Product):
+                yield item, row
+                continue
+            if mapper is None:
+                raise TypeError("plan() needs a mapper for raw source records")
+            product = _recognised(item, key, row, mapper) or mapper.map(item)
+            if isinstance(product, Product) and product.key != key:
+                row = mirror.get(product.key)  # cannot happen: key_of() is map()'s key
+            yield product, (row if isinstance(product, Product) else None)
+
+
+def _key(record: Record, mapper: Mapper | None) -> str | None:
+    if isinstance(record, Product):
+        return record.key
+    if isinstance(record, RawRecord) and mapper is not None:
+        return mapper.key_of(record)
+    return None
+
+
+def _recognised(
+    record: RawRecord, key: str | None, row: MirrorRow | None, mapper: Mapper
+) -> Product | None:
+    """The product as the mirror knows it, when the row proves the source did not change."""
+    if (
+        key is None
+        or row is None
+        or row.state is not State.SYNCED
+        or row.intent_digest is not None
+        or row.digest is None
+        or row.fingerprint is None
+    ):
+        return None
+    fingerprint = mapper.fingerprint(record)
+    if fingerprint != row.fingerprint:
+        return None
+    return Product(key, _UNMAPPED, row.digest, record.line, fingerprint)
 
 
 def _remember(recent: OrderedDict[str, dict[str, Any]], product: Product) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product
+from skuferry.plan import was_mapped
 
 _BATCH = 2000
 _PAGE = 1000  # rows per keyset page when reading the plan back
@@ -29,7 +30,8 @@ class PlanStore:
                 slot TEXT PRIMARY KEY,      -- the key, or '#<line>' for a record without one
                 key TEXT, kind TEXT NOT NULL, line INTEGER, reason TEXT,
                 remote_id TEXT, lookup_first INTEGER NOT NULL DEFAULT 0,
-                digest TEXT, payload TEXT
+                digest TEXT, payload TEXT,
+                fingerprint TEXT            -- writes, and unchanged rows mapped in full
             )"""
         )
         # The writes are read back in source order by walking this index page by page
@@ -37,29 +39,48 @@ class PlanStore:
         conn.execute(
             f"CREATE INDEX temp.run_plan_writes ON run_plan(line, slot) WHERE kind IN {_WRITES}"
         )
+        # Unchanged products, the bulk of a quiet run, go to a slim append-only table.
+        # UNCHANGED is always the first action for its key, so a later action for that
+        # key in run_plan (a duplicate found further down) supersedes the row here.
+        conn.execute("DROP TABLE IF EXISTS temp.run_unchanged")
+        conn.execute("CREATE TEMP TABLE run_unchanged (key TEXT, digest TEXT, fingerprint TEXT)")
         self.records = 0  # source records seen, valid or not
 
     def fill(self, actions: Iterable[Action]) -> None:
         """Consume the planner's actions, batching inserts into few transactions."""
         rows: list[tuple[Any, ...]] = []
+        quiet: list[tuple[str | None, str | None, str | None]] = []
+        unchanged = Kind.UNCHANGED
         for action in actions:
             if action.kind is not Kind.GONE:
                 self.records += 1
-            rows.append(_row(action))
-            if len(rows) >= _BATCH:
-                self._flush(rows)
-                rows = []
-        self._flush(rows)
+            if action.kind is unchanged:
+                quiet.append(_quiet_row(action))
+            else:
+                rows.append(_row(action))
+            if len(rows) + len(quiet) >= _BATCH:
+                self._flush(rows, quiet)
+                rows, quiet = [], []
+        self._flush(rows, quiet)
 
-    def _flush(self, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
+    def _flush(
+        self, rows: list[tuple[Any, ...]], quiet: list[tuple[str | None, str | None, str | None]]
+    ) -> None:
+        if not rows and not quiet:
             return
         self._conn.execute("BEGIN")
-        self._conn.executemany("INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?)", rows)
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?)", rows
+        )
+        self._conn.executemany("INSERT INTO run_unchanged VALUES (?,?,?)", quiet)
         self._conn.execute("COMMIT")
 
     def counts(self) -> dict[Kind, int]:
         found = dict(self._conn.execute("SELECT kind, count(*) FROM run_plan GROUP BY kind"))
+        (unchanged,) = self._conn.execute(
+            "SELECT count(*) FROM run_unchanged WHERE key NOT IN (SELECT slot FROM run_plan)"
+        ).fetchone()
+        found[Kind.UNCHANGED.value] = unchanged
         return {kind: int(found.get(kind.value, 0)) for kind in Kind}
 
     def needs_lookup(self) -> bool:
@@ -80,15 +101,17 @@ class PlanStore:
         # Kinds inline (enum values, not input), so SQLite can match the partial index.
         wanted = "(" + ", ".join(f"'{Kind(k).value}'" for k in kinds) + ")"
         select = (
-            "SELECT key, kind, line, reason, remote_id, lookup_first, digest, payload, slot "  # noqa: S608 - enum values only
+            "SELECT key, kind, line, reason, remote_id, lookup_first, digest, payload, slot, "  # noqa: S608 - enum values only
+            "fingerprint "
             f"FROM run_plan WHERE kind IN {wanted}"
         )
         args: list[Any] = []
         batch = self._conn.execute(f"{select} ORDER BY line, slot LIMIT {_PAGE}", args).fetchall()
         while batch:
-            for key, kind, line, reason, remote_id, lookup_first, digest, payload, _slot in batch:
+            for row in batch:
+                key, kind, line, reason, remote_id, lookup_first, digest, payload, _, fp = row
                 product = (
-                    Product(key=key, payload=canonical.loads(payload), digest=digest, line=line)
+                    Product(key, canonical.loads(payload), digest, line, fp)
                     if payload is not None
                     else None
                 )
@@ -106,6 +129,10 @@ class PlanStore:
 
     def keys(self, kind: Kind) -> Iterator[str]:
         """Keys of ``kind``, in keyset pages (no statement stays open; see ``actions``)."""
+        if kind is Kind.UNCHANGED:
+            for key, _digest, _fingerprint in self._unchanged(with_fingerprint=False):
+                yield key
+            return
         sql = "SELECT slot, key FROM run_plan WHERE kind = ? AND slot > ? ORDER BY slot LIMIT ?"
         after = ""
         while batch := self._conn.execute(sql, [kind.value, after, _PAGE]).fetchall():
@@ -114,13 +141,41 @@ class PlanStore:
                 return
             after = batch[-1][0]
 
+    def fingerprints(self) -> Iterator[tuple[str, str, str]]:
+        """(key, digest, fingerprint) of unchanged products that had to be mapped in full."""
+        return self._unchanged(with_fingerprint=True)
+
+    def _unchanged(self, *, with_fingerprint: bool) -> Iterator[tuple[str, str, str]]:
+        extra = "AND fingerprint IS NOT NULL " if with_fingerprint else ""
+        sql = (
+            "SELECT rowid, key, digest, fingerprint FROM run_unchanged "  # noqa: S608 - constant
+            f"WHERE rowid > ? {extra}AND key NOT IN (SELECT slot FROM run_plan) "
+            "ORDER BY rowid LIMIT ?"
+        )
+        after = 0
+        while batch := self._conn.execute(sql, [after, _PAGE]).fetchall():
+            yield from ((key, digest, fp) for _rowid, key, digest, fp in batch)
+            if len(batch) < _PAGE:
+                return
+            after = batch[-1][0]
+
     def close(self) -> None:
         self._conn.execute("DROP TABLE IF EXISTS temp.run_plan")
+        self._conn.execute("DROP TABLE IF EXISTS temp.run_unchanged")
+
+
+def _quiet_row(action: Action) -> tuple[str | None, str | None, str | None]:
+    """An unchanged product; digest and fingerprint only when it was mapped in full."""
+    product = action.product
+    if product is None or not was_mapped(product) or product.fingerprint is None:
+        return (action.key, None, None)
+    return (action.key, product.digest, product.fingerprint)
 
 
 def _row(action: Action) -> tuple[Any, ...]:
     product = action.product
     write = action.kind in (Kind.CREATE, Kind.UPDATE)
+    fingerprint = product.fingerprint if product and write else None  # stored on success
     line = action.line if action.line is not None else (product.line if product else None)
     slot = action.key if action.key is not None else f"#{line}"
     return (
@@ -133,4 +188,5 @@ def _row(action: Action) -> tuple[Any, ...]:
         int(action.lookup_first),
         product.digest if product and write else None,
         canonical.dumps(product.payload) if product and write else None,
+        fingerprint,
     )

@@ -93,7 +93,13 @@ def _m2_rejected_digest(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_m1_initial, _m2_rejected_digest]
+def _m3_source_fingerprint(conn: sqlite3.Connection) -> None:
+    # A hash of the source values (and mapping) that produced ``digest``: an unchanged
+    # row is then recognised without mapping it again (the no-op run's main cost).
+    conn.execute("ALTER TABLE products ADD COLUMN source_fingerprint TEXT")
+
+
+MIGRATIONS: list[Migration] = [_m1_initial, _m2_rejected_digest, _m3_source_fingerprint]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
