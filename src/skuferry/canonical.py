@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from decimal import Decimal
 from typing import Any
 
@@ -46,7 +47,7 @@ def dumps(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(dumps(v) for v in value) + "]"
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             raise ValueError(f"not a finite number: {value}")
         return repr(value)
     return _encode_str(value)
@@ -75,10 +76,12 @@ def same_value(sent: Any, found: Any) -> bool:
     if isinstance(sent, dict) and isinstance(found, dict):
         return sent.keys() == found.keys() and all(same_value(v, found[k]) for k, v in sent.items())
     if isinstance(sent, list) and isinstance(found, list):
-        return len(sent) == len(found) and all(same_value(a, b) for a, b in zip(sent, found, strict=True))
+        return len(sent) == len(found) and all(
+            same_value(a, b) for a, b in zip(sent, found, strict=True)
+        )
     return bool(sent == found)
 
 
 def differs(payload: dict[str, Any], remote: dict[str, Any]) -> list[str]:
-    """The fields skuferry sends whose remote value differs (fields it does not send are ignored)."""
+    """The fields skuferry sends whose remote value differs (others on the remote are ignored)."""
     return [k for k, v in payload.items() if k not in remote or not same_value(v, remote[k])]

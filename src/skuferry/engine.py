@@ -202,7 +202,9 @@ def _run(
 def _short_name(source: Source) -> str:
     """A file's basename (as the source's own messages use), a URL as it is."""
     where = source.describe()
-    return where if "://" in where else Path(where).name
+    if "://" in where:
+        return next(t for t in where.split() if "://" in t)  # the URL, no "http "/"sql " label
+    return Path(where).name
 
 
 def _client(settings: Settings, stop: threading.Event, stack: ExitStack) -> RemoteClient:
