@@ -108,12 +108,15 @@ def _settings(config_path: Path | None) -> Any:
     return load_settings(config_path)
 
 
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout."
+)
+
+
 @main.command()
 @config_option
 @click.option("--dry-run", is_flag=True, help="Plan only: change nothing, remote or local.")
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout."
-)
+@json_option
 @click.option(
     "--quiet", "-q", is_flag=True, help="Print nothing unless something is wrong (for cron)."
 )
@@ -128,49 +131,20 @@ def _settings(config_path: Path | None) -> Any:
 )
 @click.pass_context
 @guarded
-def sync(
-    ctx: click.Context,
-    *,
-    config_path: Path | None,
-    dry_run: bool,
-    as_json: bool,
-    quiet: bool,
-    verify: bool,
-    force: bool,
-    allow_empty_source: bool,
-) -> None:
+def sync(ctx: click.Context, /, **options: Any) -> None:
     """One run: pull, diff, check-then-create/update, report."""
-    _sync(
-        ctx,
-        config_path,
-        dry_run=dry_run,
-        as_json=as_json,
-        quiet=quiet,
-        verify=verify,
-        force=force,
-        allow_empty_source=allow_empty_source,
-    )
+    _sync(ctx, **options)
 
 
 @main.command("plan")
 @config_option
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout."
-)
+@json_option
 @click.pass_context
 @guarded
 def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool) -> None:
     """What a sync would do (same as sync --dry-run); changes nothing."""
-    _sync(
-        ctx,
-        config_path,
-        dry_run=True,
-        as_json=as_json,
-        quiet=False,
-        verify=False,
-        force=True,
-        allow_empty_source=False,
-    )
+    _sync(ctx, config_path, dry_run=True, as_json=as_json, quiet=False, verify=False,
+          force=False, allow_empty_source=False)
 
 
 def _sync(
