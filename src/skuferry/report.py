@@ -115,13 +115,23 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
         }
     mirror = Mirror(path, readonly=True)
     try:
+        runs = mirror.last_runs(limit)
+        # The last run's problems include rows the mapping refused, which never reach the
+        # products table; each run's own list stays out of the table of runs.
+        last_problems: list[dict[str, Any]] = next(
+            (r["summary"].get("problems", []) for r in runs if r["summary"]), []
+        )
+        for run in runs:
+            if run["summary"]:
+                run["summary"] = {k: v for k, v in run["summary"].items() if k != "problems"}
         return {
             "state": str(path),
             "exists": True,
             "products": mirror.counts_by_state(),
             "walked": mirror.walked(),
-            "runs": mirror.last_runs(limit),
+            "runs": runs,
             "rejected": mirror.rejected(limit),
+            "last_run_problems": last_problems[:limit],
             "open_intents": [{"key": k, "digest": d} for k, d in mirror.open_intents()],
             "daemon": {
                 "schedule": mirror.get_meta("daemon.schedule"),
@@ -170,9 +180,13 @@ def print_status(data: dict[str, Any]) -> None:
         )
     console.print(runs)
     if data["rejected"]:
-        console.print("[bold]rejected products (most recent first):[/bold]")
+        console.print("[bold]products the API rejected (most recent first):[/bold]")
         for r in data["rejected"]:
-            console.print(f"  {r['key']}: {r['reason']}")
+            console.print(f"  {r['key']}: {r['reason']}", markup=False)
+    if data.get("last_run_problems"):
+        console.print("[bold]problems in the last run:[/bold]")
+        for p in data["last_run_problems"]:
+            console.print(f"  {_problem_line(p)}", markup=False)
 
 
 def check(settings: Settings) -> None:

@@ -289,6 +289,11 @@ def test_status_shows_counts_runs_and_rejected_products(
     assert status["open_intents"] == []
     assert "SKU-90002" in text.stdout
     assert "rejected" in text.stdout
+    # Rows the mapping refused never reach the API; status lists them from the last run.
+    problems = " ".join(p["reason"] for p in status["last_run_problems"])
+    assert "'12,50' is not a decimal" in problems and "key 'sku' is empty" in problems
+    assert "'12,50' is not a decimal" in text.stdout
+    assert all("problems" not in (r["summary"] or {}) for r in status["runs"])
 
 
 # -- check ----------------------------------------------------------------------------------------
