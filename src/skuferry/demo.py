@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import shutil
 import tempfile
+from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
@@ -26,13 +27,8 @@ CHANGED = 5
 
 
 def catalog_path() -> Path:
-    """The shipped sample catalog (examples/catalog.csv in a clone)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "examples" / "catalog.csv"
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError("examples/catalog.csv not found beside this skuferry checkout")
+    """The shipped sample catalog (also at examples/catalog.csv in a checkout)."""
+    return Path(str(resources.files("skuferry") / "demo_data" / "catalog.csv"))
 
 
 CONFIG = """\
