@@ -262,15 +262,21 @@ def check(ctx: click.Context, config_path: Path | None) -> None:
 
 @main.command()
 @click.option("--keep", is_flag=True, help="Keep the sandbox running after the demo until Ctrl-C.")
+@click.option(
+    "--workdir", type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write the demo's config and state (default: a new temporary folder).",
+)
 @click.pass_context
 @guarded
-def demo(ctx: click.Context, keep: bool) -> None:
+def demo(ctx: click.Context, keep: bool, workdir: Path | None) -> None:
     """The embedded default: a local sandbox API and the shipped sample catalog."""
     from skuferry import demo as demo_mod
 
     _configure_logs(ctx, quiet=True)
     logs.configure(level="error")  # the demo narrates; per-product warnings are in its summary
-    sys.exit(demo_mod.run_demo(keep=keep))
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    sys.exit(demo_mod.run_demo(keep=keep, workdir=workdir))
 
 
 def _register_sandbox() -> None:

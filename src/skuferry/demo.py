@@ -69,7 +69,7 @@ def run_demo(
 ) -> int:
     from skuferry.sandbox import Sandbox, SandboxConfig
 
-    out = console or Console(highlight=False)
+    out = console or Console(highlight=False, soft_wrap=True)
     folder = workdir or Path(tempfile.mkdtemp(prefix="skuferry-demo-"))
     shutil.copyfile(catalog_path(), folder / "catalog.csv")
     config = SandboxConfig(

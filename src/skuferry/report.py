@@ -50,7 +50,7 @@ def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
 
 
 def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None:
-    console = Console(file=stream or sys.stdout, highlight=False)
+    console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
     data = summary.as_json()
     title = "plan (dry run)" if summary.dry_run else "sync"
     table = Table(title=title, show_header=False, box=None, pad_edge=False)
@@ -144,7 +144,7 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
 
 
 def print_status(data: dict[str, Any]) -> None:
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     console.print(f"state: {data['state']}")
     if not data["exists"]:
         console.print("no state yet: nothing has been synced with this config")
@@ -197,7 +197,7 @@ def check(settings: Settings) -> None:
     from skuferry.remote import RemoteClient
     from skuferry.sources.base import open_source
 
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)
     out.print(f"config: ok ({settings.config_path})")
     Mirror(settings.state.path).close()
     out.print(f"state: ok ({settings.state.path})")

@@ -360,3 +360,18 @@ def test_the_change_guard_stops_a_mass_update_unless_forced(
     assert writes(sandbox) == 40
     remote = {p["sku"]: p["price"] for p in sandbox.products()}
     assert remote == {r["SKU"]: Decimal(r["Price"]) for r in catalog_rows(20, version=1)}
+
+
+# -- demo -----------------------------------------------------------------------------------------
+
+
+def test_demo_syncs_the_sample_catalog_twice_and_exits_0(tmp_path: Path, run_cli: Run) -> None:
+    result = run_cli("demo", "--workdir", str(tmp_path / "demo"), timeout=120)
+
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    out = result.stdout
+    assert "sandbox now holds 287 products, 0 duplicate keys" in out
+    assert "'12,50' is not a decimal number" in out, "the broken rows are shown"
+    assert "HTTP 422" in out, "so is a product the API refuses"
+    assert "updated    5" in out, "the second sync sends only the changed products"
+    assert (tmp_path / "demo" / "skuferry.db").exists()
