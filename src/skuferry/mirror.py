@@ -428,14 +428,26 @@ class Mirror:
         )
 
     def _confirmed(self, product: Product, remote_id: str) -> None:
+        self.record_in_step([(product, remote_id)])
+
+    def record_in_step(self, items: Sequence[tuple[Product, str]]) -> None:
+        """Products the remote holds exactly, under these ids: SYNCED, in one transaction.
+
+        Used one at a time after a write, and in batches for products found already in
+        step on the remote (an adoption is no intent: if it is lost, the next walk finds
+        the product again).
+        """
+        if not items:
+            return
         with self._write() as conn:
-            self._upsert(conn, product.key, State.SYNCED, {
-                "digest": product.digest, "payload": canonical.dumps(product.payload),
-                "source_fingerprint": product.fingerprint,
-                "remote_id": remote_id, "synced_at": self._clock(), "last_error": None,
-                "attempts": 0, "rejected_digest": None, "source_line": product.line,
-            })
-            conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+            for product, remote_id in items:
+                self._upsert(conn, product.key, State.SYNCED, {
+                    "digest": product.digest, "payload": canonical.dumps(product.payload),
+                    "source_fingerprint": product.fingerprint,
+                    "remote_id": remote_id, "synced_at": self._clock(), "last_error": None,
+                    "attempts": 0, "rejected_digest": None, "source_line": product.line,
+                })
+                conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
 
     def open_intent(self, product: Product, *, run_id: int | None) -> None:
         with self._write() as conn:

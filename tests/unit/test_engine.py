@@ -367,3 +367,18 @@ def test_a_source_with_no_valid_record_is_refused_like_an_empty_one(tmp_path: Pa
     mirror = Mirror(settings.state.path)
     assert mirror.counts_by_state() == {"synced": 3}, "nothing was marked gone"
     mirror.close()
+
+
+def test_adoptions_are_recorded_in_batches_and_all_land(tmp_path: Path) -> None:
+    settings, remote, rows = make_settings(tmp_path), FakeRemote(), catalog(1_203)
+    remote.seed(*rows[:1_200])
+    summary = sync(settings, remote, rows)
+    assert (summary.adopted, summary.created) == (1_200, 3)
+    assert remote.requests["write"] == 3
+    mirror = Mirror(settings.state.path)
+    try:
+        assert mirror.counts_by_state() == {"synced": 1_203}
+    finally:
+        mirror.close()
+    again = sync(settings, remote, rows)
+    assert again.unchanged == 1_203 and remote.requests["write"] == 3
