@@ -36,6 +36,7 @@ from skuferry.models import MirrorRow, Product, State
 
 log = logs.get(__name__)
 
+_IN_SOURCE = "state NOT IN ('gone', 'remote_only')"  # rows the source holds (or last held)
 _IN_CHUNK = 500  # keys per IN (...) lookup: well below SQLite's variable limit
 _SCAN_CHUNK = 1000  # keys per keyset page: no cursor stays open across commits
 _ROW_SQL = (
@@ -330,11 +331,11 @@ class Mirror:
         return self._lookup
 
     def keys(self, *, exclude_gone: bool = True) -> Iterator[str]:
-        where = "state != 'gone'" if exclude_gone else ""
+        where = _IN_SOURCE if exclude_gone else ""
         return (k for (k,) in _scan(self._conn, "SELECT key FROM products", where))
 
     def count(self) -> int:
-        sql = "SELECT count(*) FROM products WHERE state != 'gone'"
+        sql = f"SELECT count(*) FROM products WHERE {_IN_SOURCE}"  # noqa: S608 - a constant
         return int(self._conn.execute(sql).fetchone()[0])
 
     def counts_by_state(self) -> dict[str, int]:
@@ -348,7 +349,7 @@ class Mirror:
         """Record a complete remote walk, with the (key, remote_id) pairs it found.
 
         After this, a key the mirror does not know is taken as absent remotely, so
-        every walked key must be known: keys the mirror lacks become GONE rows with
+        every walked key must be known: keys the mirror lacks become REMOTE_ONLY rows with
         their remote id (a later source product of that key is then an UPDATE, not
         a duplicate POST), and known rows without a remote id, and no open intent,
         are linked to it (digest unknown, so the next plan updates them).
@@ -360,7 +361,7 @@ class Mirror:
             conn.executemany("INSERT INTO walked VALUES (?, ?)", remote)
             conn.execute(
                 "INSERT INTO products (key, state, remote_id, first_seen, updated_at) "
-                "SELECT key, 'gone', min(remote_id), ?, ? FROM walked "
+                "SELECT key, 'remote_only', min(remote_id), ?, ? FROM walked "
                 "WHERE key NOT IN (SELECT key FROM products) GROUP BY key",
                 (now, now),
             )
@@ -542,7 +543,7 @@ class Mirror:
 
     def mark_gone(self, keys: Iterable[str]) -> int:
         """Mark keys that left the source; they stay on the remote (no DELETE). Returns how many."""
-        return self._set_state(keys, State.GONE, "state != 'gone'")
+        return self._set_state(keys, State.GONE, _IN_SOURCE)
 
     def mark_in_step(self, keys: Iterable[str]) -> int:
         """GONE/DRIFT rows planned UNCHANGED (the remote holds their data again) become SYNCED."""

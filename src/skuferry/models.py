@@ -49,6 +49,12 @@ class State(enum.StrEnum):
     DRIFT = "drift"  # the source changed but updates are not possible (update_method / 405)
     DUPLICATE = "duplicate"  # the remote holds several products with this key
     GONE = "gone"  # no longer in the source; never deleted remotely
+    REMOTE_ONLY = "remote_only"  # found on the remote by a walk, never in this source
+
+    @property
+    def in_source(self) -> bool:
+        """Whether the source holds (or last held) this product."""
+        return self not in (State.GONE, State.REMOTE_ONLY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ Record = Product | BadRecord | RawRecord
 
 # Rows in these states may stand for a product already on the remote that the
 # mirror cannot point to: a create must look it up before it may POST.
-_MAY_EXIST = frozenset({State.PENDING, State.DUPLICATE})
+_MAY_EXIST = frozenset({State.PENDING, State.DUPLICATE, State.REMOTE_ONLY})
 # States whose ``digest`` is what the remote holds and where nothing was left in
 # doubt, so an equal source digest means nothing to send.
 _IN_STEP_WHEN_EQUAL = frozenset({State.SYNCED, State.DRIFT, State.GONE})
@@ -106,7 +106,8 @@ def plan(
       different digest (or as a bad record) -> REJECT for the key, naming both
       lines and, when known, a differing field;
     - after the records: GONE for each key of ``mirror_keys`` (default: the
-      mirror's keys) that was not seen and is not GONE already.
+      mirror's keys) that was not seen and is in the source as far as the mirror
+      knows (not GONE already, not REMOTE_ONLY).
 
     ``seen`` (key -> (digest, first line)) may be a disk-backed mapping for
     huge catalogs; it is filled as the records stream by.
@@ -147,7 +148,7 @@ def plan(
         if key in seen:
             continue
         row = mirror.get(key)
-        if row is not None and row.state is not State.GONE:
+        if row is not None and row.state.in_source:
             yield Action(Kind.GONE, key, remote_id=row.remote_id)
 
 

@@ -382,3 +382,20 @@ def test_adoptions_are_recorded_in_batches_and_all_land(tmp_path: Path) -> None:
         mirror.close()
     again = sync(settings, remote, rows)
     assert again.unchanged == 1_203 and remote.requests["write"] == 3
+
+
+def test_products_only_on_the_remote_are_remembered_as_such_never_as_gone(tmp_path: Path) -> None:
+    settings, remote, rows = make_settings(tmp_path), FakeRemote(), catalog(3)
+    remote.seed(*({"sku": f"OTHER-{i}", "name": "not ours"} for i in range(5)))
+    first = sync(settings, remote, rows)
+    second = sync(settings, remote, rows)
+    assert (first.gone, second.gone) == (0, 0)
+    mirror = Mirror(settings.state.path)
+    try:
+        assert mirror.counts_by_state() == {"remote_only": 5, "synced": 3}
+    finally:
+        mirror.close()
+    # When the source adds one of them, it is updated in place, never POSTed again.
+    third = sync(settings, remote, [*rows, {"sku": "OTHER-1", "name": "ours now"}])
+    assert third.created == 0 and third.updated == 1
+    assert [p["name"] for p in remote.by_key("OTHER-1")] == ["ours now"]

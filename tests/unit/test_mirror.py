@@ -214,9 +214,12 @@ def test_a_walk_makes_every_remote_key_known(mirror: Mirror) -> None:
     mirror.open_intent(prod("C"), run_id=1)  # an open intent is resolved by lookup, not here
     mirror.mark_walked(123.0, remote=[("A", "r1"), ("B", "r2"), ("C", "r3")])
     assert mirror.walked()
-    assert mirror.lookup()["A"] == MirrorRow("A", State.GONE, remote_id="r1")
+    assert mirror.lookup()["A"] == MirrorRow("A", State.REMOTE_ONLY, remote_id="r1")
     assert mirror.lookup()["B"].remote_id == "r2"
     assert mirror.lookup()["C"].remote_id is None
+    assert "A" not in set(mirror.keys()), "a remote-only product is not in the source"
+    assert mirror.count() == 2
+    assert mirror.mark_gone(["A"]) == 0, "it never left the source, it was never in it"
 
 
 def test_rejected_lists_most_recent_first(mirror: Mirror) -> None:
