@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from skuferry import canonical, schema
-from skuferry import mirror as mirror_module
+from skuferry import mirror_reads as mirror_module
 from skuferry.errors import StateError
 from skuferry.mirror import Mirror, SeenTable
 from skuferry.models import MirrorRow, Product, State
