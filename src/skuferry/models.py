@@ -97,6 +97,9 @@ class Action:
     lookup_first: bool = False
 
 
+MAX_LISTED_PROBLEMS = 1000
+
+
 @dataclass(slots=True)
 class RunSummary:
     """The outcome of one sync run; ``as_json()`` is the contract's JSON summary."""
@@ -137,6 +140,11 @@ class RunSummary:
             "problems": list(self.problems),
             "notes": list(self.notes),
         }
+
+    def add_problem(self, key: str | None, line: int | None, reason: str) -> None:
+        """List a product's problem; the list is capped, the counts are not."""
+        if len(self.problems) < MAX_LISTED_PROBLEMS:
+            self.problems.append({"key": key, "line": line, "reason": reason})
 
     @property
     def clean(self) -> bool:
