@@ -249,14 +249,20 @@ def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: i
 
 @main.command()
 @config_option
+@click.option(
+    "--show-config", is_flag=True,
+    help="Also print the effective config (file + environment) as JSON, secrets as ***.",
+)
 @click.pass_context
 @guarded
-def check(ctx: click.Context, config_path: Path | None) -> None:
+def check(ctx: click.Context, config_path: Path | None, show_config: bool) -> None:
     """Validate the config, read the source, make one authenticated read against the API."""
     from skuferry import report
 
     _configure_logs(ctx)
     settings = _settings(config_path)
+    if show_config:
+        click.echo(json.dumps(settings.redacted(), indent=2, ensure_ascii=False))
     report.check(settings)
 
 

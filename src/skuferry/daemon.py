@@ -43,6 +43,7 @@ from skuferry.errors import (
     SkuferryError,
 )
 from skuferry.metrics import RunOutcome
+from skuferry.mirror import Mirror
 from skuferry.models import RunSummary
 from skuferry.notify import Notifier
 from skuferry.schedule import build_trigger, describe_schedule
@@ -328,18 +329,11 @@ class Daemon:
     def _publish(self, settings: Settings, **meta: str | None) -> None:
         """Tell ``skuferry status`` (which reads the state's meta table) about the daemon."""
         try:
-            conn = schema.connect(settings.state.path)
+            mirror = Mirror(settings.state.path)
             try:
-                with conn:
-                    conn.execute("BEGIN IMMEDIATE")
-                    for name, value in meta.items():
-                        if value is None:  # gone rather than NULL: readers treat absence as unknown
-                            conn.execute("DELETE FROM meta WHERE name = ?", (f"daemon.{name}",))
-                        else:
-                            conn.execute("INSERT OR REPLACE INTO meta(name, value) VALUES (?, ?)",
-                                         (f"daemon.{name}", value))
+                mirror.set_metas({f"daemon.{name}": value for name, value in meta.items()})
             finally:
-                conn.close()
+                mirror.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
             log.warning("daemon.state.publish_failed", error=str(exc))
 

@@ -402,9 +402,19 @@ class Mirror:
             for k, r, at, line in self._conn.execute(sql, (limit,))
         ]
 
-    def set_meta(self, name: str, value: str) -> None:
+    def set_meta(self, name: str, value: str | None) -> None:
+        self.set_metas({name: value})
+
+    def set_metas(self, values: Mapping[str, str | None]) -> None:
+        """Set several names in one transaction; ``None`` removes a name (absent = unknown)."""
         with self._write() as conn:
-            conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
+            for name, value in values.items():
+                if value is None:
+                    conn.execute("DELETE FROM meta WHERE name = ?", (name,))
+                else:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value)
+                    )
 
     def get_meta(self, name: str) -> str | None:
         found = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()

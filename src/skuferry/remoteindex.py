@@ -82,11 +82,5 @@ class RemoteIndex:
         while batch := cur.fetchmany(1000):
             yield from batch
 
-    def duplicate_keys(self) -> int:
-        row = self._conn.execute(
-            "SELECT count(*) FROM (SELECT key FROM remote_index GROUP BY key HAVING count(*) > 1)"
-        ).fetchone()
-        return int(row[0])
-
     def close(self) -> None:
         self._conn.execute("DROP TABLE IF EXISTS temp.remote_index")

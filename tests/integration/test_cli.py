@@ -308,6 +308,18 @@ def test_check_exits_0_against_the_sandbox(sandbox: Sandbox, setup: Path, run_cl
     assert sandbox.stats().requests_by_key[KEY] == {"read": 1}
 
 
+def test_check_show_config_prints_the_effective_config_with_the_key_masked(
+    sandbox: Sandbox, setup: Path, run_cli: Run
+) -> None:
+    result = run_cli("check", "--show-config", "--config", str(setup))
+
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout[: result.stdout.index("\n}\n") + 2])
+    assert shown["api"]["base_url"] == sandbox.url
+    assert shown["api"]["api_key"] == "***"
+    assert KEY not in result.stdout + result.stderr
+
+
 def test_check_exits_3_with_a_one_line_reason_when_the_api_is_unreachable(
     write_catalog: Callable[..., Path], write_config: Callable[..., Path], run_cli: Run
 ) -> None:

@@ -244,6 +244,8 @@ def test_runs_and_meta(mirror: Mirror) -> None:
     mirror.set_meta("x", "1")
     mirror.set_meta("x", "2")
     assert mirror.get_meta("x") == "2"
+    mirror.set_metas({"x": None, "y": "3"})
+    assert (mirror.get_meta("x"), mirror.get_meta("y")) == (None, "3")
 
 
 # -- reading ----------------------------------------------------------------------------
