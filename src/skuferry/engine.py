@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ from skuferry.budget import Budget
 from skuferry.lock import run_lock
 from skuferry.mapping import Mapper
 from skuferry.mirror import Mirror
-from skuferry.models import Action, Kind, RunSummary
+from skuferry.models import Action, Kind, Progress, RunSummary
 from skuferry.plan import plan
 from skuferry.planstore import PlanStore
 from skuferry.remote import RemoteClient
@@ -40,7 +40,6 @@ log = logs.get(__name__)
 
 GUARD_MIN_UPDATES = 10  # below this many updates the change guard never trips
 
-Progress = Callable[[int, int], None]
 
 
 @dataclass

@@ -11,12 +11,12 @@ response was lost in this very run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from skuferry import canonical, logs
 from skuferry.mirror import Mirror
-from skuferry.models import Action, Kind, Product, RunSummary
+from skuferry.models import Action, Kind, Product, Progress, RunSummary
 from skuferry.planstore import PlanStore
 from skuferry.remoteindex import RemoteIndex
 from skuferry.settings import Settings
@@ -24,7 +24,6 @@ from skuferry.writer import Writer
 
 log = logs.get(__name__)
 
-Progress = Callable[[int, int], None]
 
 def walk(
     client: Any, mirror: Mirror, settings: Settings, on_progress: Progress | None

@@ -6,6 +6,7 @@ No I/O here: these are the nouns every module shares.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +99,8 @@ class Action:
 
 
 MAX_LISTED_PROBLEMS = 1000
+
+Progress = Callable[[int, int], None]  # (done, total): the engine's progress points
 
 
 @dataclass(slots=True)

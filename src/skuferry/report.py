@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -18,12 +18,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from skuferry import errors, logs
+from skuferry.models import Progress as ProgressFn
 from skuferry.models import RunSummary
 from skuferry.settings import Settings
 
 log = logs.get(__name__)
 
-ProgressFn = Callable[[int, int], None]
 
 
 @contextmanager
