@@ -89,7 +89,11 @@ class Writer:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in done:
                         self._finish(jobs.pop(fut), fut)
-                probing = action.kind is Kind.UPDATE and not self._updates_confirmed
+                probing = (
+                    action.kind is Kind.UPDATE
+                    and not self._updates_confirmed
+                    and self._updates_off_reason is None  # drift needs no request at all
+                )
                 if probing:
                     # The first update goes out alone: if the server lacks the method, exactly
                     # one request learns it, not a pool-full of them.
