@@ -14,6 +14,7 @@ planned: a source that fails halfway changes nothing.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -184,7 +185,7 @@ def _run(
         stack.callback(checked.flush)  # also when the writer stops early
         writes = checked(writes)
         if verify:
-            writes = lookup.chain(writes, lookup.repairs(store, index, mirror, summary))
+            writes = itertools.chain(writes, lookup.repairs(store, index, mirror, summary))
     try:
         writer.run(writes)
         if checked is not None:

@@ -28,16 +28,12 @@ log = logs.get(__name__)
 def walk(
     client: Any, mirror: Mirror, settings: Settings, on_progress: Progress | None
 ) -> RemoteIndex:
-    index = RemoteIndex(mirror.db.conn, _key_field(settings))
+    index = RemoteIndex(mirror.db.conn, settings.mapping.key)  # the field both sides share
     index.load(client, page_size=settings.api.page_size, on_page=on_progress)
     # Record what the walk found, so a remote product the source adds later is adopted,
     # never POSTed blind because "the mirror has walked".
     mirror.mark_walked(time.time(), remote=index.pairs())
     return index
-
-
-def _key_field(settings: Settings) -> str:
-    return settings.mapping.key
 
 
 def orphan_intents(store: PlanStore, mirror: Mirror) -> list[str]:
@@ -176,11 +172,6 @@ def repairs(
         summary.notes.append(
             f"verify: {repaired} product(s) deleted or edited on the remote were put right"
         )
-
-
-def chain(*parts: Iterator[Action]) -> Iterator[Action]:
-    for part in parts:
-        yield from part
 
 
 def second_look(
