@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from skuferry import canonical
-from skuferry.budget import Budget
-from skuferry.mapping import Mapper
-from skuferry.mirror import Mirror
+from skuferry.config.load import Settings, settings_from_dict
 from skuferry.models import Product, RawRecord
-from skuferry.remote import RemoteClient
-from skuferry.settings import Settings, settings_from_dict
+from skuferry.remote.budget import Budget
+from skuferry.remote.client import RemoteClient
+from skuferry.state.mirror import Mirror
+from skuferry.sync.mapping import Mapper
 
 KEY = "bench-key"
 WORKSPACE = "bench"

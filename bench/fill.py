@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import KEY, WORKSPACE, Result, settings, write_csv
-from skuferry.engine import run_once
 from skuferry.models import RunSummary
 from skuferry.sandbox import Sandbox, SandboxConfig, SandboxStats
 from skuferry.sandbox.limits import Mode
+from skuferry.sync.engine import run_once
 
 
 @dataclass

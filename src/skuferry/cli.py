@@ -103,7 +103,7 @@ def _configure_logs(ctx: click.Context, *, quiet: bool = False) -> None:
 
 
 def _settings(config_path: Path | None) -> Any:
-    from skuferry.settings import load_settings
+    from skuferry.config.load import load_settings
 
     return load_settings(config_path)
 
@@ -158,8 +158,9 @@ def _sync(
     force: bool,
     allow_empty_source: bool,
 ) -> None:
-    from skuferry import engine, hooks, report
-    from skuferry.metrics import RunOutcome
+    from skuferry.service import hooks, report
+    from skuferry.service.metrics import RunOutcome
+    from skuferry.sync import engine
 
     _configure_logs(ctx, quiet=quiet)
     settings = _settings(config_path)
@@ -204,7 +205,8 @@ def _sync(
 
 
 def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
-    from skuferry import engine, report
+    from skuferry.service import report
+    from skuferry.sync import engine
 
     code = engine.exit_code(summary)
     if as_json:
@@ -220,7 +222,7 @@ def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
 @guarded
 def run(ctx: click.Context, config_path: Path | None) -> None:
     """The daemon: sync on the configured schedule until SIGTERM/SIGINT."""
-    from skuferry import daemon
+    from skuferry.service import daemon
 
     _configure_logs(ctx)
     sys.exit(daemon.serve(config_path))
@@ -236,7 +238,7 @@ def run(ctx: click.Context, config_path: Path | None) -> None:
 @guarded
 def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: int) -> None:
     """What the mirror knows: counts per state, last runs, rejected products, open intents."""
-    from skuferry import report
+    from skuferry.service import report
 
     _configure_logs(ctx)
     settings = _settings(config_path)
@@ -257,7 +259,7 @@ def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: i
 @guarded
 def check(ctx: click.Context, config_path: Path | None, show_config: bool) -> None:
     """Validate the config, read the source, make one authenticated read against the API."""
-    from skuferry import report
+    from skuferry.service import report
 
     _configure_logs(ctx)
     settings = _settings(config_path)
@@ -276,7 +278,7 @@ def check(ctx: click.Context, config_path: Path | None, show_config: bool) -> No
 @guarded
 def demo(ctx: click.Context, keep: bool, workdir: Path | None) -> None:
     """The embedded default: a local sandbox API and the shipped sample catalog."""
-    from skuferry import demo as demo_mod
+    from skuferry.service import demo as demo_mod
 
     _configure_logs(ctx, quiet=True)
     logs.configure(level="error")  # the demo narrates; per-product warnings are in its summary

@@ -155,12 +155,12 @@ def test_an_unreachable_api_exits_3_naming_the_url(
 
 @pytest.fixture
 def lock_holder(setup: Path) -> Iterator[subprocess.Popen[str]]:
-    """Another process holding the state's run lock (``skuferry.lock.run_lock``)."""
+    """Another process holding the state's run lock (``skuferry.state.lock.run_lock``)."""
     state = setup.parent / "state" / "skuferry.db"
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from skuferry.lock import run_lock
+        from skuferry.state.lock import run_lock
         with run_lock(Path({str(state)!r})):
             print("held", flush=True)
             sys.stdin.read()

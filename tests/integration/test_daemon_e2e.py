@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sandbox_mod = pytest.importorskip("skuferry.sandbox")
-pytest.importorskip("skuferry.engine")
+pytest.importorskip("skuferry.sync.engine")
 
 pytestmark = pytest.mark.integration
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
+from skuferry.config.sources import SqlSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.base import Source
-from skuferry.sources.settings_models import SqlSourceSettings
 from skuferry.sources.sql import SqlSource
 from tests.source_contract import GOOD, SourceContract
 

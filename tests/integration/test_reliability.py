@@ -20,12 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from skuferry import engine, errors
-from skuferry.budget import Budget
-from skuferry.mirror import Mirror
-from skuferry.remote import RemoteClient
+from skuferry import errors
+from skuferry.config.load import Settings, load_settings
+from skuferry.remote.budget import Budget
+from skuferry.remote.client import RemoteClient
 from skuferry.sandbox import Faults, Sandbox
-from skuferry.settings import Settings, load_settings
+from skuferry.state.mirror import Mirror
+from skuferry.sync import engine
 from tests.integration.conftest import (
     FAST,
     KEY,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from skuferry.lock import lock_path
 from skuferry.sandbox import Sandbox
+from skuferry.state.lock import lock_path
 from tests.integration.conftest import assert_each_once, catalog_keys, catalog_rows, clean_env
 
 pytestmark = pytest.mark.integration

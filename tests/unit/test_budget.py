@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from skuferry.budget import Budget
+from skuferry.config.load import BudgetSettings
 from skuferry.errors import Interrupted
-from skuferry.settings import BudgetSettings
+from skuferry.remote.budget import Budget
 
 START = 1_700_000_000.0
 TOL = 1e-6
@@ -348,7 +348,7 @@ CHILD = textwrap.dedent(
     import sys, threading, time
     from pathlib import Path
     from skuferry import logs
-    from skuferry.budget import Budget
+    from skuferry.remote.budget import Budget
     from skuferry.errors import Interrupted
 
     logs.configure(level="warning", stream=sys.stderr)  # stdout carries only timestamps

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from skuferry import schema
-from skuferry.daemon import Daemon
+from skuferry.config.load import ScheduleSettings, Settings
+from skuferry.config.schedule import build_trigger, crontab_weekdays, describe_schedule
 from skuferry.errors import AuthError, ConfigError, LockHeld, SourceError
-from skuferry.metrics import parse_samples
 from skuferry.models import RunSummary
-from skuferry.notify import Notifier
-from skuferry.schedule import build_trigger, crontab_weekdays, describe_schedule
-from skuferry.settings import ScheduleSettings, Settings
+from skuferry.service.daemon import Daemon
+from skuferry.service.metrics import parse_samples
+from skuferry.service.notify import Notifier
+from skuferry.state import schema
 
 FAST = 0.05  # seconds between runs
 
@@ -371,10 +371,11 @@ SCRIPT = r"""
 import sys, tomllib
 from pathlib import Path
 import pydantic
-from skuferry import daemon, logs
+from skuferry import logs
+from skuferry.service import daemon
 from skuferry.errors import ConfigError
 from skuferry.models import RunSummary
-from skuferry.settings import Settings
+from skuferry.config.load import Settings
 
 def load(path):
     try:

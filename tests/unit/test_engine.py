@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from skuferry import engine, errors
-from skuferry.engine import Adapters, run_once
-from skuferry.lock import run_lock
-from skuferry.mirror import Mirror
+from skuferry import errors
+from skuferry.config.load import Settings, settings_from_dict
 from skuferry.models import RunSummary, State
-from skuferry.settings import Settings, settings_from_dict
+from skuferry.state.lock import run_lock
+from skuferry.state.mirror import Mirror
+from skuferry.sync import engine
+from skuferry.sync.engine import Adapters, run_once
 from tests.fakes import Crash, FakeRemote, ListSource
 
 

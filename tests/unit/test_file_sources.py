@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from skuferry.config.load import CsvSourceSettings, JsonlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.settings import CsvSourceSettings, JsonlSourceSettings
 from skuferry.sources.base import Source, open_source
 from skuferry.sources.csv import CsvSource
 from skuferry.sources.jsonl import JsonlSource

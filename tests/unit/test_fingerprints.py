@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from skuferry.engine import Adapters, run_once
-from skuferry.mapping import Mapper
-from skuferry.mirror import Mirror
+from skuferry.config.load import FieldSpec, MappingSettings, Settings, settings_from_dict
 from skuferry.models import BadRecord, Kind, MirrorRow, Product, RawRecord, State
-from skuferry.plan import plan, was_mapped
-from skuferry.settings import FieldSpec, MappingSettings, Settings, settings_from_dict
+from skuferry.state.mirror import Mirror
+from skuferry.sync.engine import Adapters, run_once
+from skuferry.sync.mapping import Mapper
+from skuferry.sync.plan import plan, was_mapped
 from tests.fakes import FakeRemote, ListSource
 
 MAPPING = MappingSettings(

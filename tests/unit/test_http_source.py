@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from skuferry.config.sources import HttpSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source, open_source
 from skuferry.sources.http import HttpSource, retry_after_s, safe_url
-from skuferry.sources.settings_models import HttpSourceSettings
 from tests.pim_server import Fault, GeneratedCatalog, PimServer
 from tests.source_contract import GOOD, SourceContract
 

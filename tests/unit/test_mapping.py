@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skuferry import canonical
+from skuferry.config.load import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
-from skuferry.mapping import Mapper, map_records
 from skuferry.models import BadRecord, Product, RawRecord
-from skuferry.settings import FieldSpec, MappingSettings
+from skuferry.sync.mapping import Mapper, map_records
 
 
 def _mapper(

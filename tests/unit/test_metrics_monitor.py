@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from skuferry import metrics, monitor
+from skuferry.config.load import MonitorSettings
 from skuferry.errors import AuthError, LockHeld, SourceError
-from skuferry.metrics import RunOutcome, parse_samples, record_run
 from skuferry.models import RunSummary
-from skuferry.settings import MonitorSettings
+from skuferry.service import metrics, monitor
+from skuferry.service.metrics import RunOutcome, parse_samples, record_run
 
 
 def summary(**kw: Any) -> RunSummary:

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from skuferry import canonical, schema
-from skuferry import mirror_reads as mirror_module
+from skuferry import canonical
 from skuferry.errors import StateError
-from skuferry.mirror import Mirror, SeenTable
 from skuferry.models import MirrorRow, Product, State
+from skuferry.state import reads as mirror_module
+from skuferry.state import schema
+from skuferry.state.mirror import Mirror, SeenTable
 
 
 def prod(key: str, line: int = 1, **fields: Any) -> Product:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skuferry.notify import Notifier
+from skuferry.service.notify import Notifier
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_a_full_queue_drops_the_message_instead_of_blocking(
     path_socket: tuple[str, socket.socket], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name, sock = path_socket
-    monkeypatch.setattr("skuferry.notify.SEND_TIMEOUT_S", 0.01)
+    monkeypatch.setattr("skuferry.service.notify.SEND_TIMEOUT_S", 0.01)
     notifier = Notifier(name)
     sent = 0
     while notifier.status(f"message {sent}"):  # nobody reads: the queue fills up

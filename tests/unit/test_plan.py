@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skuferry import canonical
-from skuferry import plan as plan_module
 from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, State
-from skuferry.plan import decide, plan
+from skuferry.sync import plan as plan_module
+from skuferry.sync.plan import decide, plan
 
 
 def prod(key: str, line: int = 1, **fields: Any) -> Product:

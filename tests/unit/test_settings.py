@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from skuferry.errors import ConfigError
-from skuferry.settings import (
+from skuferry.config.load import (
     CsvSourceSettings,
     FieldSpec,
     Settings,
     load_settings,
     settings_from_dict,
 )
+from skuferry.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-FAKE-zq81-distinctive-9f3c"  # must never show up in any output

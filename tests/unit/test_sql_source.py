@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from skuferry.config.sources import SqlSourceSettings, anchor_sqlite_url
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source, open_source
-from skuferry.sources.settings_models import SqlSourceSettings, anchor_sqlite_url
 from skuferry.sources.sql import SqlSource, UnconvertibleError, to_field
 from tests.source_contract import GOOD, SourceContract
 

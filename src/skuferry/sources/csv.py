@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from skuferry.config.load import CsvSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.settings import CsvSourceSettings
 from skuferry.sources.base import Source, register
 
 # surrogateescape maps an undecodable byte 0xNN to the lone surrogate U+DCNN.

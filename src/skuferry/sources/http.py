@@ -28,10 +28,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 from skuferry import canonical, logs
+from skuferry.config.sources import HttpSourceSettings, read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source, register
-from skuferry.sources.settings_models import HttpSourceSettings, read_secret
 
 log = logs.get(__name__)
 

@@ -15,9 +15,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
+from skuferry.config.load import JsonlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.settings import JsonlSourceSettings
 from skuferry.sources.base import Source, register
 
 _BOM = "\ufeff"

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skuferry import logs
+from skuferry.config.sources import SqlSourceSettings, read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source, register
-from skuferry.sources.settings_models import SqlSourceSettings, read_secret
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine

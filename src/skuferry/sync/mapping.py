@@ -18,9 +18,9 @@ from decimal import Decimal
 from typing import Any, NoReturn
 
 from skuferry import canonical
+from skuferry.config.load import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, Product, RawRecord
-from skuferry.settings import FieldSpec, MappingSettings
 
 _MISSING: Any = object()
 

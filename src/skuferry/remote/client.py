@@ -36,7 +36,7 @@ import httpx
 from pydantic import SecretStr
 
 from skuferry import __version__, canonical, errors, logs
-from skuferry.retry import backoff_delay, parse_retry_after
+from skuferry.remote.retry import backoff_delay, parse_retry_after
 
 log = logs.get(__name__)
 
@@ -56,7 +56,7 @@ _TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolEr
 
 
 class BudgetLike(Protocol):
-    """What the client needs from ``skuferry.budget.Budget``."""
+    """What the client needs from ``skuferry.remote.budget.Budget``."""
 
     def acquire(self, tier: str, *, stop: threading.Event | None = None) -> None: ...
 

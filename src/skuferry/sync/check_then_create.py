@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from skuferry import canonical, logs
-from skuferry.mirror import Mirror
+from skuferry.config.load import Settings
 from skuferry.models import Action, Kind, Product, Progress, RunSummary
-from skuferry.planstore import PlanStore
-from skuferry.remoteindex import RemoteIndex
-from skuferry.settings import Settings
-from skuferry.writer import Writer
+from skuferry.state.mirror import Mirror
+from skuferry.state.planstore import PlanStore
+from skuferry.state.remoteindex import RemoteIndex
+from skuferry.sync.writer import Writer
 
 log = logs.get(__name__)
 

@@ -29,10 +29,11 @@ from typing import Any
 
 import sqlite_utils
 
-from skuferry import canonical, logs, schema
+from skuferry import canonical, logs
 from skuferry.errors import StateError
-from skuferry.mirror_reads import MirrorLookup, SeenTable, rows, scan
 from skuferry.models import MirrorRow, Product, State
+from skuferry.state import schema
+from skuferry.state.reads import MirrorLookup, SeenTable, rows, scan
 
 log = logs.get(__name__)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, RawRecord, State
 
 if TYPE_CHECKING:
-    from skuferry.mapping import Mapper
+    from skuferry.sync.mapping import Mapper
 
 Record = Product | BadRecord | RawRecord
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from skuferry import engine, report
+from skuferry.config.load import Settings, load_settings
 from skuferry.models import RunSummary
-from skuferry.settings import Settings, load_settings
+from skuferry.service import report
+from skuferry.sync import engine
 
 DEMO_KEY = "demo-key"
 DEMO_WRITE_PER_MINUTE = (

@@ -14,7 +14,7 @@ from typing import Any
 
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product
-from skuferry.plan import was_mapped
+from skuferry.sync.plan import was_mapped
 
 _BATCH = 2000
 _PAGE = 1000  # rows per keyset page when reading the plan back

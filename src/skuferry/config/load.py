@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from skuferry.config_models import (
+from skuferry.config.models import (
     FILE_SOURCE_TYPES,
     SOURCE_MODELS,
     SOURCE_TYPES,
@@ -44,8 +44,8 @@ from skuferry.config_models import (
     SourceSettings,
     StateSettings,
 )
+from skuferry.config.schedule import cron_trigger
 from skuferry.errors import ConfigError
-from skuferry.schedule import cron_trigger
 
 __all__ = [
     "ApiSettings",

@@ -23,24 +23,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skuferry import errors, logs, lookup
-from skuferry.budget import Budget
-from skuferry.lock import run_lock
-from skuferry.mapping import Mapper
-from skuferry.mirror import Mirror
+from skuferry import errors, logs
+from skuferry.config.load import Settings
 from skuferry.models import Action, Kind, Progress, RunSummary
-from skuferry.plan import plan
-from skuferry.planstore import PlanStore
-from skuferry.remote import RemoteClient
-from skuferry.remoteindex import RemoteIndex
-from skuferry.settings import Settings
+from skuferry.remote.budget import Budget
+from skuferry.remote.client import RemoteClient
 from skuferry.sources.base import Source, open_source
-from skuferry.writer import Writer
+from skuferry.state.lock import run_lock
+from skuferry.state.mirror import Mirror
+from skuferry.state.planstore import PlanStore
+from skuferry.state.remoteindex import RemoteIndex
+from skuferry.sync import check_then_create
+from skuferry.sync.mapping import Mapper
+from skuferry.sync.plan import plan
+from skuferry.sync.writer import Writer
 
 log = logs.get(__name__)
 
 GUARD_MIN_UPDATES = 10  # below this many updates the change guard never trips
-
 
 
 @dataclass
@@ -154,11 +154,11 @@ def _run(
 
     client = adapters.client or _client(settings, stop, stack)
     index: RemoteIndex | None = None
-    orphans = lookup.orphan_intents(store, mirror)
+    orphans = check_then_create.orphan_intents(store, mirror)
     if verify or orphans or store.needs_lookup():
-        index = lookup.walk(client, mirror, settings, on_progress)
+        index = check_then_create.walk(client, mirror, settings, on_progress)
         stack.callback(index.close)
-        lookup.settle(orphans, index, mirror)
+        check_then_create.settle(orphans, index, mirror)
 
     total = counts[Kind.CREATE] + counts[Kind.UPDATE]
     done = 0
@@ -179,20 +179,22 @@ def _run(
         on_done=tick,
     )
     writes: Iterator[Action] = store.actions(Kind.CREATE, Kind.UPDATE)
-    checked: lookup.Checked | None = None
+    checked: check_then_create.Checked | None = None
     if index is not None:
-        checked = lookup.Checked(index, mirror, summary)
+        checked = check_then_create.Checked(index, mirror, summary)
         stack.callback(checked.flush)  # also when the writer stops early
         writes = checked(writes)
         if verify:
-            writes = itertools.chain(writes, lookup.repairs(store, index, mirror, summary))
+            writes = itertools.chain(
+                writes, check_then_create.repairs(store, index, mirror, summary)
+            )
     try:
         writer.run(writes)
         if checked is not None:
             checked.flush()
         results = writer.results
         if results.fatal is None and not stop.is_set() and (results.unknown or results.missing):
-            lookup.second_look(client, writer, mirror, settings, summary)
+            check_then_create.second_look(client, writer, mirror, settings, summary)
     finally:
         _collect(writer, summary, client)
     mirror.mark_gone(store.keys(Kind.GONE))
@@ -232,7 +234,8 @@ def _count_plan(store: PlanStore, counts: dict[Kind, int], summary: RunSummary) 
     summary.rejected = counts[Kind.REJECT] + counts[Kind.STILL_REJECTED]
     summary.gone = counts[Kind.GONE]
     for action in store.actions(Kind.REJECT, Kind.STILL_REJECTED):
-        summary.add_problem(action.key,
+        summary.add_problem(
+            action.key,
             action.line,
             action.reason or "rejected earlier; not resent until its data change",
         )

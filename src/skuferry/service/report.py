@@ -18,9 +18,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from skuferry import errors, logs
+from skuferry.config.load import Settings
 from skuferry.models import Progress as ProgressFn
 from skuferry.models import RunSummary
-from skuferry.settings import Settings
 
 log = logs.get(__name__)
 
@@ -100,7 +100,7 @@ def _problem_line(problem: dict[str, Any]) -> str:
 
 
 def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
-    from skuferry.mirror import Mirror
+    from skuferry.state.mirror import Mirror
 
     path = settings.state.path
     if not path.exists():
@@ -191,11 +191,11 @@ def print_status(data: dict[str, Any]) -> None:
 
 def check(settings: Settings) -> None:
     """Config is valid (it loaded); open the state, read the source, one authenticated read."""
-    from skuferry.mapping import Mapper, map_records
-    from skuferry.mirror import Mirror
     from skuferry.models import BadRecord
-    from skuferry.remote import RemoteClient
+    from skuferry.remote.client import RemoteClient
     from skuferry.sources.base import open_source
+    from skuferry.state.mirror import Mirror
+    from skuferry.sync.mapping import Mapper, map_records
 
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"config: ok ({settings.config_path})")

@@ -17,8 +17,8 @@ import httpx
 
 from skuferry import __version__ as _version
 from skuferry import logs
-from skuferry.metrics import RunOutcome
-from skuferry.settings import MonitorSettings
+from skuferry.config.load import MonitorSettings
+from skuferry.service.metrics import RunOutcome
 
 log = logs.get(__name__)
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from skuferry.sources.settings_models import HttpSourceSettings, SqlSourceSettings
+from skuferry.config.sources import HttpSourceSettings, SqlSourceSettings
 
 
 class _Strict(BaseModel):

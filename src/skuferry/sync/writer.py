@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from skuferry import errors, logs
-from skuferry.mirror import Mirror
 from skuferry.models import Action, Kind, Product
+from skuferry.state.mirror import Mirror
 
 log = logs.get(__name__)
 

@@ -34,7 +34,9 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEve
 from apscheduler.executors.base import BaseExecutor, run_job
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from skuferry import hooks, logs, schema
+from skuferry import logs
+from skuferry.config.load import Settings, load_settings
+from skuferry.config.schedule import build_trigger, describe_schedule
 from skuferry.errors import (
     AuthError,
     ConfigError,
@@ -42,12 +44,12 @@ from skuferry.errors import (
     LockHeld,
     SkuferryError,
 )
-from skuferry.metrics import RunOutcome
-from skuferry.mirror import Mirror
 from skuferry.models import RunSummary
-from skuferry.notify import Notifier
-from skuferry.schedule import build_trigger, describe_schedule
-from skuferry.settings import Settings, load_settings
+from skuferry.service import hooks
+from skuferry.service.metrics import RunOutcome
+from skuferry.service.notify import Notifier
+from skuferry.state import schema
+from skuferry.state.mirror import Mirror
 
 log = logs.get(__name__)
 
@@ -356,7 +358,7 @@ def serve(
     """Run the daemon until SIGTERM/SIGINT; 0 on a clean stop. Raises SkuferryError at start."""
     if job is None:
         # Imported here: the engine pulls in the whole sync stack, tests inject a fake job.
-        from skuferry.engine import run_once
+        from skuferry.sync.engine import run_once
 
         job = run_once
     daemon = Daemon(config_path, job=job, load=load or load_settings, notifier=notifier,

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skuferry import logs, metrics, monitor, schema
-from skuferry.metrics import RunOutcome
-from skuferry.settings import Settings
+from skuferry import logs
+from skuferry.config.load import Settings
+from skuferry.service import metrics, monitor
+from skuferry.service.metrics import RunOutcome
+from skuferry.state import schema
 
 log = logs.get(__name__)
 

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from skuferry import logs
+from skuferry.config.load import BudgetSettings
 from skuferry.errors import Interrupted, StateError
-from skuferry.schema import open_state
-from skuferry.settings import BudgetSettings
+from skuferry.state.schema import open_state
 
 log = logs.get(__name__)
 

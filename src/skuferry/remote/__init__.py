@@ -1,0 +1,1 @@
+"""The CMS API: client, retry policy, rate budgets."""

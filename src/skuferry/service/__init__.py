@@ -1,0 +1,1 @@
+"""Around the runs: daemon, schedule, hooks, metrics, monitor pings, reports."""

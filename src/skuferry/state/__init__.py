@@ -1,0 +1,1 @@
+"""The SQLite state file: schema, mirror, scratch tables, the run lock."""

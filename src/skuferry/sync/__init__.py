@@ -1,0 +1,1 @@
+"""One sync run: map, plan (pure), check-then-create, write."""
