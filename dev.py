@@ -3,7 +3,7 @@
 
     python3 dev.py demo      # the embedded default: sandbox API + sample catalog
     python3 dev.py test      # the whole test suite
-    python3 dev.py lint      # ruff + mypy
+    python3 dev.py lint      # ruff check, ruff format --check, mypy
     python3 dev.py bench     # benchmarks (prints figures; slow)
 
 It creates ``.venv`` beside this file on first use and reinstalls when
@@ -64,7 +64,11 @@ def main() -> int:
     if job == "test":
         return run("-m", "pytest", *rest)
     if job == "lint":
-        return run("-m", "ruff", "check", ".") or run("-m", "mypy")
+        return (
+            run("-m", "ruff", "check", ".")
+            or run("-m", "ruff", "format", "--check", ".")
+            or run("-m", "mypy")
+        )
     if job == "bench":
         return run("-m", "bench", *rest)
     if job == "skuferry":

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import fill, local, walks
+from bench import fill, keys, local, readers, walks
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -20,6 +20,11 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "window": fill.window,
     "latency": fill.latency,
     "adopt": walks.adopt,
+    "keys": keys.three_keys,
+    "neighbour": keys.neighbour,
+    "gateway": keys.gateway,
+    "xlsx": readers.xlsx,  # a 200k-row XLSX read with flat memory
+    "xml": readers.xml,  # a 300 MB BMEcat XML read with flat memory
 }
 
 
@@ -31,8 +36,9 @@ def table(results: list[Result]) -> str:
     def line(cells: tuple[str, ...]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
-    return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *(line(r) for r in rows)])
+    return "\n".join(
+        [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,8 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         result = FIGURES[name](args.quick)
         results.append(result)
-        print(f"bench: {name}: {result.measured} [{result.verdict}] "
-              f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+        print(
+            f"bench: {name}: {result.measured} [{result.verdict}] "
+            f"({time.perf_counter() - t0:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     print("\n".join(f"- {k}: {v}" for k, v in info.items()))
     total = time.perf_counter() - started
     print(f"- mode: {'quick' if args.quick else 'full'}; total {total:.0f} s")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from skuferry import canonical
 from skuferry.config.load import Settings, settings_from_dict
@@ -21,6 +21,8 @@ from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
 from skuferry.state.mirror import Mirror
 from skuferry.sync.mapping import Mapper
+
+C = TypeVar("C", bound=RemoteClient)
 
 KEY = "bench-key"
 WORKSPACE = "bench"
@@ -108,12 +110,23 @@ def payload(i: int) -> dict[str, Any]:
 
 
 def settings(
-    folder: Path, url: str, *, reads: int = 300, writes: int = 60, limiter: str = "window",
-    max_in_flight: int = 4, csv_name: str = "catalog.csv",
+    folder: Path,
+    url: str,
+    *,
+    reads: int = 300,
+    writes: int = 60,
+    limiter: str = "window",
+    max_in_flight: int = 4,
+    csv_name: str = "catalog.csv",
 ) -> Settings:
     data = {
-        "api": {"base_url": url, "api_key": KEY, "timeout_s": 30, "update_method": "patch",
-                "max_in_flight": max_in_flight},
+        "api": {
+            "base_url": url,
+            "api_key": KEY,
+            "timeout_s": 30,
+            "update_method": "patch",
+            "max_in_flight": max_in_flight,
+        },
         "source": {"type": "csv", "path": csv_name},
         "mapping": {"key": "sku", "fields": FIELDS},
         "budget": {"read_per_minute": reads, "write_per_minute": writes, "limiter": limiter},
@@ -126,29 +139,43 @@ def settings(
 def toml(folder: Path, url: str, *, reads: int, writes: int, csv_name: str = "catalog.csv") -> Path:
     """The same config as a file, for the ``skuferry`` command in a child process."""
     lines = [
-        "[api]", f'base_url = "{url}"', f'api_key = "{KEY}"', "",
-        "[source]", 'type = "csv"', f'path = "{csv_name}"', "",
-        "[mapping]", 'key = "sku"', "[mapping.fields]", 'sku = "SKU"', 'name = "Name"',
+        "[api]",
+        f'base_url = "{url}"',
+        f'api_key = "{KEY}"',
+        "",
+        "[source]",
+        'type = "csv"',
+        f'path = "{csv_name}"',
+        "",
+        "[mapping]",
+        'key = "sku"',
+        "[mapping.fields]",
+        'sku = "SKU"',
+        'name = "Name"',
         'price = { column = "Price", type = "decimal" }',
-        'stock = { column = "Stock", type = "integer" }', "",
-        "[budget]", f"read_per_minute = {reads}", f"write_per_minute = {writes}", "",
-        "[state]", 'path = "skuferry.db"', "",
-        "[safety]", "max_change_ratio = 1.0", "",
+        'stock = { column = "Stock", type = "integer" }',
+        "",
+        "[budget]",
+        f"read_per_minute = {reads}",
+        f"write_per_minute = {writes}",
+        "",
+        "[state]",
+        'path = "skuferry.db"',
+        "",
+        "[safety]",
+        "max_change_ratio = 1.0",
+        "",
     ]
     path = folder / "skuferry.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 
-def client(settings: Settings, stack: ExitStack) -> RemoteClient:
-    """The client ``engine.run_once`` would build (so a wrapper can time what it does)."""
+def client(settings: Settings, stack: ExitStack, kind: type[C]) -> C:
+    """The client ``engine.run_once`` would build (a subclass can time what it does)."""
     budget = Budget.from_settings(settings.budget, settings.state.path)
     stack.callback(budget.close)
-    remote = RemoteClient(
-        base_url=settings.api.base_url, api_key=settings.api_key(),
-        timeout_s=settings.api.timeout_s, budget=budget, max_retries=settings.api.max_retries,
-        max_connections=settings.api.max_in_flight + 2,
-    )
+    remote = kind.from_settings(settings, stop=None, budget=budget)
     stack.callback(remote.close)
     return remote
 
@@ -175,17 +202,28 @@ def build_mirror(settings: Settings, n: int) -> float:
             for i, values in enumerate(rows(n)):
                 product = mapper.map(RawRecord(i + 2, dict(zip(HEADER, values, strict=True))))
                 assert isinstance(product, Product)
-                yield (product.key, "synced", product.digest, canonical.dumps(product.payload),
-                       product.fingerprint, f"p_{i + 1:06d}", i + 2, now, now, now)
+                yield (
+                    product.key,
+                    "synced",
+                    product.digest,
+                    canonical.dumps(product.payload),
+                    product.fingerprint,
+                    f"p_{i + 1:06d}",
+                    i + 2,
+                    now,
+                    now,
+                    now,
+                )
 
         conn.execute("BEGIN")
         conn.executemany(
-            "INSERT INTO products (key, state, digest, payload, source_fingerprint, remote_id, "
+            "INSERT INTO products (key, state, digest, sent, source_fingerprint, remote_id, "
             "source_line, first_seen, updated_at, synced_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
             items(),
         )
-        conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('walked_at', ?)",
-                     (repr(now),))
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES ('walked_at', ?)", (repr(now),)
+        )
         conn.execute("COMMIT")
         conn.execute("PRAGMA synchronous = FULL")
     finally:

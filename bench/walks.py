@@ -21,27 +21,24 @@ from skuferry.sandbox import Sandbox, SandboxConfig
 from skuferry.sync.engine import Adapters, run_once
 
 
-class TimedPages:
+class TimedPages(RemoteClient):
     """A RemoteClient whose walk is timed: when it started and when each page arrived."""
 
-    def __init__(self, inner: RemoteClient) -> None:
-        self._inner = inner
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
         self.started: float | None = None
         self.page_times: list[float] = []
 
     def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
         self.started = time.monotonic()
-        for item in self._inner.iter_pages(limit=limit):
+        for item in super().iter_pages(limit=limit):
             self.page_times.append(time.monotonic())
             yield item
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
-
-def read_bound(pages: int, per_minute: int, safety_margin: float, clock_skew_s: float) -> float:
-    """Shortest walk the window limiter allows: page k+M waits for page k's 60+skew s."""
-    allowance = window_allowance(per_minute, safety_margin)
+def read_bound(pages: int, per_minute: int, clock_skew_s: float) -> float:
+    """Shortest walk the window limiter allows: page k+N waits for page k's 60+skew s."""
+    allowance = window_allowance(per_minute)
     return math.floor((pages - 1) / allowance) * (WINDOW_S + clock_skew_s)
 
 
@@ -52,21 +49,24 @@ def adopt(quick: bool) -> Result:
         folder = Path(tmp)
         write_csv(folder / "catalog.csv", n)
         limits = {"read": reads, "write": 60}
-        sandbox = stack.enter_context(Sandbox(SandboxConfig(
-            keys={KEY: WORKSPACE}, key_limits=limits, workspace_limits=limits)))
+        sandbox = stack.enter_context(
+            Sandbox(
+                SandboxConfig(keys={KEY: WORKSPACE}, key_limits=limits, workspace_limits=limits)
+            )
+        )
         sandbox.seed_products((payload(i) for i in range(n)), workspace=WORKSPACE)
         conf = settings(folder, sandbox.url, reads=reads, writes=60)
-        timed = TimedPages(client(conf, stack))
+        timed = client(conf, stack, TimedPages)
         started = time.perf_counter()
         summary = run_once(conf, adapters=Adapters(client=timed))
         wall = time.perf_counter() - started
         stats = sandbox.stats()
     budget = conf.budget
-    bound = read_bound(pages, reads, budget.safety_margin, budget.clock_skew_s)
+    bound = read_bound(pages, reads, budget.clock_skew_s)
     walk = (timed.page_times[-1] - timed.started) if timed.started and timed.page_times else 0.0
     ratio = walk / bound if bound else float("inf")
     got_reads, got_writes = stats.requests.get("read", 0), stats.requests.get("write", 0)
-    allowance = window_allowance(reads, budget.safety_margin)
+    allowance = window_allowance(reads)  # issue 12: all N per window, the margin in time
     notes = [
         f"{n} products seeded on the remote, empty mirror, read_per_minute {reads} (window "
         f"limiter: {allowance} reads per "
@@ -75,10 +75,14 @@ def adopt(quick: bool) -> Result:
         f"{walk:.2f} s; whole run {wall:.1f} s (plan, walk, {summary.adopted} adoptions "
         f"recorded in the mirror)",
     ]
-    ok = (got_reads == pages and got_writes == 0 and summary.adopted == n
-          and 0.95 <= ratio <= 1.05)
-    return Result("adoption walk", f"{got_reads} reads, {got_writes} writes, {ratio:.3f}x bound",
-                  f"{pages} reads, 0 writes, <= 1.05x bound", ok, notes)
+    ok = got_reads == pages and got_writes == 0 and summary.adopted == n and 0.95 <= ratio <= 1.05
+    return Result(
+        "adoption walk",
+        f"{got_reads} reads, {got_writes} writes, {ratio:.3f}x bound",
+        f"{pages} reads, 0 writes, <= 1.05x bound",
+        ok,
+        notes,
+    )
 
 
 def _naive_run(url: str, catalog: Path) -> int:
@@ -96,8 +100,12 @@ def _naive_run(url: str, catalog: Path) -> int:
             page += 1
         with catalog.open(newline="", encoding="utf-8") as f:
             for rec in csv.DictReader(f):
-                product = {"sku": rec["SKU"], "name": rec["Name"], "price": float(rec["Price"]),
-                           "stock": int(rec["Stock"])}
+                product = {
+                    "sku": rec["SKU"],
+                    "name": rec["Name"],
+                    "price": float(rec["Price"]),
+                    "stock": int(rec["Stock"]),
+                }
                 if rec["SKU"] in remote:
                     http.put(f"/api/v1/products/{remote[rec['SKU']]}", json=product)
                 else:
@@ -113,8 +121,9 @@ def baseline(quick: bool) -> Result:
     with tempfile.TemporaryDirectory(prefix="skuferry-bench-") as tmp:
         folder = Path(tmp)
         catalog = write_csv(folder / "catalog.csv", n)
-        config = SandboxConfig(keys={KEY: WORKSPACE}, key_limits=raised,
-                               workspace_limits=raised, updates="both")
+        config = SandboxConfig(
+            keys={KEY: WORKSPACE}, key_limits=raised, workspace_limits=raised, updates="both"
+        )
         with Sandbox(config) as sandbox:
             conf = settings(folder, sandbox.url, reads=600_000, writes=600_000)
             first = run_once(conf)  # the catalog is on the remote and the mirror in step
@@ -139,6 +148,10 @@ def baseline(quick: bool) -> Result:
         f"{req_theirs:.0f} requests in {theirs:.2f} s. At the spec's 60 writes/min per key the "
         f"naive script's {n} PUTs alone would take {n / 60:.0f} min per run",
     ]
-    return Result("baseline (naive script), same no-op catalog",
-                  f"requests {req_ours:.0f} vs {req_theirs:.0f}; time {ours / theirs:.3f}x",
-                  "ratio (no target)", None, notes)
+    return Result(
+        "baseline (naive script), same no-op catalog",
+        f"requests {req_ours:.0f} vs {req_theirs:.0f}; time {ours / theirs:.3f}x",
+        "ratio (no target)",
+        None,
+        notes,
+    )

@@ -1,4 +1,9 @@
-"""In-memory fakes of the edges: a remote catalog with scriptable faults, and a list source."""
+"""In-memory fakes of the edges: a remote catalog with scriptable faults, and a list source.
+
+``FakeRemote`` is a ``RemoteApi``; ``tests/remote_contract.py`` holds it to the
+behaviour of ``RemoteClient`` against the sandbox (PATCH merges, PUT replaces,
+``sku``/``name`` required, errors from ``skuferry.errors``).
+"""
 
 from __future__ import annotations
 
@@ -18,13 +23,16 @@ class Crash(BaseException):
 
 @dataclass
 class FakeRemote:
-    """The CMS product API in memory; `faults` decide per call what goes wrong."""
+    """The CMS product API in memory; `pre`/`post` hooks decide per call what goes wrong."""
 
     key_field: str = "sku"
+    required: tuple[str, ...] = ("sku", "name")  # as the sandbox's required_fields
     products: dict[str, dict[str, Any]] = field(default_factory=dict)
     updates: Literal["patch", "put", "both", "none"] = "both"
     requests: dict[str, int] = field(default_factory=lambda: {"read": 0, "write": 0})
     rate_limited: int = 0
+    # tier -> requests answered; every later one is a 429 RATE_LIMITED (no clock, no window)
+    allowed: dict[str, int] = field(default_factory=dict)
     # hook(kind, payload) -> None or raises; called before (pre) and after (post) committing
     pre: Callable[[str, dict[str, Any]], None] | None = None
     post: Callable[[str, dict[str, Any]], None] | None = None
@@ -48,28 +56,56 @@ class FakeRemote:
     def keys(self) -> list[str]:
         return sorted(str(p.get(self.key_field)) for p in self.products.values())
 
-    # -- the client interface ------------------------------------------------------
+    def _validate(self, payload: dict[str, Any], *, partial: bool) -> None:
+        for name in self.required:
+            if partial and name not in payload:
+                continue
+            value = payload.get(name)
+            if not isinstance(value, str) or not value.strip():
+                message = f"field '{name}' is required and must be a non-empty string"
+                raise errors.Rejected(422, "VALIDATION_ERROR", message)
+
+    def _count(self, tier: Literal["read", "write"]) -> None:
+        with self._lock:
+            self.requests[tier] += 1
+            if self.requests[tier] <= self.allowed.get(tier, self.requests[tier]):
+                return
+            self.rate_limited += 1
+        message = f"Rate limit hit ({tier}, per key). Retry in 60 seconds."
+        raise errors.RateLimited(429, "RATE_LIMITED", message, retry_after=60.0)
+
+    # -- the client interface (RemoteApi) ------------------------------------------
+    def probe(self) -> int:
+        return next(self.iter_pages(limit=1), (0, 0, []))[1]
+
     def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+        if not 1 <= limit <= 100:
+            raise ValueError(f"limit must be 1..100, got {limit}")
         items = list(self.products.values())
         pages = (len(items) + limit - 1) // limit
+        if not pages:
+            self._count("read")  # page 1 is asked for, and answers meta.pages = 0
         for page in range(1, pages + 1):
-            self.requests["read"] += 1
+            self._count("read")
             yield page, pages, [dict(p) for p in items[(page - 1) * limit : page * limit]]
 
+    def iter_products(self, *, limit: int = 100) -> Iterator[dict[str, Any]]:
+        for _page, _pages, items in self.iter_pages(limit=limit):
+            yield from items
+
     def get_product(self, product_id: str) -> dict[str, Any]:
-        self.requests["read"] += 1
+        self._count("read")
         if product_id not in self.products:
             raise errors.NotFound(404, "NOT_FOUND", "no such product")
         return dict(self.products[product_id])
 
     def create_product(self, payload: dict[str, Any]) -> dict[str, Any]:
-        self.requests["write"] += 1
+        self._count("write")
         if self.pre:
             self.pre("create", payload)
-        if not payload.get("name"):
-            raise errors.Rejected(422, "VALIDATION_ERROR", "name is required")
+        self._validate(payload, partial=False)
         self.posts += 1
-        rid = self._store(dict(payload))
+        rid = self._store({k: v for k, v in payload.items() if k != "id"})  # the server owns ids
         if self.post:
             self.post("create", payload)
         return dict(self.products[rid])
@@ -77,15 +113,17 @@ class FakeRemote:
     def update_product(
         self, product_id: str, payload: dict[str, Any], *, method: Literal["patch", "put"]
     ) -> dict[str, Any]:
-        self.requests["write"] += 1
+        self._count("write")
         if self.updates not in (method, "both"):
             raise errors.MethodNotAllowed(405, "METHOD_NOT_ALLOWED", f"{method} not allowed")
         if self.pre:
             self.pre("update", payload)
+        self._validate(payload, partial=method == "patch")
         if product_id not in self.products:
             raise errors.NotFound(404, "NOT_FOUND", "no such product")
         with self._lock:
-            self.products[product_id] = {**payload, "id": product_id}
+            kept = self.products[product_id] if method == "patch" else {}  # PATCH merges
+            self.products[product_id] = {**kept, **payload, "id": product_id}
         if self.post:
             self.post("update", payload)
         return dict(self.products[product_id])

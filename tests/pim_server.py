@@ -9,6 +9,11 @@ One catalog, served under one path per pagination style:
                                         "_links": {"next": {"href": "/hal/products?page=N+1..."}}}
     /link/products?page=N&limit=M      [...]  and  Link: </link/products?page=N+1...>; rel="next"
 
+Every style also filters by change time, as PIMs do for incremental pulls:
+``updated_since=<ISO 8601 | unix seconds>`` or Akeneo's
+``search={"updated":[{"operator":">","value":"2026-11-22 09:00:00"}]}`` keep the
+products whose ``updated`` field is later (products without one always match).
+
 Run it by hand (the README's http example points at it):
 
     python tests/pim_server.py --port 8780 --from-file examples/catalog.csv --token demo-token
@@ -27,6 +32,7 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,10 +43,25 @@ from skuferry import canonical
 
 
 class GeneratedCatalog(Sequence[dict[str, Any]]):
-    """``n`` products made on demand, so a huge catalog costs no memory."""
+    """``n`` products made on demand, so a huge catalog costs no memory.
 
-    def __init__(self, n: int) -> None:
+    All were last updated at ``updated``; ``touch`` changes some (a new name) later.
+    """
+
+    def __init__(self, n: int, *, updated: str = "2026-01-01T00:00:00+00:00") -> None:
         self.n = n
+        self.updated = _when(updated)
+        self.touched: dict[int, datetime] = {}
+
+    def touch(self, indices: Sequence[int], when: datetime) -> None:
+        for index in indices:
+            self.touched[index] = when
+
+    def changed_since(self, since: datetime) -> Sequence[dict[str, Any]]:
+        """The products updated after ``since``, without building the others."""
+        if since < self.updated:
+            return self
+        return [self[i] for i in sorted(self.touched) if self.touched[i] > since]
 
     def __len__(self) -> int:
         return self.n
@@ -50,11 +71,13 @@ class GeneratedCatalog(Sequence[dict[str, Any]]):
             return [self[i] for i in range(*index.indices(self.n))]
         if not 0 <= index < self.n:
             raise IndexError(index)
+        touched = self.touched.get(index)
         return {
             "sku": f"SKU-{index + 1:06d}",
-            "name": f"Product {index + 1}",
+            "name": f"Product {index + 1}" + (" (revised)" if touched else ""),
             "price": Decimal(index % 1000) + Decimal("0.99"),
             "stock": index % 37,
+            "updated": (touched or self.updated).isoformat(),
         }
 
 
@@ -76,7 +99,7 @@ class Seen:
 
 
 class PimServer:
-    """The API on a free port of 127.0.0.1, served from a background thread."""
+    """The API on a free port of 127.0.0.1 (or ``host``), served from a background thread."""
 
     def __init__(
         self,
@@ -86,6 +109,7 @@ class PimServer:
         basic: tuple[str, str] | None = None,
         port: int = 0,
         absolute_links: bool = False,
+        host: str = "127.0.0.1",  # any of 127.0.0.0/8: a second origin on the same box
     ) -> None:
         self.catalog = catalog
         self.token = token
@@ -95,7 +119,7 @@ class PimServer:
         self.requests: list[Seen] = []
         self.raw_pages: dict[str, bytes] = {}  # exact path+query -> body served instead
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -154,9 +178,26 @@ class PimServer:
                     return fault
         return None
 
+    def changed(self, query: dict[str, str]) -> Sequence[Any]:
+        """The catalog, filtered by ``updated_since`` or an Akeneo ``search`` when asked."""
+        since: datetime | None = None
+        if "updated_since" in query:
+            since = _when(query["updated_since"])
+        elif "search" in query:
+            rule = json.loads(query["search"])["updated"][0]
+            if rule["operator"] != ">":
+                raise ValueError(f"unsupported operator {rule['operator']!r}")
+            since = _when(rule["value"])
+        if since is None:
+            return self.catalog
+        if isinstance(self.catalog, GeneratedCatalog):
+            return self.catalog.changed_since(since)
+        return [p for p in self.catalog if "updated" not in p or _when(p["updated"]) > since]
+
     def page(self, style: str, query: dict[str, str]) -> tuple[Any, dict[str, str]]:
         """The body and extra headers of one page of ``style``."""
-        total = len(self.catalog)
+        catalog = self.changed(query)
+        total = len(catalog)
         limit = max(1, int(query.get("limit", "20")))
         if style in ("page", "hal", "link"):
             number = max(1, int(query.get("page", "1")))
@@ -166,7 +207,7 @@ class PimServer:
         else:  # cursor: an opaque-looking token holding the next index
             cursor = query.get("cursor")
             start = int(base64.urlsafe_b64decode(cursor).decode()) if cursor else 0
-        items = list(self.catalog[start:start + limit])
+        items = list(catalog[start : start + limit])
         more = start + limit < total
         pages = (total + limit - 1) // limit
         if style == "page":
@@ -205,8 +246,10 @@ def _handler_for(server: PimServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, server.raw_pages[self.path], {})
             parts = urlsplit(self.path)
             segments = parts.path.strip("/").split("/")
-            if len(segments) != 2 or segments[1] != "products" or segments[0] not in (
-                "page", "offset", "cursor", "hal", "link"
+            if (
+                len(segments) != 2
+                or segments[1] != "products"
+                or segments[0] not in ("page", "offset", "cursor", "hal", "link")
             ):
                 return self._send(404, b'{"error": "not found"}', {})
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -223,6 +266,14 @@ def _handler_for(server: PimServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
     return Handler
+
+
+def _when(text: str) -> datetime:
+    """ISO 8601 (``T`` or a space; naive means UTC) or unix seconds."""
+    if text.isdigit():
+        return datetime.fromtimestamp(int(text), UTC)
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _number(value: Any) -> float:

@@ -14,14 +14,13 @@ import json
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from skuferry import __version__, errors, logs
+from skuferry import __version__, errors, files, logs
 from skuferry.models import RunSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,7 +49,7 @@ def guarded(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         quiet = bool(kwargs.get("quiet"))
         try:
-            return fn(*args, **kwargs)
+            return _traced(fn, *args, **kwargs)
         except errors.LockHeld as exc:
             if not quiet:
                 click.echo(f"skuferry: {exc}", err=True)
@@ -71,13 +70,39 @@ def guarded(fn: F) -> F:
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", errors.EXIT_INTERRUPTED)
+        except Exception as exc:  # noqa: BLE001 - a bug: one masked line (--debug: traceback)
+            hint = "" if _debugging() else " (run with --debug for the traceback)"
+            _fail(
+                f"internal error: {logs.redact_text(f'{type(exc).__name__}: {exc}')}{hint}",
+                errors.EXIT_SOFTWARE,
+            )
 
     return wrapper  # type: ignore[return-value]
+
+
+def _debugging() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and (ctx.find_root().obj or {}).get("debug"))
+
+
+def _traced(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``; with ``--debug``, print the traceback of what it raised, secrets masked."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        if _debugging():
+            click.echo(logs.redacted_traceback(exc), err=True, nl=False)
+        raise
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="skuferry")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Debug logs, and the traceback of a failure (secrets shown as ***).",
+)
 @click.option(
     "--log-format",
     type=click.Choice(["auto", "json", "console"]),
@@ -85,10 +110,11 @@ def guarded(fn: F) -> F:
     help="Log rendering; auto = console on a terminal, JSON otherwise.",
 )
 @click.pass_context
-def main(ctx: click.Context, verbose: int, log_format: str) -> None:
+def main(ctx: click.Context, verbose: int, debug: bool, log_format: str) -> None:
     """Keep a CMS product catalog in step with an ERP/PIM source."""
     ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
+    ctx.obj["verbose"] = 2 if debug else verbose
+    ctx.obj["debug"] = debug
     ctx.obj["log_format"] = log_format
 
 
@@ -123,11 +149,20 @@ json_option = click.option(
 @click.option(
     "--verify", is_flag=True, help="Walk the remote to find products deleted or edited there."
 )
-@click.option("--force", is_flag=True, help="Write even when the change guard would stop the run.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Write even when the change or gone guard ([safety]) would stop the run.",
+)
 @click.option(
     "--allow-empty-source",
     is_flag=True,
     help="Accept an empty source while the mirror holds products.",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Pull the whole source even when it is set up for incremental pulls.",
 )
 @click.pass_context
 @guarded
@@ -143,8 +178,17 @@ def sync(ctx: click.Context, /, **options: Any) -> None:
 @guarded
 def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool) -> None:
     """What a sync would do (same as sync --dry-run); changes nothing."""
-    _sync(ctx, config_path, dry_run=True, as_json=as_json, quiet=False, verify=False,
-          force=False, allow_empty_source=False)
+    _sync(
+        ctx,
+        config_path,
+        dry_run=True,
+        as_json=as_json,
+        quiet=False,
+        verify=False,
+        force=False,
+        allow_empty_source=False,
+        full=False,
+    )
 
 
 def _sync(
@@ -157,58 +201,47 @@ def _sync(
     verify: bool,
     force: bool,
     allow_empty_source: bool,
+    full: bool,
 ) -> None:
-    from skuferry.service import hooks, report
-    from skuferry.service.metrics import RunOutcome
+    from skuferry.models import RunOptions
+    from skuferry.service import report
+    from skuferry.service.runner import run_watched
     from skuferry.sync import engine
 
     _configure_logs(ctx, quiet=quiet)
     settings = _settings(config_path)
+    options = RunOptions(
+        dry_run=dry_run,
+        verify=verify,
+        force=force,
+        allow_empty_source=allow_empty_source,
+        full=full,
+    )
     stop = threading.Event()
     # SIGTERM (systemctl stop, a timeout) and Ctrl-C: stop sending, let the requests in
     # flight finish and be committed, then exit 130.
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
-    if not dry_run:
-        hooks.before_run(settings)
-    started = time.monotonic()
     try:
         with report.progress(enabled=not quiet and sys.stderr.isatty()) as on_progress:
-            summary = engine.run_once(
+            outcome = run_watched(
                 settings,
-                dry_run=dry_run,
-                verify=verify,
-                force=force,
-                allow_empty_source=allow_empty_source,
-                stop=stop,
-                on_progress=on_progress,
+                lambda: engine.run_once(settings, options, stop=stop, on_progress=on_progress),
+                watched=not dry_run,  # a dry run pings no monitor and writes no metrics
             )
-    except errors.SkuferryError as exc:
-        if not dry_run:
-            hooks.after_run(
-                settings,
-                RunOutcome.from_error(
-                    exc, duration_s=time.monotonic() - started, finished_at=time.time()
-                ),
-            )
-        raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if not dry_run:
-        hooks.after_run(
-            settings,
-            RunOutcome.from_summary(
-                summary, duration_s=time.monotonic() - started, finished_at=time.time()
-            ),
-        )
-    _finish(summary, as_json=as_json, quiet=quiet)
+    if outcome.exception is not None:
+        raise outcome.exception  # the hooks have seen it; guarded() words it
+    if outcome.summary is None:  # pragma: no cover - an outcome holds one or the other
+        raise RuntimeError("a run ended with neither a summary nor an error")
+    _finish(outcome.summary, as_json=as_json, quiet=quiet)
 
 
 def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
     from skuferry.service import report
-    from skuferry.sync import engine
 
-    code = engine.exit_code(summary)
+    code = summary.exit_code
     if as_json:
         click.echo(json.dumps(summary.as_json(), ensure_ascii=False))
     elif not quiet or code != errors.EXIT_OK:
@@ -252,12 +285,21 @@ def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: i
 @main.command()
 @config_option
 @click.option(
-    "--show-config", is_flag=True,
+    "--show-config",
+    is_flag=True,
     help="Also print the effective config (file + environment) as JSON, secrets as ***.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Show the first N records as read from the source and as mapped (0: none).",
 )
 @click.pass_context
 @guarded
-def check(ctx: click.Context, config_path: Path | None, show_config: bool) -> None:
+def check(ctx: click.Context, config_path: Path | None, show_config: bool, sample: int) -> None:
     """Validate the config, read the source, make one authenticated read against the API."""
     from skuferry.service import report
 
@@ -265,13 +307,14 @@ def check(ctx: click.Context, config_path: Path | None, show_config: bool) -> No
     settings = _settings(config_path)
     if show_config:
         click.echo(json.dumps(settings.redacted(), indent=2, ensure_ascii=False))
-    report.check(settings)
+    report.check(settings, sample=sample)
 
 
 @main.command()
 @click.option("--keep", is_flag=True, help="Keep the sandbox running after the demo until Ctrl-C.")
 @click.option(
-    "--workdir", type=click.Path(file_okay=False, path_type=Path),
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
     help="Where to write the demo's config and state (default: a new temporary folder).",
 )
 @click.pass_context
@@ -283,7 +326,7 @@ def demo(ctx: click.Context, keep: bool, workdir: Path | None) -> None:
     _configure_logs(ctx, quiet=True)
     logs.configure(level="error")  # the demo narrates; per-product warnings are in its summary
     if workdir is not None:
-        workdir.mkdir(parents=True, exist_ok=True)
+        files.private_dir(workdir)  # it gets the state and a config holding the sandbox key
     sys.exit(demo_mod.run_demo(keep=keep, workdir=workdir))
 
 

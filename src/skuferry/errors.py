@@ -9,7 +9,8 @@ place. Nothing below prints or exits.
     ├── UsageError                      2   bad command-line use
     ├── SafetyStop                      2   a guard refused the run, nothing written
     │   ├── EmptySourceRefused
-    │   └── ChangeGuardTripped
+    │   ├── ChangeGuardTripped
+    │   └── GoneGuardTripped            too many products would be archived at once
     ├── LockHeld                        75  another run holds the state lock
     ├── Interrupted                     130 SIGTERM/SIGINT: in-flight work committed, run cut short
     ├── StateError                      3   the state file cannot be opened or is too new
@@ -42,6 +43,7 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 EXIT_TEMPFAIL = 75
 EXIT_INTERRUPTED = 130
+EXIT_SOFTWARE = 70  # an unexpected exception (a bug), as sysexits.h names it
 
 
 class SkuferryError(Exception):
@@ -76,6 +78,10 @@ class EmptySourceRefused(SafetyStop):
 
 class ChangeGuardTripped(SafetyStop):
     pass
+
+
+class GoneGuardTripped(SafetyStop):
+    """More than ``[safety] max_gone_ratio`` of the known products would be archived."""
 
 
 class LockHeld(SkuferryError):

@@ -8,13 +8,69 @@ object per line on stderr, so stdout stays free for ``--json`` summaries.
 from __future__ import annotations
 
 import logging
+import re
 import sys
-from collections.abc import MutableMapping
+import threading
+import traceback
+from collections.abc import Iterable, MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
-_REDACT_KEYS = frozenset({"api_key", "authorization", "token", "password", "secret"})
+_REDACT_KEYS = frozenset(
+    {
+        "api_key",
+        "api_keys",
+        "authorization",
+        "token",
+        "password",
+        "secret",
+        "cookie",
+        "headers",
+        "sftp_password",
+        "passphrase",
+    }
+)
+# Shorter values would mask ordinary words; no real credential is this short.
+_MIN_SECRET_CHARS = 6
+
+
+class _Secrets:
+    """The secret values seen so far, and one pattern matching any of them."""
+
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+        self.pattern: re.Pattern[str] | None = None
+        self.lock = threading.Lock()
+
+
+_secrets = _Secrets()
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """Remember secret values (API keys, tokens, passwords) to mask wherever they appear.
+
+    Called when a secret is resolved (config load, a source reading its token file),
+    so a secret that reaches a message, an exception or a traceback is shown as ``***``.
+    """
+    with _secrets.lock:
+        new = {v for v in values if isinstance(v, str) and len(v.strip()) >= _MIN_SECRET_CHARS}
+        if new <= _secrets.values:
+            return
+        _secrets.values.update(new)
+        longest_first = sorted(_secrets.values, key=len, reverse=True)
+        _secrets.pattern = re.compile("|".join(re.escape(v) for v in longest_first))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every registered secret replaced by ``***``."""
+    pattern = _secrets.pattern
+    return pattern.sub("***", text) if pattern is not None else text
+
+
+def redacted_traceback(exc: BaseException) -> str:
+    """The full traceback of ``exc`` (causes included) with every registered secret masked."""
+    return redact_text("".join(traceback.format_exception(exc)))
 
 
 def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -23,6 +79,23 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
     for k in list(event):
         if k.lower() in _REDACT_KEYS:
             event[k] = "***"
+    return event
+
+
+def _redact_values(
+    _logger: Any, _name: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    # After format_exc_info: a secret inside a message or a rendered traceback is masked too.
+    if _secrets.pattern is None:
+        return event
+    for k, v in event.items():
+        if isinstance(v, str):
+            event[k] = redact_text(v)
+        elif v is not None and not isinstance(v, int | float | bool):
+            text = str(v)
+            masked = redact_text(text)
+            if masked != text:
+                event[k] = masked
     return event
 
 
@@ -44,6 +117,7 @@ def configure(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _redact,
             structlog.processors.format_exc_info,
+            _redact_values,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from skuferry.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
+
 
 @dataclass(frozen=True, slots=True)
 class RawRecord:
@@ -40,6 +42,15 @@ class Product:
     fingerprint: str | None = None  # hash of the source values + mapping (Mapper.fingerprint)
 
 
+# The payload of a product recognised by its fingerprint: the planner never built it.
+UNMAPPED: dict[str, Any] = {}
+
+
+def was_mapped(product: Product) -> bool:
+    """False for a product recognised by its fingerprint (its payload was never built)."""
+    return product.payload is not UNMAPPED
+
+
 class State(enum.StrEnum):
     """Where a product stands in the mirror."""
 
@@ -51,11 +62,12 @@ class State(enum.StrEnum):
     DUPLICATE = "duplicate"  # the remote holds several products with this key
     GONE = "gone"  # no longer in the source; never deleted remotely
     REMOTE_ONLY = "remote_only"  # found on the remote by a walk, never in this source
+    ARCHIVED = "archived"  # left the source and got the [gone] patch, once; restored on return
 
     @property
     def in_source(self) -> bool:
         """Whether the source holds (or last held) this product."""
-        return self not in (State.GONE, State.REMOTE_ONLY)
+        return self not in (State.GONE, State.REMOTE_ONLY, State.ARCHIVED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,8 @@ class Kind(enum.StrEnum):
     REJECT = "reject"  # bad record, duplicate key in the source
     STILL_REJECTED = "still_rejected"  # refused before with the same data: not resent
     GONE = "gone"
+    ARCHIVE = "archive"  # left the source, [gone] action = "patch": one update with the patch
+    RESTORE = "restore"  # an archived product is back: its data plus the [gone] restore table
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +129,16 @@ class RunSummary:
     failed: int = 0
     drift: int = 0
     gone: int = 0
+    archived: int = 0
+    restored: int = 0
     duplicates: int = 0
     requests: dict[str, int] = field(default_factory=lambda: {"read": 0, "write": 0})
+    requests_by_key: dict[str, int] = field(default_factory=dict)  # by key fingerprint
     rate_limited: int = 0
     duration_s: float = 0.0
     dry_run: bool = False
     interrupted: bool = False
+    pull: str = "full"  # or "incremental": only the source's changes were read
     problems: list[dict[str, Any]] = field(default_factory=list)  # {key, line, reason}
     notes: list[str] = field(default_factory=list)  # one-time remarks, e.g. updates disabled
 
@@ -134,12 +152,16 @@ class RunSummary:
             "failed": self.failed,
             "drift": self.drift,
             "gone": self.gone,
+            "archived": self.archived,
+            "restored": self.restored,
             "duplicates": self.duplicates,
             "requests": dict(self.requests),
+            "requests_by_key": dict(self.requests_by_key),
             "rate_limited": self.rate_limited,
             "duration_s": round(self.duration_s, 3),
             "dry_run": self.dry_run,
             "interrupted": self.interrupted,
+            "pull": self.pull,
             "problems": list(self.problems),
             "notes": list(self.notes),
         }
@@ -155,3 +177,28 @@ class RunSummary:
         return not (
             self.rejected or self.failed or self.drift or self.duplicates or self.interrupted
         )
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``partial`` or ``interrupted``: the run's status in the runs table."""
+        if self.interrupted:
+            return "interrupted"
+        return "ok" if self.clean else "partial"
+
+    @property
+    def exit_code(self) -> int:
+        """The run's exit code (the contract's 0, 1 or 130), derived here only."""
+        return {"ok": EXIT_OK, "partial": EXIT_PARTIAL, "interrupted": EXIT_INTERRUPTED}[
+            self.status
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The flags of one run: ``skuferry sync``'s options, the daemon's every-Nth verify."""
+
+    dry_run: bool = False  # plan only: nothing is written, remote or local
+    verify: bool = False  # walk the remote to repair products deleted or edited there
+    force: bool = False  # past the change and gone guards
+    allow_empty_source: bool = False  # an empty source may mark the whole catalog gone
+    full: bool = False  # pull everything even from a source set up for incremental pulls

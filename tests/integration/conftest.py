@@ -160,12 +160,20 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         key_line = f'api_key = "{key}"' if key is not None else ""
         path.write_text(
             CONFIG.format(
-                url=url, key_line=key_line, timeout_s=timeout_s, max_in_flight=max_in_flight,
-                max_retries=max_retries, catalog=catalog, reads=reads, writes=writes,
-                limiter=limiter, extra=extra,
+                url=url,
+                key_line=key_line,
+                timeout_s=timeout_s,
+                max_in_flight=max_in_flight,
+                max_retries=max_retries,
+                catalog=catalog,
+                reads=reads,
+                writes=writes,
+                limiter=limiter,
+                extra=extra,
             ),
             encoding="utf-8",
         )
+        path.chmod(0o600)  # it may hold the key inline; readable by others it gets a warning
         return path
 
     return write
@@ -189,8 +197,12 @@ def run_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "skuferry", *args],
-            cwd=tmp_path, env=clean_env(**(env or {})), capture_output=True, text=True,
-            timeout=timeout, check=False,
+            cwd=tmp_path,
+            env=clean_env(**(env or {})),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     return run
@@ -204,8 +216,10 @@ def start_cli(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]
     def start(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "skuferry", *args],
-            cwd=tmp_path, env=clean_env(**(env or {})),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=tmp_path,
+            env=clean_env(**(env or {})),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         procs.append(proc)
         return proc

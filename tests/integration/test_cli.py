@@ -30,15 +30,19 @@ from tests.integration.conftest import (
 pytestmark = pytest.mark.integration
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
-CONTRACT_KEYS = {"created", "updated", "adopted", "unchanged", "rejected", "failed", "requests",
-                 "duration_s"}
+CONTRACT_KEYS = {
+    "created",
+    "updated",
+    "adopted",
+    "unchanged",
+    "rejected",
+    "failed",
+    "requests",
+    "duration_s",
+}
 # Three broken rows after 20 good ones (the header is line 1, so these are lines 22-24):
 # an empty key, a price that is not a decimal, and a name the API refuses (422).
-BROKEN_ROWS = (
-    ",Nameless drill,10.00,1\n"
-    "SKU-90001,Hammer,\"12,50\",3\n"
-    "SKU-90002,,5.00,2\n"
-)
+BROKEN_ROWS = ',Nameless drill,10.00,1\nSKU-90001,Hammer,"12,50",3\nSKU-90002,,5.00,2\n'
 
 
 def last_json(stdout: str) -> dict[str, object]:
@@ -67,8 +71,18 @@ def setup(
     ("args", "expected"),
     [
         ((), ["sync", "plan", "run", "status", "check", "demo", "sandbox"]),
-        (("sync",), ["--config", "--dry-run", "--json", "--quiet", "--force",
-                     "--allow-empty-source", "SKUFERRY_CONFIG"]),
+        (
+            ("sync",),
+            [
+                "--config",
+                "--dry-run",
+                "--json",
+                "--quiet",
+                "--force",
+                "--allow-empty-source",
+                "SKUFERRY_CONFIG",
+            ],
+        ),
         (("check",), ["--config", "authenticated read"]),
     ],
     ids=["skuferry", "sync", "check"],
@@ -106,7 +120,9 @@ def test_sync_json_prints_the_contract_summary_last_and_exits_0(
 
 
 def test_rejected_rows_exit_1_listing_their_lines_and_the_good_rows_all_arrive(
-    sandbox: Sandbox, write_catalog: Callable[..., Path], write_config: Callable[..., Path],
+    sandbox: Sandbox,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
     run_cli: Run,
 ) -> None:
     write_catalog(catalog_rows(20), extra=BROKEN_ROWS)
@@ -165,8 +181,13 @@ def lock_holder(setup: Path) -> Iterator[subprocess.Popen[str]]:
             print("held", flush=True)
             sys.stdin.read()
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=clean_env())
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
     assert proc.stdout is not None and proc.stdin is not None
     assert proc.stdout.readline().strip() == "held"
     yield proc
@@ -203,7 +224,9 @@ def test_skuferry_config_stands_in_for_the_option(
 
 
 def test_the_api_key_never_appears_in_any_output(
-    sandbox: Sandbox, write_catalog: Callable[..., Path], write_config: Callable[..., Path],
+    sandbox: Sandbox,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
     run_cli: Run,
 ) -> None:
     write_catalog(catalog_rows(20), extra=BROKEN_ROWS)
@@ -213,8 +236,7 @@ def test_the_api_key_never_appears_in_any_output(
     outputs = [
         run_cli("-vv", "sync", "--config", str(wrong)),  # first: a fresh state must ask the API
         run_cli("-vv", "sync", "--config", str(inline)),
-        run_cli("-vv", "sync", "--json", "--config", str(from_env),
-                env={"SKUFERRY_API_KEY": KEY}),
+        run_cli("-vv", "sync", "--json", "--config", str(from_env), env={"SKUFERRY_API_KEY": KEY}),
         run_cli("-vv", "--log-format", "console", "status", "--config", str(inline)),
         run_cli("status", "--json", "--config", str(inline)),
         run_cli("-vv", "check", "--config", str(inline)),
@@ -246,8 +268,11 @@ def _state_files(config: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("command", [("plan",), ("sync", "--dry-run")], ids=["plan", "dry-run"])
 def test_a_dry_run_leaves_the_state_byte_identical_and_writes_nothing(
-    command: tuple[str, ...], sandbox: Sandbox, setup: Path,
-    write_catalog: Callable[..., Path], run_cli: Run,
+    command: tuple[str, ...],
+    sandbox: Sandbox,
+    setup: Path,
+    write_catalog: Callable[..., Path],
+    run_cli: Run,
 ) -> None:
     assert run_cli("sync", "--config", str(setup)).returncode == 0
     rows = catalog_rows(30)  # 10 new products ...
@@ -270,7 +295,9 @@ def test_a_dry_run_leaves_the_state_byte_identical_and_writes_nothing(
 
 
 def test_status_shows_counts_runs_and_rejected_products(
-    sandbox: Sandbox, write_catalog: Callable[..., Path], write_config: Callable[..., Path],
+    sandbox: Sandbox,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
     run_cli: Run,
 ) -> None:
     write_catalog(catalog_rows(20), extra=BROKEN_ROWS)
@@ -386,4 +413,7 @@ def test_demo_syncs_the_sample_catalog_twice_and_exits_0(tmp_path: Path, run_cli
     assert "'12,50' is not a decimal number" in out, "the broken rows are shown"
     assert "HTTP 422" in out, "so is a product the API refuses"
     assert "updated    5" in out, "the second sync sends only the changed products"
+    assert "archived   1" in out, "and archives the product the catalog dropped"
+    assert 'PATCH HT-00004 {"price":48.20}' in out, "each update carries only what changed"
+    assert "description of HT-00004 survived the sync" in out, "create_only: the CMS's"
     assert (tmp_path / "demo" / "skuferry.db").exists()

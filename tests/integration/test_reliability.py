@@ -86,8 +86,12 @@ class FaultCase:
 
 
 MIXED = Faults(
-    drop_after_commit=0.04, error_after_commit=0.04, error_before_commit=0.04, reset=0.04,
-    slow_after_commit=0.04, slow_s=2.0,
+    drop_after_commit=0.04,
+    error_after_commit=0.04,
+    error_before_commit=0.04,
+    reset=0.04,
+    slow_after_commit=0.04,
+    slow_s=2.0,
 )
 FAULT_CASES = [
     FaultCase("drop_after_commit", Faults(drop_after_commit=0.2), 150, 11),
@@ -101,14 +105,26 @@ FAULT_CASES = [
 
 
 def _fault_kinds(faults: Faults) -> set[str]:
-    return {k for k in ("drop_after_commit", "error_after_commit", "error_before_commit",
-                        "reset", "slow_after_commit") if getattr(faults, k)}
+    return {
+        k
+        for k in (
+            "drop_after_commit",
+            "error_after_commit",
+            "error_before_commit",
+            "reset",
+            "slow_after_commit",
+        )
+        if getattr(faults, k)
+    }
 
 
 @pytest.mark.parametrize("case", FAULT_CASES, ids=lambda c: c.name)
 def test_faulty_writes_converge_to_each_product_exactly_once(
-    case: FaultCase, sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], figures: Callable[[str], None],
+    case: FaultCase,
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    figures: Callable[[str], None],
 ) -> None:
     sandbox = sandbox_factory(faults=case.faults, seed=case.seed, updates="patch")
     write_catalog(catalog_rows(case.products))
@@ -138,8 +154,10 @@ def test_faulty_writes_converge_to_each_product_exactly_once(
 
 
 def test_faulty_writes_converge_when_run_as_a_subprocess(
-    sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], run_cli: Callable[..., subprocess.CompletedProcess[str]],
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Callable[..., subprocess.CompletedProcess[str]],
     figures: Callable[[str], None],
 ) -> None:
     sandbox = sandbox_factory(faults=MIXED, seed=21, updates="patch")
@@ -161,8 +179,10 @@ def test_faulty_writes_converge_when_run_as_a_subprocess(
     assert_each_once(sandbox, catalog_keys(150))
     # skuferry's own accounting agrees with the sandbox's: one create or adoption per product
     assert sum(s["created"] + s["adopted"] for s in summaries) >= 150
-    figures(f"faults mixed (subprocess)        rate 20% products 150: runs to converge "
-            f"{len(codes)} (exit codes {codes}), faults {sandbox.stats().faults}, duplicates 0")
+    figures(
+        f"faults mixed (subprocess)        rate 20% products 150: runs to converge "
+        f"{len(codes)} (exit codes {codes}), faults {sandbox.stats().faults}, duplicates 0"
+    )
 
 
 # -- 2. kill -9 mid-run ----------------------------------------------------------------------
@@ -181,8 +201,11 @@ def wait_for_writes(sandbox: Sandbox, proc: subprocess.Popen[bytes], above: int)
 
 
 def kill_mid_write(
-    sandbox: Sandbox, start: Callable[[], subprocess.Popen[bytes]], rng: random.Random,
-    *, max_delay_s: float = 0.5,
+    sandbox: Sandbox,
+    start: Callable[[], subprocess.Popen[bytes]],
+    rng: random.Random,
+    *,
+    max_delay_s: float = 0.5,
 ) -> bool:
     """Start a sync, let it write for a seeded random moment, then SIGKILL it.
 
@@ -199,8 +222,11 @@ def kill_mid_write(
 
 
 def test_kill_9_at_random_moments_then_a_full_run_leaves_no_duplicate_and_no_gap(
-    sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], cli: Cli, figures: Callable[[str], None],
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    cli: Cli,
+    figures: Callable[[str], None],
 ) -> None:
     products = 300
     # 40 ms per answer and 4 in flight: ~100 writes/s, so a run lasts long enough to be cut.
@@ -224,9 +250,11 @@ def test_kill_9_at_random_moments_then_a_full_run_leaves_no_duplicate_and_no_gap
     assert_each_once(sandbox, catalog_keys(products))
     assert open_intents(state_path(config)) == []
     summary = json.loads(final.stdout.strip().splitlines()[-1])
-    figures(f"kill -9: {kills} kills mid-write ({with_intents} with open intents), "
-            f"{landed} of {products} products written before the final run, final run created "
-            f"{summary['created']} adopted {summary['adopted']}; duplicates 0, missing 0")
+    figures(
+        f"kill -9: {kills} kills mid-write ({with_intents} with open intents), "
+        f"{landed} of {products} products written before the final run, final run created "
+        f"{summary['created']} adopted {summary['adopted']}; duplicates 0, missing 0"
+    )
 
 
 # -- 3. someone else spends the workspace's write budget --------------------------------------
@@ -243,8 +271,9 @@ def hog() -> Iterator[Callable[[Sandbox, int], None]]:
 
         def spend() -> None:
             pace = 0.125  # ~8 writes/s after its burst: most of the workspace's 12/s
-            with httpx.Client(base_url=sandbox.url, timeout=5.0,
-                              headers={"Authorization": f"Bearer {OTHER_KEY}"}) as client:
+            with httpx.Client(
+                base_url=sandbox.url, timeout=5.0, headers={"Authorization": f"Bearer {OTHER_KEY}"}
+            ) as client:
                 while not stop.is_set():
                     limited = sandbox.stats().rate_limited_by_key.get(KEY, {}).get("write", 0)
                     if limited >= until_429s:
@@ -268,20 +297,25 @@ def hog() -> Iterator[Callable[[Sandbox, int], None]]:
 
 
 def test_a_second_key_spending_the_budget_gets_skuferry_429s_it_obeys(
-    sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], hog: Callable[[Sandbox, int], None],
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    hog: Callable[[Sandbox, int], None],
     figures: Callable[[str], None],
 ) -> None:
     products, per_key, per_workspace, max_in_flight = 200, 600, 720, 4
     # Bucket mode: the workspace refills 12/s, so every Retry-After is 1 s and the test is short.
     sandbox = sandbox_factory(
-        keys={KEY: WORKSPACE, OTHER_KEY: WORKSPACE}, mode="bucket", updates="patch",
+        keys={KEY: WORKSPACE, OTHER_KEY: WORKSPACE},
+        mode="bucket",
+        updates="patch",
         key_limits={"read": FAST, "write": per_key},
         workspace_limits={"read": FAST, "write": per_workspace},
     )
     write_catalog(catalog_rows(products))
-    config = write_config(sandbox.url, writes=per_key, limiter="bucket",
-                          max_in_flight=max_in_flight)
+    config = write_config(
+        sandbox.url, writes=per_key, limiter="bucket", max_in_flight=max_in_flight
+    )
     hog(sandbox, 3)  # the other key has spent its burst: the workspace has ~120 writes left
 
     codes = sync_until_clean(settings_for(config), max_runs=1)
@@ -300,22 +334,29 @@ def test_a_second_key_spending_the_budget_gets_skuferry_429s_it_obeys(
     assert len(early) <= (max_in_flight - 1) * ours
     assert codes == [errors.EXIT_OK]
     assert_each_once(sandbox, catalog_keys(products))
-    figures(f"second key spending the budget: skuferry got {ours} 429s, "
-            f"{len(too_early)} requests before Retry-After ({len(early)} already in flight "
-            f"when a 429 was sent), finished with exit {codes[-1]}, duplicates 0")
+    figures(
+        f"second key spending the budget: skuferry got {ours} 429s, "
+        f"{len(too_early)} requests before Retry-After ({len(early)} already in flight "
+        f"when a 429 was sent), finished with exit {codes[-1]}, duplicates 0"
+    )
 
 
 # -- 4. skuferry alone with the budget: zero 429s, both readings --------------------------------
 
 
 def test_alone_with_a_token_bucket_budget_skuferry_never_trips_it(
-    sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], figures: Callable[[str], None],
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    figures: Callable[[str], None],
 ) -> None:
     per_minute, products = 120, 140  # 20 more than the bucket holds: the refill rate binds
-    sandbox = sandbox_factory(mode="bucket", updates="patch",
-                              key_limits={"read": FAST, "write": per_minute},
-                              workspace_limits={"read": FAST, "write": per_minute})
+    sandbox = sandbox_factory(
+        mode="bucket",
+        updates="patch",
+        key_limits={"read": FAST, "write": per_minute},
+        workspace_limits={"read": FAST, "write": per_minute},
+    )
     write_catalog(catalog_rows(products))
     config = write_config(sandbox.url, writes=per_minute, limiter="bucket")
 
@@ -326,8 +367,10 @@ def test_alone_with_a_token_bucket_budget_skuferry_never_trips_it(
     assert stats.responses.get(429, 0) == 0
     assert codes == [errors.EXIT_OK]
     assert_each_once(sandbox, catalog_keys(products))
-    figures(f"alone, bucket {per_minute}/min, {products} products: 0 429s, "
-            f"writes spread over {stats.write_times[-1] - stats.write_times[0]:.1f} s")
+    figures(
+        f"alone, bucket {per_minute}/min, {products} products: 0 429s, "
+        f"writes spread over {stats.write_times[-1] - stats.write_times[0]:.1f} s"
+    )
 
 
 class SimulatedClock:
@@ -346,8 +389,10 @@ class SimulatedClock:
 
 
 def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_simulated_time(
-    sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], figures: Callable[[str], None],
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    figures: Callable[[str], None],
 ) -> None:
     """The window limiter against 1-minute windows, a minute of waiting made instant.
 
@@ -356,15 +401,19 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_simulated_t
     """
     per_minute, products = 120, 260  # three windows' worth
     clock = SimulatedClock()
-    sandbox = sandbox_factory(mode="window", updates="patch", clock=clock,
-                              key_limits={"read": FAST, "write": per_minute},
-                              workspace_limits={"read": FAST, "write": per_minute})
+    sandbox = sandbox_factory(
+        mode="window",
+        updates="patch",
+        clock=clock,
+        key_limits={"read": FAST, "write": per_minute},
+        workspace_limits={"read": FAST, "write": per_minute},
+    )
     write_catalog(catalog_rows(products))
     settings = settings_for(write_config(sandbox.url, writes=per_minute, max_in_flight=1))
-    budget = Budget.from_settings(settings.budget, settings.state.path, clock=clock,
-                                  wait=clock.wait)
-    with budget, RemoteClient(base_url=settings.api.base_url, api_key=settings.api_key(),
-                              timeout_s=5.0, budget=budget) as client:
+    budget = Budget.from_settings(
+        settings.budget, settings.state.path, clock=clock, wait=clock.wait
+    )
+    with budget, RemoteClient.from_settings(settings, stop=None, budget=budget) as client:
         summary = engine.run_once(settings, adapters=engine.Adapters(client=client))
 
     stats = sandbox.stats()
@@ -373,20 +422,27 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_simulated_t
     assert_each_once(sandbox, catalog_keys(products))
     windows = {int(t // 60) for t in stats.write_times}
     assert len(windows) >= 3, "the budget bound: the writes needed three windows"
-    figures(f"alone, window {per_minute}/min, {products} products (simulated time): 0 429s, "
-            f"writes in {len(windows)} windows over {stats.write_times[-1]:.0f} simulated s")
+    figures(
+        f"alone, window {per_minute}/min, {products} products (simulated time): 0 429s, "
+        f"writes in {len(windows)} windows over {stats.write_times[-1]:.0f} simulated s"
+    )
 
 
 @pytest.mark.slow
 def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_real_time(
-    sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], figures: Callable[[str], None],
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    figures: Callable[[str], None],
 ) -> None:
     """The default limiter against 1-minute windows: one real minute of waiting (~62 s)."""
     per_minute, products = 120, 140
-    sandbox = sandbox_factory(mode="window", updates="patch",
-                              key_limits={"read": FAST, "write": per_minute},
-                              workspace_limits={"read": FAST, "write": per_minute})
+    sandbox = sandbox_factory(
+        mode="window",
+        updates="patch",
+        key_limits={"read": FAST, "write": per_minute},
+        workspace_limits={"read": FAST, "write": per_minute},
+    )
     write_catalog(catalog_rows(products))
     config = write_config(sandbox.url, writes=per_minute)
 
@@ -396,8 +452,10 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_real_time(
     assert stats.rate_limited == {}, f"429s: {stats.rate_limited}"
     assert codes == [errors.EXIT_OK]
     assert_each_once(sandbox, catalog_keys(products))
-    figures(f"alone, window {per_minute}/min, {products} products (real time): 0 429s, "
-            f"writes spread over {stats.write_times[-1] - stats.write_times[0]:.1f} s")
+    figures(
+        f"alone, window {per_minute}/min, {products} products (real time): 0 429s, "
+        f"writes spread over {stats.write_times[-1] - stats.write_times[0]:.1f} s"
+    )
 
 
 # -- 5. bad key, unreachable, garbage: clear error, exit 3, state intact ------------------------
@@ -413,8 +471,11 @@ def _mirror_view(state: Path) -> tuple[list[tuple[str, str]], dict[str, int]]:
 
 @pytest.mark.parametrize("failure", ["bad_key", "unreachable", "html", "garbage_json"])
 def test_a_failed_run_says_why_exits_3_and_the_next_good_run_resolves_everything(
-    failure: str, sandbox_factory: Callable[..., Sandbox], write_catalog: Callable[..., Path],
-    write_config: Callable[..., Path], cli: Cli,
+    failure: str,
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    cli: Cli,
 ) -> None:
     products = 200
     sandbox = sandbox_factory(latency_s=0.04, updates="patch")
@@ -424,8 +485,9 @@ def test_a_failed_run_says_why_exits_3_and_the_next_good_run_resolves_everything
     # A run killed mid-write leaves open intents: the failing run must not disturb them.
     rng = random.Random(99)
     for _ in range(3):
-        kill_mid_write(sandbox, lambda: cli.start("sync", "--config", str(good)), rng,
-                       max_delay_s=0.3)
+        kill_mid_write(
+            sandbox, lambda: cli.start("sync", "--config", str(good)), rng, max_delay_s=0.3
+        )
         if open_intents(state):
             break
     before = _mirror_view(state)

@@ -59,7 +59,8 @@ def test_first_sync_creates_all_and_second_run_writes_nothing(tmp_path: Path) ->
     first = sync(settings, remote, rows)
     assert (first.created, first.failed, first.rejected) == (25, 0, 0)
     assert_exactly_once(remote, rows)
-    assert remote.requests == {"read": 0, "write": 25}  # empty remote: the walk found 0 pages
+    # empty remote: the walk asked for page 1, which answered 0 pages (as the API does)
+    assert remote.requests == {"read": 1, "write": 25}
     before = dict(remote.requests)
     second = sync(settings, remote, rows)
     assert (second.created, second.updated, second.unchanged) == (0, 0, 25)

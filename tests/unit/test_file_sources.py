@@ -14,8 +14,9 @@ import pytest
 from skuferry.config.load import CsvSourceSettings, JsonlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source, open_source
+from skuferry.sources.base import Source
 from skuferry.sources.csv import CsvSource
+from skuferry.sources.dispatch import open_source
 from skuferry.sources.jsonl import JsonlSource
 from tests.source_contract import GOOD, SourceContract
 

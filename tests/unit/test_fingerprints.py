@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from skuferry.config.load import FieldSpec, MappingSettings, Settings, settings_from_dict
-from skuferry.models import BadRecord, Kind, MirrorRow, Product, RawRecord, State
+from skuferry.models import BadRecord, Kind, MirrorRow, Product, RawRecord, State, was_mapped
 from skuferry.state.mirror import Mirror
 from skuferry.sync.engine import Adapters, run_once
 from skuferry.sync.mapping import Mapper
-from skuferry.sync.plan import plan, was_mapped
+from skuferry.sync.plan import plan
 from tests.fakes import FakeRemote, ListSource
 
 MAPPING = MappingSettings(

@@ -14,8 +14,10 @@ from pydantic import ValidationError
 from skuferry.config.sources import HttpSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source, open_source
-from skuferry.sources.http import HttpSource, retry_after_s, safe_url
+from skuferry.remote.retry import backoff_delay, parse_retry_after
+from skuferry.sources.base import Source
+from skuferry.sources.dispatch import open_source
+from skuferry.sources.http import HttpSource, safe_url
 from tests.pim_server import Fault, GeneratedCatalog, PimServer
 from tests.source_contract import GOOD, SourceContract
 
@@ -44,8 +46,9 @@ class Sleeps(list[float]):
         return self.now
 
 
-def make(url: str, sleeps: Sleeps | None = None, env: dict[str, str] | None = None,
-         **options: Any) -> HttpSource:
+def make(
+    url: str, sleeps: Sleeps | None = None, env: dict[str, str] | None = None, **options: Any
+) -> HttpSource:
     settings = HttpSourceSettings.model_validate({"type": "http", "url": url, **options})
     fake = sleeps if sleeps is not None else Sleeps()
     return HttpSource(settings, sleep=fake, clock=fake.clock, rng=random.Random(7), env=env)
@@ -89,24 +92,49 @@ class TestContract(SourceContract):
 
     def make_large_source(self, tmp_path: Path, n: int) -> Source:
         self.pim.catalog = GeneratedCatalog(n)
-        return make(self.pim.url("page"), items_path="items", pagination="page",
-                    page_size=1000, total_pages_path="meta.pages")
+        return make(
+            self.pim.url("page"),
+            items_path="items",
+            pagination="page",
+            page_size=1000,
+            total_pages_path="meta.pages",
+        )
 
 
 # -- every pagination style walks the whole catalog ---------------------------------------
 
+
 @pytest.mark.parametrize(
     ("style", "options", "pages"),
     [
-        ("page", {"pagination": "page", "items_path": "items", "page_size": 5,
-                  "total_pages_path": "meta.pages"}, 5),
+        (
+            "page",
+            {
+                "pagination": "page",
+                "items_path": "items",
+                "page_size": 5,
+                "total_pages_path": "meta.pages",
+            },
+            5,
+        ),
         # without a page count: stops at the first short page
         ("page", {"pagination": "page", "items_path": "items", "page_size": 5}, 5),
-        ("offset", {"pagination": "offset", "items_path": "items", "page_size": 5,
-                    "total_path": "total"}, 5),
+        (
+            "offset",
+            {"pagination": "offset", "items_path": "items", "page_size": 5, "total_path": "total"},
+            5,
+        ),
         ("offset", {"pagination": "offset", "items_path": "items", "page_size": 5}, 5),
-        ("cursor", {"pagination": "cursor", "items_path": "data", "page_size": 5,
-                    "cursor_path": "next_cursor"}, 5),
+        (
+            "cursor",
+            {
+                "pagination": "cursor",
+                "items_path": "data",
+                "page_size": 5,
+                "cursor_path": "next_cursor",
+            },
+            5,
+        ),
         ("hal", {"items_path": "_embedded.items"}, 2),  # next_link is the default; limit 20
         ("link", {"pagination": "next_link"}, 2),  # body is the list; RFC 8288 Link header
     ],
@@ -119,11 +147,19 @@ def test_each_pagination_style_reads_every_record_once(
 
 
 def test_page_style_sends_its_parameter_names(pim: PimServer) -> None:
-    source = make(pim.url("page"), pagination="page", items_path="items", page_size=10,
-                  size_param="limit", page_param="page", first_page=1)
+    source = make(
+        pim.url("page"),
+        pagination="page",
+        items_path="items",
+        page_size=10,
+        size_param="limit",
+        page_param="page",
+        first_page=1,
+    )
     assert skus(source) == EXPECTED
     assert [r.path for r in pim.requests] == [
-        "/page/products?limit=10&page=1", "/page/products?limit=10&page=2",
+        "/page/products?limit=10&page=1",
+        "/page/products?limit=10&page=2",
         "/page/products?limit=10&page=3",
     ]
 
@@ -136,8 +172,13 @@ def test_page_style_stops_at_an_empty_page_when_the_catalog_fills_the_last_page(
 
 
 def test_cursor_is_sent_back_as_the_configured_parameter(pim: PimServer) -> None:
-    source = make(pim.url("cursor"), pagination="cursor", items_path="data", page_size=20,
-                  cursor_path="next_cursor")
+    source = make(
+        pim.url("cursor"),
+        pagination="cursor",
+        items_path="data",
+        page_size=20,
+        cursor_path="next_cursor",
+    )
     assert skus(source) == EXPECTED
     assert "cursor=" not in pim.requests[0].path
     assert "cursor=" in pim.requests[1].path
@@ -148,7 +189,8 @@ def test_next_links_may_be_absolute_and_the_url_keeps_its_own_query() -> None:
         source = make(pim.url("link") + "?limit=10")
         assert skus(source) == EXPECTED
         assert [r.path for r in pim.requests] == [
-            "/link/products?limit=10", "/link/products?page=2&limit=10",
+            "/link/products?limit=10",
+            "/link/products?page=2&limit=10",
             "/link/products?page=3&limit=10",
         ]
 
@@ -173,6 +215,7 @@ def test_records_are_numbered_across_pages(pim: PimServer) -> None:
 
 # -- rate limits and failures ---------------------------------------------------------
 
+
 def test_429_waits_at_least_retry_after_then_completes(pim: PimServer) -> None:
     pim.faults.append(Fault(429, match="page=2", headers={"Retry-After": "7"}))
     sleeps = Sleeps()
@@ -190,14 +233,18 @@ def test_a_transient_500_is_retried_with_growing_backoff_and_the_walk_completes(
     source = make(pim.url("page"), sleeps, pagination="page", items_path="items", page_size=10)
     assert skus(source) == EXPECTED
     assert len(sleeps) == 2
-    assert 0.25 <= sleeps[0] <= 0.5 and 0.5 <= sleeps[1] <= 1.0  # base 0.5 s, doubled, jittered
+    # the CMS client's policy (remote/retry.py): base 0.5 s, doubled, full jitter
+    rng = random.Random(7)  # as make() seeds the source
+    assert sleeps == [backoff_delay(n, rng=rng, base=0.5) for n in (0, 1)]
+    assert 0 <= sleeps[0] <= 0.5 and 0 <= sleeps[1] <= 1.0
 
 
 def test_a_500_that_persists_mid_walk_fails_the_pull(pim: PimServer) -> None:
     pim.faults.append(Fault(500, times=None, match="page=2"))
     sleeps = Sleeps()
-    source = make(pim.url("page"), sleeps, pagination="page", items_path="items", page_size=10,
-                  max_retries=3)
+    source = make(
+        pim.url("page"), sleeps, pagination="page", items_path="items", page_size=10, max_retries=3
+    )
     seen: list[RawRecord | BadRecord] = []
     with pytest.raises(SourceError) as info:
         seen.extend(source.records())
@@ -241,24 +288,47 @@ def test_a_malformed_page_fails_the_pull(pim: PimServer, body: bytes, problem: s
 def test_requests_per_minute_paces_the_walk() -> None:
     with PimServer(GeneratedCatalog(23)) as pim:
         sleeps = Sleeps()
-        source = make(pim.url("page"), sleeps, pagination="page", items_path="items",
-                      page_size=10, requests_per_minute=30)
+        source = make(
+            pim.url("page"),
+            sleeps,
+            pagination="page",
+            items_path="items",
+            page_size=10,
+            requests_per_minute=30,
+        )
         assert skus(source) == EXPECTED
     assert sleeps == [2.0, 2.0]  # 3 requests, 60/30 s apart
 
 
 def test_retry_after_accepts_seconds_and_http_dates() -> None:
-    assert retry_after_s("12") == 12
-    assert retry_after_s("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412500.0) == 10
-    assert retry_after_s("soon") is None and retry_after_s(None) is None
+    # the source reads Retry-After with the CMS client's parser (remote/retry.py)
+    assert parse_retry_after("12") == 12
+    date = "Wed, 21 Oct 2015 07:28:20 GMT"  # the server's clock, not ours
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", date_header=date) == 10
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:30 -0000", date_header=date) == 10  # UTC
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+def test_a_429_with_retry_after_zero_backs_off_instead_of_hammering(pim: PimServer) -> None:
+    pim.faults.append(Fault(429, match="page=2", headers={"Retry-After": "0"}))
+    sleeps = Sleeps()
+    source = make(pim.url("page"), sleeps, pagination="page", items_path="items", page_size=10)
+    assert skus(source) == EXPECTED
+    assert sleeps == [backoff_delay(0, rng=random.Random(7), base=0.5)] and sleeps[0] > 0
 
 
 # -- auth and secrets -----------------------------------------------------------------
 
+
 def test_bearer_token_from_the_environment_is_sent() -> None:
     with PimServer(GeneratedCatalog(3), token=TOKEN) as pim:
-        source = make(pim.url("hal"), env={"PIM_TOKEN": TOKEN}, auth="bearer",
-                      token_env="PIM_TOKEN", items_path="_embedded.items")
+        source = make(
+            pim.url("hal"),
+            env={"PIM_TOKEN": TOKEN},
+            auth="bearer",
+            token_env="PIM_TOKEN",
+            items_path="_embedded.items",
+        )
         assert len(skus(source)) == 3
         assert pim.requests[0].authorization == f"Bearer {TOKEN}"
 
@@ -266,16 +336,20 @@ def test_bearer_token_from_the_environment_is_sent() -> None:
 def test_basic_auth_with_a_password_file_is_sent(tmp_path: Path) -> None:
     (tmp_path / "pw").write_text(PASSWORD + "\n")
     with PimServer(GeneratedCatalog(3), basic=("erp", PASSWORD)) as pim:
-        source = make(pim.url("hal"), auth="basic", username="erp",
-                      password_file=str(tmp_path / "pw"), items_path="_embedded.items")
+        source = make(
+            pim.url("hal"),
+            auth="basic",
+            username="erp",
+            password_file=str(tmp_path / "pw"),
+            items_path="_embedded.items",
+        )
         assert len(skus(source)) == 3
         assert (pim.requests[0].authorization or "").startswith("Basic ")
 
 
 def test_a_refused_token_fails_without_showing_it() -> None:
     with PimServer(GeneratedCatalog(3), token="the-right-one") as pim:
-        source = make(pim.url("hal"), auth="bearer", token=TOKEN,
-                      items_path="_embedded.items")
+        source = make(pim.url("hal"), auth="bearer", token=TOKEN, items_path="_embedded.items")
         with pytest.raises(SourceError, match="credentials were refused") as info:
             list(source.records())
     assert TOKEN not in str(info.value)
@@ -293,6 +367,7 @@ def test_describe_and_errors_mask_credentials_in_the_url() -> None:
 
 
 # -- settings -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("options", "where"),

@@ -79,7 +79,7 @@ def test_an_old_file_is_migrated_in_place_keeping_its_rows(path: Path) -> None:
     old_file(path)
     m = Mirror(path)
     try:
-        assert m.lookup()["A"] == MirrorRow("A", State.SYNCED, digest="d1", remote_id="r1")
+        assert m.known()["A"] == MirrorRow("A", State.SYNCED, digest="d1", remote_id="r1")
     finally:
         m.close()
     assert user_version(path) == schema.SCHEMA_VERSION
@@ -106,10 +106,10 @@ def test_a_crash_between_intent_and_outcome_leaves_pending_with_the_intent(path:
 
     m = Mirror(path)
     try:
-        assert m.lookup()["A"] == MirrorRow("A", State.PENDING, intent_digest=p.digest)
+        assert m.known()["A"] == MirrorRow("A", State.PENDING, intent_digest=p.digest)
         assert m.open_intents() == [("A", p.digest)]
         m.record_created(p, "r1")
-        assert m.lookup()["A"] == MirrorRow("A", State.SYNCED, digest=p.digest, remote_id="r1")
+        assert m.known()["A"] == MirrorRow("A", State.SYNCED, digest=p.digest, remote_id="r1")
         assert m.open_intents() == []
         assert m.payload("A") == {"sku": "A", "price": Decimal("19.90")}
     finally:
@@ -130,7 +130,7 @@ def test_open_intent_keeps_a_known_remote_id_and_digest(mirror: Mirror) -> None:
     mirror.record_created(old, "r1")
     new = prod("A", price=2)
     mirror.open_intent(new, run_id=1)
-    assert mirror.lookup()["A"] == MirrorRow(
+    assert mirror.known()["A"] == MirrorRow(
         "A", State.PENDING, digest=old.digest, remote_id="r1", intent_digest=new.digest
     )
 
@@ -140,7 +140,7 @@ def test_a_failed_create_keeps_its_intent_and_counts_attempts(mirror: Mirror) ->
     mirror.open_intent(p, run_id=1)
     mirror.record_failed("A", "outcome unknown: timeout", product=p)
     mirror.record_failed("A", "outcome unknown: reset", product=p)
-    assert mirror.lookup()["A"] == MirrorRow(
+    assert mirror.known()["A"] == MirrorRow(
         "A", State.FAILED, intent_digest=p.digest, last_error="outcome unknown: reset"
     )
     attempts = mirror.db.conn.execute("SELECT attempts FROM products").fetchone()[0]
@@ -154,12 +154,12 @@ def test_a_rejected_row_shows_the_refused_digest_and_keeps_the_confirmed_one(
     mirror.record_created(good, "r1")
     mirror.open_intent(bad, run_id=1)
     mirror.record_rejected(bad, "price must be positive")
-    assert mirror.lookup()["A"] == MirrorRow(
+    assert mirror.known()["A"] == MirrorRow(
         "A", State.REJECTED, digest=bad.digest, remote_id="r1", last_error="price must be positive"
     )
     assert not mirror.has_intent("A")
     mirror.mark_gone(["A"])
-    assert mirror.lookup()["A"].digest == good.digest  # GONE: what the remote holds
+    assert mirror.known()["A"].digest == good.digest  # GONE: what the remote holds
 
 
 def test_adoption_links_the_remote_id(mirror: Mirror) -> None:
@@ -167,8 +167,8 @@ def test_adoption_links_the_remote_id(mirror: Mirror) -> None:
     mirror.open_intent(a, run_id=1)
     mirror.record_adopted(a, "r1", in_step=True)
     mirror.record_adopted(b, "r2", in_step=False)
-    assert mirror.lookup()["A"] == MirrorRow("A", State.SYNCED, digest=a.digest, remote_id="r1")
-    assert mirror.lookup()["B"] == MirrorRow("B", State.PENDING, remote_id="r2")  # update follows
+    assert mirror.known()["A"] == MirrorRow("A", State.SYNCED, digest=a.digest, remote_id="r1")
+    assert mirror.known()["B"] == MirrorRow("B", State.PENDING, remote_id="r2")  # update follows
     assert mirror.open_intents() == []
 
 
@@ -176,22 +176,22 @@ def test_drift_keeps_the_confirmed_digest(mirror: Mirror) -> None:
     old = prod("A", price=1)
     mirror.record_created(old, "r1")
     mirror.record_drift(prod("A", price=2), "updates are off")
-    assert mirror.lookup()["A"] == MirrorRow(
+    assert mirror.known()["A"] == MirrorRow(
         "A", State.DRIFT, digest=old.digest, remote_id="r1", last_error="updates are off"
     )
     assert mirror.mark_in_step(["A"]) == 1
-    assert mirror.lookup()["A"].state is State.SYNCED
+    assert mirror.known()["A"].state is State.SYNCED
 
 
 def test_duplicate_and_remote_missing(mirror: Mirror) -> None:
     mirror.open_intent(prod("A"), run_id=1)
     mirror.record_duplicate("A", ["r1", "r2"])
-    row = mirror.lookup()["A"]
+    row = mirror.known()["A"]
     assert (row.state, row.intent_digest) == (State.DUPLICATE, None)
     assert "r1, r2" in (row.last_error or "")
     mirror.record_created(prod("B"), "r3")
     mirror.record_remote_missing("B")
-    assert mirror.lookup()["B"] == MirrorRow(
+    assert mirror.known()["B"] == MirrorRow(
         "B", State.PENDING, last_error="remote id r3 no longer exists"
     )
     assert mirror.payload("B") is None
@@ -215,9 +215,9 @@ def test_a_walk_makes_every_remote_key_known(mirror: Mirror) -> None:
     mirror.open_intent(prod("C"), run_id=1)  # an open intent is resolved by lookup, not here
     mirror.mark_walked(123.0, remote=[("A", "r1"), ("B", "r2"), ("C", "r3")])
     assert mirror.walked()
-    assert mirror.lookup()["A"] == MirrorRow("A", State.REMOTE_ONLY, remote_id="r1")
-    assert mirror.lookup()["B"].remote_id == "r2"
-    assert mirror.lookup()["C"].remote_id is None
+    assert mirror.known()["A"] == MirrorRow("A", State.REMOTE_ONLY, remote_id="r1")
+    assert mirror.known()["B"].remote_id == "r2"
+    assert mirror.known()["C"].remote_id is None
     assert "A" not in set(mirror.keys()), "a remote-only product is not in the source"
     assert mirror.count() == 2
     assert mirror.mark_gone(["A"]) == 0, "it never left the source, it was never in it"
@@ -228,7 +228,8 @@ def test_rejected_lists_most_recent_first(mirror: Mirror) -> None:
     mirror.record_rejected(prod("B", 4), "second")
     mirror.record_created(prod("C"), "r1")
     assert [(r["key"], r["reason"], r["line"]) for r in mirror.rejected()] == [
-        ("B", "second", 4), ("A", "first", 3)
+        ("B", "second", 4),
+        ("A", "first", 3),
     ]
     assert mirror.rejected()[0]["at"] > mirror.rejected()[1]["at"]
     assert len(mirror.rejected(limit=1)) == 1
@@ -259,7 +260,7 @@ def test_lookup_is_a_mapping_streaming_keys_in_pages(
     keys = [f"K{i:02d}" for i in range(10)]
     for key in reversed(keys):
         mirror.record_created(prod(key), "r" + key)
-    lookup = mirror.lookup()
+    lookup = mirror.known()
     assert list(lookup) == keys
     assert len(lookup) == 10
     assert "K03" in lookup and "nope" not in lookup
@@ -326,7 +327,7 @@ def test_seen_table_membership_reads_ahead_correctly(
 def test_readonly_without_a_file_creates_nothing(path: Path) -> None:
     m = Mirror(path, readonly=True)
     try:
-        assert len(m.lookup()) == 0 and not m.walked()
+        assert len(m.known()) == 0 and not m.walked()
         seen = m.seen_table()
         seen["A"] = ("d", 1)
         assert "A" in seen
@@ -343,7 +344,7 @@ def test_readonly_reads_without_touching_the_file(path: Path) -> None:
 
     m = Mirror(path, readonly=True)
     try:
-        assert m.lookup()["A"].remote_id == "r1"
+        assert m.known()["A"].remote_id == "r1"
         assert m.count() == 1
         seen = m.seen_table()
         seen["A"] = ("d", 1)
@@ -362,7 +363,7 @@ def test_readonly_reads_an_old_file_without_migrating_it(path: Path) -> None:
     before = path.read_bytes()
     m = Mirror(path, readonly=True)
     try:
-        assert m.lookup()["A"].remote_id == "r1"
+        assert m.known()["A"].remote_id == "r1"
     finally:
         m.close()
     assert path.read_bytes() == before and user_version(path) == 1

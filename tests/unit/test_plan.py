@@ -1,13 +1,16 @@
-"""The planner, rule by rule with plain data, then as a whole against a model remote."""
+"""The planner, rule by rule with plain data, then one property over generated catalogs.
+
+Whole runs (planner, writer and engine together) are ``test_run_machine.py``'s model-based test.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from skuferry import canonical
@@ -144,8 +147,11 @@ def test_an_identical_repeat_is_ignored() -> None:
 
 
 def test_a_conflicting_repeat_rejects_the_key_naming_both_lines_and_the_field() -> None:
-    records = [prod("A-1", 3, price=1, name="x"), prod("B-1", 4),
-               prod("A-1", 17, price=2, name="x")]
+    records = [
+        prod("A-1", 3, price=1, name="x"),
+        prod("B-1", 4),
+        prod("A-1", 17, price=2, name="x"),
+    ]
     actions = list(plan(records, {}, walked=True))
     final = last_by_key(actions)
     assert final["A-1"].kind is Kind.REJECT
@@ -206,7 +212,7 @@ def test_a_given_seen_mapping_is_filled_with_digest_and_first_line() -> None:
     assert seen == {"A-1": (a.digest, 5)}
 
 
-# -- the whole: plan, apply to a model remote, plan again --------------------------------
+# -- generated catalogs against generated mirrors ----------------------------------------
 
 KEYS = ["A", "B", "C", "D", "E"]
 REFUSED = "!"  # the model API rejects any payload whose name is this
@@ -247,15 +253,32 @@ class World:
 
 def payloads(key: str, *, names: list[str] | None = None) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
-        {"sku": st.just(key), "price": st.integers(0, 2),
-         "name": st.sampled_from(names or ["ok", "x", REFUSED])}
+        {
+            "sku": st.just(key),
+            "price": st.integers(0, 2),
+            "name": st.sampled_from(names or ["ok", "x", REFUSED]),
+        }
     )
 
 
 SCENARIOS = [
-    "absent", "orphan", "synced", "pending_landed", "pending_lost", "failed_id", "failed_noid",
-    "rejected_noid", "rejected_id", "drift", "gone_id", "gone_noid", "missing", "adopted",
-    "unknown_landed", "unknown_lost", "missing_recreated",
+    "absent",
+    "orphan",
+    "synced",
+    "pending_landed",
+    "pending_lost",
+    "failed_id",
+    "failed_noid",
+    "rejected_noid",
+    "rejected_id",
+    "drift",
+    "gone_id",
+    "gone_noid",
+    "missing",
+    "adopted",
+    "unknown_landed",
+    "unknown_lost",
+    "missing_recreated",
 ]
 
 
@@ -270,8 +293,18 @@ def worlds(draw: st.DrawFn) -> World:
         on_remote = draw(payloads(key, names=["ok", "x"]))
         refused = draw(payloads(key, names=[REFUSED]))
         d = canonical.digest(on_remote)
-        if scenario in ("orphan", "synced", "pending_landed", "failed_id", "rejected_id", "drift",
-                        "gone_id", "adopted", "unknown_landed", "missing_recreated"):
+        if scenario in (
+            "orphan",
+            "synced",
+            "pending_landed",
+            "failed_id",
+            "rejected_id",
+            "drift",
+            "gone_id",
+            "adopted",
+            "unknown_landed",
+            "missing_recreated",
+        ):
             rid = world.new_id()
             world.remote[rid] = on_remote
         if scenario == "failed_id":  # the failed update's outcome is unknown: it may have landed
@@ -289,8 +322,12 @@ def worlds(draw: st.DrawFn) -> World:
             "unknown_landed": Row(State.FAILED, intent=d),
             "unknown_lost": Row(State.FAILED, intent=d),
         }
-        with_id = {"failed_id": State.FAILED, "drift": State.DRIFT, "gone_id": State.GONE,
-                   "synced": State.SYNCED}
+        with_id = {
+            "failed_id": State.FAILED,
+            "drift": State.DRIFT,
+            "gone_id": State.GONE,
+            "synced": State.SYNCED,
+        }
         if scenario in with_id:
             world.mirror[key] = Row(with_id[scenario], d, remote_id=rid)
         elif scenario == "rejected_id":
@@ -316,60 +353,6 @@ def catalogs(draw: st.DrawFn) -> list[Product | BadRecord]:
     return records
 
 
-def apply(world: World, actions: Iterable[Action]) -> int:
-    """The in-test executor: last action per key wins. Returns how many remote writes it made."""
-    writes = 0
-    walked_now = False
-
-    def walk() -> None:  # as mark_walked(remote=...): every remote key becomes known
-        for rid, body in world.remote.items():
-            known = world.mirror.get(body["sku"])
-            if known is None:
-                world.mirror[body["sku"]] = Row(State.GONE, remote_id=rid)
-            elif known.remote_id is None and known.intent is None:
-                known.remote_id, known.digest = rid, None
-        world.walked = True
-
-    def send(product: Product, rid: str | None) -> None:
-        nonlocal writes
-        current = world.mirror.get(product.key) or Row(State.PENDING)
-        if product.payload["name"] == REFUSED:
-            world.mirror[product.key] = replace(current, state=State.REJECTED,
-                                                rejected_digest=product.digest, intent=None)
-            return
-        writes += 1
-        rid = rid or world.new_id()
-        world.remote[rid] = product.payload
-        world.mirror[product.key] = Row(State.SYNCED, product.digest, remote_id=rid)
-
-    for key, action in last_by_key(actions).items():
-        if key is None:
-            continue
-        row_ = world.mirror.get(key)
-        if action.kind is Kind.CREATE:
-            assert action.product is not None
-            if action.lookup_first:
-                if not walked_now:
-                    walk()
-                    walked_now = True
-                found = world.holding(key)
-                assert len(found) <= 1, f"the remote already holds {key} twice"
-                if found and world.remote[found[0]] == action.product.payload:
-                    world.mirror[key] = Row(State.SYNCED, action.product.digest, remote_id=found[0])
-                    continue
-                send(action.product, found[0] if found else None)
-            else:
-                send(action.product, None)
-        elif action.kind is Kind.UPDATE:
-            assert action.product is not None
-            send(action.product, action.remote_id)
-        elif action.kind is Kind.GONE and row_ is not None:
-            row_.state = State.GONE
-        elif action.kind is Kind.UNCHANGED and row_ is not None and row_.state is not State.SYNCED:
-            row_.state = State.SYNCED  # as mirror.mark_in_step
-    return writes
-
-
 def valid_keys(records: list[Product | BadRecord]) -> dict[str, Product]:
     """Keys with one consistent valid product and no bad record."""
     firsts: dict[str, Product] = {}
@@ -383,29 +366,6 @@ def valid_keys(records: list[Product | BadRecord]) -> dict[str, Product]:
         else:
             firsts.setdefault(r.key, r)
     return {k: p for k, p in firsts.items() if k not in spoiled}
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(world=worlds(), records=catalogs())
-def test_two_runs_converge_without_duplicates(
-    world: World, records: list[Product | BadRecord]
-) -> None:
-    first = list(plan(records, world.view(), walked=world.walked))
-    apply(world, first)
-
-    for key in KEYS:
-        assert len(world.holding(key)) <= 1, f"{key} was created twice"
-    for key, product in valid_keys(records).items():
-        if product.payload["name"] == REFUSED:
-            continue
-        held = world.holding(key)
-        assert len(held) == 1, f"{key} is not on the remote"
-        assert world.remote[held[0]] == product.payload
-
-    second = list(plan(records, world.view(), walked=world.walked))
-    kinds = {a.kind for a in last_by_key(second).values()}
-    assert kinds <= {Kind.UNCHANGED, Kind.STILL_REJECTED, Kind.REJECT}, second
-    assert apply(world, second) == 0
 
 
 @given(records=catalogs(), world=worlds())

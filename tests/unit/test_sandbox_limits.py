@@ -108,6 +108,22 @@ def test_bucket_starts_full_and_refills_at_n_per_minute() -> None:
     assert not write(rl).allowed
 
 
+def test_a_burst_smaller_than_the_minute_refills_at_the_minute_rate() -> None:
+    # issue 12: a gateway like nginx limit_req rate=10r/s burst=20, told "600 per minute"
+    clock = FakeClock()
+    limits = {"write": TierLimit(per_key=600, per_workspace=600)}
+    rl = RateLimiter(limits, mode="bucket", clock=clock, burst=20)
+    assert sum(write(rl).allowed for _ in range(25)) == 20
+    assert write(rl) == Decision(allowed=False, retry_after=1, scope="workspace")
+    clock.now += 1.0  # ten tokens back, never more than twenty
+    assert sum(write(rl).allowed for _ in range(15)) == 10
+    clock.now += 60.0
+    assert sum(write(rl).allowed for _ in range(25)) == 20
+    assert min_elapsed(1200, 600, "bucket", burst=20) == pytest.approx(118.0)
+    with pytest.raises(UsageError):
+        RateLimiter(limits, mode="window", clock=clock, burst=20)
+
+
 def test_bucket_never_holds_more_than_its_capacity() -> None:
     clock = FakeClock()
     rl = limiter(clock, mode="bucket", per_key=2, per_workspace=100)

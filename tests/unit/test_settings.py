@@ -123,8 +123,10 @@ def test_toml_error_at_end_of_file(here: Path) -> None:
 )
 def test_field_problem_messages(here: Path, extra: str, expected: str) -> None:
     # the extra table goes into the file as its own section (or merges into [api])
-    text = MINIMAL.replace("[api]\n", extra + "\n", 1) if extra.startswith("[api]") else (
-        MINIMAL + "\n" + extra + "\n"
+    text = (
+        MINIMAL.replace("[api]\n", extra + "\n", 1)
+        if extra.startswith("[api]")
+        else (MINIMAL + "\n" + extra + "\n")
     )
     assert problems_of(text) == [f"config.toml: {expected}"]
 
@@ -175,7 +177,10 @@ def test_unknown_keys_at_every_level(here: Path, text: str, expected: str) -> No
 
 def test_unknown_key_without_a_close_match_lists_the_known_ones(here: Path) -> None:
     problems = problems_of(MINIMAL + "[safety]\nzzz = 1\n")
-    assert problems == ["config.toml: at 'safety.zzz': unknown key; known keys: 'max_change_ratio'"]
+    assert problems == [
+        "config.toml: at 'safety.zzz': unknown key; known keys: 'max_change_ratio', "
+        "'max_gone_ratio'"
+    ]
 
 
 def test_config_path_is_not_a_file_key(here: Path) -> None:
@@ -188,7 +193,7 @@ def test_config_path_is_not_a_file_key(here: Path) -> None:
 def test_source_type_missing_or_unknown(here: Path, source: str) -> None:
     text = MINIMAL.replace('type = "csv"\npath = "catalog.csv"', source)
     assert problems_of(text) == [
-        "config.toml: at 'source.type': must be one of 'csv', 'jsonl', 'http', 'sql'"
+        "config.toml: at 'source.type': must be one of 'csv', 'jsonl', 'http', 'sql', 'xlsx', 'xml'"
     ]
 
 
@@ -203,7 +208,9 @@ def test_mapping_field_of_the_wrong_shape(here: Path) -> None:
 # --- api.base_url -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", ["cms.example.com", "ftp://cms.example.com", "https://", "https:///x"])
+@pytest.mark.parametrize(
+    "url", ["cms.example.com", "ftp://cms.example.com", "https://", "https:///x"]
+)
 def test_base_url_needs_http_scheme_and_host(here: Path, url: str) -> None:
     problems = problems_of(MINIMAL.replace("https://cms.example.com", url))
     assert problems == [
@@ -235,6 +242,7 @@ def key_setup(here: Path, *, inline: bool, file: bool, creds: bool) -> dict[str,
         api.append('api_key = "from-inline"')
     if file:
         (here / "key.txt").write_text("from-file\n", encoding="utf-8")
+        (here / "key.txt").chmod(0o600)  # a world-readable key file is refused
         api.append('api_key_file = "key.txt"')
     env: dict[str, str] = {}
     if creds:
@@ -248,9 +256,12 @@ def key_setup(here: Path, *, inline: bool, file: bool, creds: bool) -> dict[str,
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
+        # one precedence for every secret: environment > file > inline (config/secrets.py)
         ({"env", "inline", "file", "creds"}, "from-env"),
-        ({"inline", "file", "creds"}, "from-inline"),
+        ({"inline", "file", "creds"}, "from-file"),
         ({"file", "creds"}, "from-file"),
+        ({"inline", "creds"}, "from-credentials"),
+        ({"inline"}, "from-inline"),
         ({"creds"}, "from-credentials"),
     ],
 )
@@ -263,10 +274,14 @@ def test_api_key_precedence(here: Path, given: set[str], expected: str) -> None:
 
 
 def test_api_key_file_resolves_against_the_config_folder(tmp_path: Path) -> None:
-    config = write(tmp_path, MINIMAL.replace("[api]\n", '[api]\napi_key_file = "secret/key"\n'),
-                   "etc/config.toml")
+    config = write(
+        tmp_path,
+        MINIMAL.replace("[api]\n", '[api]\napi_key_file = "secret/key"\n'),
+        "etc/config.toml",
+    )
     (tmp_path / "etc" / "secret").mkdir()
     (tmp_path / "etc" / "secret" / "key").write_text(KEY + "\n", encoding="utf-8")
+    (tmp_path / "etc" / "secret" / "key").chmod(0o600)  # a world-readable key file is refused
     settings = load_settings(config, env={})
     assert settings.api.api_key_file == tmp_path / "etc" / "secret" / "key"
     assert settings.api_key().get_secret_value() == KEY
@@ -283,9 +298,7 @@ def test_api_key_file_resolves_against_the_config_folder(tmp_path: Path) -> None
 def test_bad_api_key_file_names_the_path(here: Path, make: object, message: str) -> None:
     key_path = here / "key"
     make(key_path)  # type: ignore[operator]
-    problems = problems_of(
-        MINIMAL.replace("[api]\n", '[api]\napi_key_file = "key"\n'), env={}
-    )
+    problems = problems_of(MINIMAL.replace("[api]\n", '[api]\napi_key_file = "key"\n'), env={})
     assert problems == [f"config.toml: at 'api.api_key_file': {message.format(p=key_path)}"]
 
 
@@ -373,8 +386,10 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> Non
 
 
 def test_variables_and_home_expand_in_paths(tmp_path: Path) -> None:
-    config = write(tmp_path, MINIMAL.replace('"catalog.csv"', '"${EXPORTS}/$NAME.csv"')
-                   + '[state]\npath = "~/sk.db"\n')
+    config = write(
+        tmp_path,
+        MINIMAL.replace('"catalog.csv"', '"${EXPORTS}/$NAME.csv"') + '[state]\npath = "~/sk.db"\n',
+    )
     env = {**ENV, "EXPORTS": "/srv/exports", "NAME": "products", "HOME": "/home/op"}
     settings = load_settings(config, env=env)
     assert isinstance(settings.source, CsvSourceSettings)
@@ -457,7 +472,10 @@ def test_cron_must_be_a_valid_crontab(here: Path, cron: str) -> None:
 
 
 def test_valid_cron_and_mapping_load(here: Path) -> None:
-    write(here, MINIMAL + textwrap.dedent("""\
+    write(
+        here,
+        MINIMAL
+        + textwrap.dedent("""\
         [schedule]
         cron = "*/15 6-22 * * mon-fri"
         [mapping]
@@ -465,11 +483,13 @@ def test_valid_cron_and_mapping_load(here: Path) -> None:
         [mapping.fields]
         ean = "EAN"
         price = { column = "P", type = "decimal", required = true }
-        """))
+        """),
+    )
     settings = load_settings("config.toml", env=ENV)
     assert settings.schedule.cron == "*/15 6-22 * * mon-fri"
     assert settings.mapping.fields == {
-        "ean": "EAN", "price": FieldSpec(column="P", type="decimal", required=True)
+        "ean": "EAN",
+        "price": FieldSpec(column="P", type="decimal", required=True),
     }
 
 

@@ -21,13 +21,15 @@ from pydantic import ValidationError
 from skuferry.config.sources import SqlSourceSettings, anchor_sqlite_url
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source, open_source
+from skuferry.sources.base import Source
+from skuferry.sources.dispatch import open_source
 from skuferry.sources.sql import SqlSource, UnconvertibleError, to_field
 from tests.source_contract import GOOD, SourceContract
 
 
-def sqlite_file(path: Path, rows: Iterable[tuple[Any, ...]],
-                columns: str = "sku TEXT, name TEXT, price TEXT") -> Path:
+def sqlite_file(
+    path: Path, rows: Iterable[tuple[Any, ...]], columns: str = "sku TEXT, name TEXT, price TEXT"
+) -> Path:
     conn = sqlite3.connect(path)
     try:
         conn.execute(f"CREATE TABLE products ({columns})")
@@ -50,8 +52,12 @@ class TestContract(SourceContract):
         return make(f"sqlite:///{db}", table="products")
 
     def make_source_with_bad_record(self, tmp_path: Path) -> tuple[Source, int]:
-        rows = [tuple(GOOD[0].values()), ("X-9", b"\xff\xfe not text", "1.00"),
-                tuple(GOOD[1].values()), tuple(GOOD[2].values())]
+        rows = [
+            tuple(GOOD[0].values()),
+            ("X-9", b"\xff\xfe not text", "1.00"),
+            tuple(GOOD[1].values()),
+            tuple(GOOD[2].values()),
+        ]
         return make(f"sqlite:///{sqlite_file(tmp_path / 'c.db', rows)}", table="products"), 1
 
     def make_unreachable_source(self, tmp_path: Path) -> tuple[Source, str]:
@@ -65,8 +71,10 @@ class TestContract(SourceContract):
 
 def test_a_query_selects_and_renames_columns(tmp_path: Path) -> None:
     db = sqlite_file(tmp_path / "c.db", [("A-1", "Anvil", "19.90"), ("B-2", "Bucket", "4.50")])
-    source = make(f"sqlite:///{db}",
-                  query="SELECT sku AS ItemNo, name AS Description FROM products WHERE sku = 'B-2'")
+    source = make(
+        f"sqlite:///{db}",
+        query="SELECT sku AS ItemNo, name AS Description FROM products WHERE sku = 'B-2'",
+    )
     out = list(source.records())
     assert out == [RawRecord(line=1, fields={"ItemNo": "B-2", "Description": "Bucket"})]
 
@@ -148,8 +156,12 @@ def test_an_unreachable_server_names_the_host_never_the_password() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    source = make(f"postgresql://erp@127.0.0.1:{port}/shop", env={"PGPW": "hunter2-secret"},
-                  password_env="PGPW", table="items")
+    source = make(
+        f"postgresql://erp@127.0.0.1:{port}/shop",
+        env={"PGPW": "hunter2-secret"},
+        password_env="PGPW",
+        table="items",
+    )
     with pytest.raises(SourceError, match=f"host 127.0.0.1:{port}") as info:
         list(source.records())
     assert "hunter2-secret" not in str(info.value)

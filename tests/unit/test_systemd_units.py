@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 UNITS_DIR = Path(__file__).resolve().parents[2] / "systemd"
-UNITS = sorted(p.name for p in UNITS_DIR.iterdir() if p.suffix in (".service", ".timer"))
+UNITS = sorted(p.name for p in UNITS_DIR.iterdir() if p.suffix in (".service", ".timer", ".path"))
 SERVICES = [u for u in UNITS if u.endswith(".service")]
 BINARY = "/usr/local/bin/skuferry"
 MAX_EXPOSURE = 2.0
@@ -56,21 +56,25 @@ def staged(tmp_path: Path) -> Path:
     units.mkdir()
     for name in UNITS:
         text = (UNITS_DIR / name).read_text()
-        assert BINARY in text or name.endswith(".timer")
+        assert BINARY in text or name.endswith((".timer", ".path"))
         (units / name).write_text(text.replace(BINARY, str(fake)))
     return units
 
 
 def analyze(*args: str) -> subprocess.CompletedProcess[str]:
     assert ANALYZE is not None
-    return subprocess.run([ANALYZE, *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return subprocess.run([ANALYZE, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_every_expected_unit_exists() -> None:
     assert set(UNITS) == {
-        "skuferry.service", "skuferry-sync.service", "skuferry-sync.timer",
-        "skuferry@.service", "skuferry-sync@.service", "skuferry-sync@.timer",
+        "skuferry.service",
+        "skuferry-sync.service",
+        "skuferry-sync.timer",
+        "skuferry@.service",
+        "skuferry-sync@.service",
+        "skuferry-sync@.timer",
+        "skuferry-sync.path",
     }
 
 
@@ -128,6 +132,12 @@ def test_sync_units_are_oneshots_where_a_held_lock_is_success() -> None:
         assert values(unit, "SuccessExitStatus") == ["75"]
 
 
+def test_the_path_unit_starts_the_oneshot_when_the_export_changes() -> None:
+    assert values("skuferry-sync.path", "PathChanged") == ["/var/lib/skuferry/export/products.csv"]
+    assert values("skuferry-sync.path", "Unit") == ["skuferry-sync.service"]
+    assert values("skuferry-sync.path", "WantedBy") == ["paths.target"]
+
+
 def test_timers_catch_up_and_spread() -> None:
     for unit in ("skuferry-sync.timer", "skuferry-sync@.timer"):
         assert values(unit, "OnCalendar") == ["*:0/15"]
@@ -143,18 +153,27 @@ def test_services_are_sandboxed_and_get_the_key_as_a_credential(unit: str) -> No
     assert values(unit, "StateDirectory") == ["skuferry/%i" if templated else "skuferry"]
     assert values(unit, "ConfigurationDirectory") == ["skuferry"]
     assert values(unit, "LoadCredential") == [
-        f"api_key:/etc/skuferry/{name}.key" if name else "api_key:/etc/skuferry/api_key"]
+        f"api_key:/etc/skuferry/{name}.key" if name else "api_key:/etc/skuferry/api_key"
+    ]
     assert values(unit, "Environment") == [
-        f"SKUFERRY_CONFIG=/etc/skuferry/{name}.toml" if name
+        f"SKUFERRY_CONFIG=/etc/skuferry/{name}.toml"
+        if name
         else "SKUFERRY_CONFIG=/etc/skuferry/config.toml",
-        f"SKUFERRY_STATE_PATH=%S/skuferry/{name}/skuferry.db" if name
+        f"SKUFERRY_STATE_PATH=%S/skuferry/{name}/skuferry.db"
+        if name
         else "SKUFERRY_STATE_PATH=%S/skuferry/skuferry.db",
     ]
     for key, expected in [
-        ("ProtectSystem", "strict"), ("ProtectHome", "yes"), ("PrivateTmp", "yes"),
-        ("PrivateDevices", "yes"), ("NoNewPrivileges", "yes"), ("CapabilityBoundingSet", ""),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("PrivateDevices", "yes"),
+        ("NoNewPrivileges", "yes"),
+        ("CapabilityBoundingSet", ""),
         ("RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
-        ("MemoryDenyWriteExecute", "yes"), ("LockPersonality", "yes"), ("UMask", "0077"),
+        ("MemoryDenyWriteExecute", "yes"),
+        ("LockPersonality", "yes"),
+        ("UMask", "0077"),
     ]:
         assert values(unit, key) == [expected], key
     assert values(unit, "SystemCallFilter") == ["@system-service", "~@privileged @resources"]

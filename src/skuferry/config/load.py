@@ -13,19 +13,19 @@ message built here ever contains a config value, so it cannot leak the key.
 
 from __future__ import annotations
 
-import codecs
 import copy
 import difflib
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from skuferry.config import overlay, secrets, security
+from skuferry.config.keys import resolve_api_keys
 from skuferry.config.models import (
     FILE_SOURCE_TYPES,
     SOURCE_MODELS,
@@ -44,7 +44,7 @@ from skuferry.config.models import (
     SourceSettings,
     StateSettings,
 )
-from skuferry.config.schedule import cron_trigger
+from skuferry.config.schedule import schedule_problems
 from skuferry.errors import ConfigError
 
 __all__ = [
@@ -86,13 +86,19 @@ def load_settings(path: Path | str | None, env: Mapping[str, str] | None = None)
     if not given:
         raise ConfigError([f"no config file: pass --config PATH or set {ENV_CONFIG}"])
     file = Path(given).expanduser().absolute()
-    data = _read_toml(file, given)
+    data = overlay.read_toml(file, given)
     problems = []
     if "config_path" in data:  # a field of the model, not a key of the file
         data.pop("config_path")
         problems.append(f"at 'config_path': {_unknown_key('config_path', _known_keys((), {}))}")
     return _build(
-        data, origin=given, base_dir=file.parent, config_path=file, env=environ, problems=problems
+        data,
+        origin=given,
+        base_dir=file.parent,
+        config_path=file,
+        env=environ,
+        problems=problems,
+        read_secrets=True,
     )
 
 
@@ -107,38 +113,19 @@ def settings_from_dict(
 
     Relative paths resolve against ``base_dir`` (default: the working directory).
     Unlike ``load_settings`` this reads no environment unless ``env`` is given,
-    so code-built configs (tests, the demo) behave the same everywhere.
+    so code-built configs (tests, the demo) behave the same everywhere; only then
+    are source secrets read at load (else when the source opens).
     """
     base = (base_dir or Path.cwd()).absolute()
-    return _build(data, origin=origin, base_dir=base, config_path=None, env=env or {}, problems=[])
-
-
-_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
-
-
-def _read_toml(file: Path, name: str) -> dict[str, Any]:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"{name}: file not found"]) from None
-    except IsADirectoryError:
-        raise ConfigError([f"{name}: is a directory, not a config file"]) from None
-    except OSError as exc:
-        raise ConfigError([f"{name}: cannot read: {exc.strerror or exc}"]) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError([f"{name}: not UTF-8 text (byte {exc.start})"]) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        found = _TOML_POSITION.search(message)
-        if found:
-            message = f"{message[: found.start()]} (column {found.group(2)})"
-            line = int(found.group(1))
-        else:  # "(at end of document)"
-            message = message.replace(" (at end of document)", " at end of file")
-            line = max(text.count("\n") + (0 if text.endswith("\n") else 1), 1)
-        raise ConfigError([f"{name}: line {line}: {message}"]) from None
+    return _build(
+        data,
+        origin=origin,
+        base_dir=base,
+        config_path=None,
+        env=env or {},
+        problems=[],
+        read_secrets=env is not None,
+    )
 
 
 def _build(
@@ -149,13 +136,18 @@ def _build(
     config_path: Path | None,
     env: Mapping[str, str],
     problems: list[str],
+    read_secrets: bool,
 ) -> Settings:
-    data: dict[str, Any] = copy.deepcopy(dict(raw))
+    from_env = overlay.env_tables(env)  # SKUFERRY_<TABLE>__<KEY> wins over the file
+    data: dict[str, Any] = overlay.overlay(copy.deepcopy(dict(raw)), from_env)
     _resolve_paths(data, base_dir=base_dir, env=env, problems=problems)
     _apply_env_paths(data, env=env, problems=problems)
     _default_state_path(data, base_dir=base_dir, env=env)
     api = data.get("api")
     if isinstance(api, dict):
+        key_from_env = from_env.get("api", {}).get("api_key")
+        if isinstance(key_from_env, str) and not env.get(ENV_API_KEY, "").strip():
+            env = {**env, ENV_API_KEY: key_from_env}  # SKUFERRY_API__API_KEY: still the environment
         _resolve_api_key(api, env=env, problems=problems)
     if config_path is not None:
         data["config_path"] = config_path
@@ -163,11 +155,36 @@ def _build(
         settings = Settings.model_validate(data, context={"config_dir": base_dir})
     except ValidationError as exc:
         problems.extend(_translate(exc, data))
+        if read_secrets:  # the [source] table may be fine on its own: its secrets too
+            source = _source_alone(data, base_dir)
+            problems.extend(secrets.source_secret_problems(source, env) if source else [])
     else:
         problems.extend(_cross_field_problems(settings))
+        if read_secrets:  # every unreadable secret now, with the rest (config/secrets.py)
+            problems.extend(secrets.source_secret_problems(settings.source, env))
         if not problems:
+            security.after_load(settings, raw)
             return settings
-    raise ConfigError([f"{origin}: {problem}" for problem in problems]) from None
+    set_by = overlay.env_names(from_env)
+    raise ConfigError([f"{_origin(problem, origin, set_by)}: {problem}" for problem in problems])
+
+
+_AT = re.compile(r"^at '([^']*)'")
+_SOURCE: TypeAdapter[SourceSettings] = TypeAdapter(SourceSettings)
+
+
+def _source_alone(data: Mapping[str, Any], base_dir: Path) -> BaseModel | None:
+    try:
+        return _SOURCE.validate_python(data.get("source"), context={"config_dir": base_dir})
+    except ValidationError:
+        return None
+
+
+def _origin(problem: str, origin: str, set_by: Mapping[str, str]) -> str:
+    """The file, or the ``$SKUFERRY_...`` variable when the value at fault came from one."""
+    found = _AT.match(problem)
+    variable = set_by.get(found.group(1)) if found else None
+    return f"${variable}" if variable else origin
 
 
 # --- paths and environment ---------------------------------------------------------
@@ -178,12 +195,22 @@ _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 def _path_fields(data: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
     """(table, key, dotted name) of every path value present in ``data``."""
     found = []
-    for section, key in (("state", "path"), ("api", "api_key_file"), ("metrics", "textfile")):
+    for section, key in (
+        ("state", "path"),
+        ("api", "api_key_file"),
+        ("metrics", "textfile"),
+        ("api", "ca_bundle"),
+        ("api", "api_keys_file"),
+    ):
         table = data.get(section)
         if isinstance(table, dict) and key in table:
             found.append((table, key, f"{section}.{key}"))
     source = data.get("source")
-    if isinstance(source, dict) and source.get("type") in FILE_SOURCE_TYPES and "path" in source:
+    if (
+        isinstance(source, dict)
+        and source.get("type") in FILE_SOURCE_TYPES
+        and "://" not in str(source.get("path", "://"))  # absent, or a remote file's URL
+    ):
         found.append((source, "path", "source.path"))
     return found
 
@@ -228,7 +255,8 @@ def _apply_env_paths(data: dict[str, Any], *, env: Mapping[str, str], problems: 
     source = data.get("source")
     if source_path and isinstance(source, dict):
         if source.get("type") in FILE_SOURCE_TYPES:
-            source["path"] = Path(source_path).expanduser().absolute()
+            remote = "://" in source_path  # an http(s):// or sftp:// URL stays as written
+            source["path"] = source_path if remote else Path(source_path).expanduser().absolute()
         elif source.get("type") in SOURCE_TYPES:
             problems.append(
                 f"at 'source.path': {ENV_SOURCE_PATH} is set, but a {source['type']!r} "
@@ -247,49 +275,35 @@ def _default_state_path(data: dict[str, Any], *, base_dir: Path, env: Mapping[st
 
 
 def _resolve_api_key(api: dict[str, Any], *, env: Mapping[str, str], problems: list[str]) -> None:
-    """Put the key found first (env > inline > file > systemd credential) into ``api_key``."""
-    from_env = env.get(ENV_API_KEY, "").strip()
-    if from_env:
-        api["api_key"] = from_env
+    """Put the key found first into ``api_key``: environment > file > inline (config/secrets.py).
+
+    ``SKUFERRY_API_KEY`` > ``api_key_file`` > ``$CREDENTIALS_DIRECTORY/api_key`` > ``api_key``.
+    """
+    if resolve_api_keys(api, env=env, problems=problems):  # several keys (config/keys.py)
         return
     inline = api.get("api_key")
     if isinstance(inline, str) and not inline.strip():
         problems.append("at 'api.api_key': is empty; set the key, or remove the line")
         return
-    if inline is not None:
-        return  # the model checks its type
+    files: list[tuple[str, Path]] = []
     key_file = api.get("api_key_file")
-    if key_file is not None:
-        if isinstance(key_file, Path):  # else: its path problem is already reported
-            key, problem = _read_key(key_file)
-            if problem:
-                problems.append(f"at 'api.api_key_file': {problem}")
-            api["api_key"] = key
-        return
+    if isinstance(key_file, Path):  # a bad path's problem is already reported
+        files.append(("at 'api.api_key_file'", key_file))
     credentials = env.get("CREDENTIALS_DIRECTORY")
     if credentials and (Path(credentials) / "api_key").exists():
-        key, problem = _read_key(Path(credentials) / "api_key")
-        if problem:
-            problems.append(f"at 'api.api_key': $CREDENTIALS_DIRECTORY/api_key: {problem}")
+        where = "at 'api.api_key': $CREDENTIALS_DIRECTORY/api_key"
+        files.append((where, Path(credentials) / "api_key"))
+    places = secrets.SecretPlaces(env_var=ENV_API_KEY, files=files)
+    key, found = secrets.resolve(places, env)
+    problems.extend(found)
+    if key is not None:
         api["api_key"] = key
-        return
-    problems.append(
-        f"at 'api.api_key': no API key: set {ENV_API_KEY}, or [api] api_key, or "
-        "[api] api_key_file (under systemd, LoadCredential=api_key:PATH is found in "
-        "$CREDENTIALS_DIRECTORY/api_key)"
-    )
-
-
-def _read_key(path: Path) -> tuple[str | None, str]:
-    try:
-        key = path.read_text(encoding="utf-8").strip()  # files usually end with a newline
-    except OSError as exc:
-        return None, f"cannot read '{path}': {exc.strerror or exc}"
-    except UnicodeDecodeError:
-        return None, f"'{path}' is not UTF-8 text"
-    if not key:
-        return None, f"'{path}' is empty"
-    return key, ""
+    elif inline is None and key_file is None and not found:
+        problems.append(
+            f"at 'api.api_key': no API key: set {ENV_API_KEY}, or [api] api_key, or "
+            "[api] api_key_file (under systemd, LoadCredential=api_key:PATH is found in "
+            "$CREDENTIALS_DIRECTORY/api_key)"
+        )
 
 
 # --- translating pydantic's errors -------------------------------------------------
@@ -304,8 +318,9 @@ def _translate(exc: ValidationError, data: Mapping[str, Any]) -> list[str]:
         loc = tuple(error["loc"])
         kind = error["type"]
         message: str | None
-        if loc[:2] == ("mapping", "fields") and len(loc) > 3 and loc[3] in ("str", "FieldSpec"):
-            # one union, two branches: the table branch explains every mistake
+        if loc[:2] == ("mapping", "fields") and len(loc) > 3:
+            # one union, two branches ("str" and the table, whose label names its
+            # validators): the table branch explains every mistake
             if loc[3] == "str":
                 continue
             message = _FIELD_SPEC_HINT if kind == "model_type" else None
@@ -327,8 +342,12 @@ def _translate(exc: ValidationError, data: Mapping[str, Any]) -> list[str]:
 def _message(error: Any, loc: tuple[Any, ...], data: Mapping[str, Any]) -> str:
     kind: str = error["type"]
     ctx: dict[str, Any] = error.get("ctx") or {}
-    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
-              "less_than_equal": "<="}
+    bounds = {
+        "greater_than": ">",
+        "greater_than_equal": ">=",
+        "less_than": "<",
+        "less_than_equal": "<=",
+    }
     if kind == "missing":
         return "required"
     if kind == "extra_forbidden":
@@ -375,8 +394,9 @@ def _known_keys(parent: tuple[Any, ...], data: Mapping[str, Any]) -> list[str]:
     if parent == ("source",):
         source = data.get("source")
         tag = source.get("type") if isinstance(source, dict) else None
-        model = next((m for m, t in zip(SOURCE_MODELS, SOURCE_TYPES, strict=True) if t == tag),
-                     None)
+        model = next(
+            (m for m, t in zip(SOURCE_MODELS, SOURCE_TYPES, strict=True) if t == tag), None
+        )
     elif len(parent) == 3 and parent[:2] == ("mapping", "fields"):
         model = FieldSpec
     elif len(parent) == 1 and parent[0] in Settings.model_fields:
@@ -394,21 +414,12 @@ def _cross_field_problems(settings: Settings) -> list[str]:
     """Rules a single field cannot check alone, as ``at 'a.b': message`` lines."""
     problems: list[str] = []
     schedule = settings.schedule
-    if schedule.interval_minutes is not None and schedule.cron is not None:
-        problems.append("at 'schedule': set interval_minutes or cron, not both")
-    if schedule.cron is not None:
-        try:
-            cron_trigger(schedule.cron)
-        except ValueError as exc:
-            problems.append(
-                f"at 'schedule.cron': not a valid 5-field crontab expression "
-                f"(minute hour day month weekday): {exc}"
-            )
+    problems.extend(schedule_problems(schedule))
     mapping = settings.mapping
     if mapping.fields is not None and mapping.key not in mapping.fields:
         problems.append(
             f"at 'mapping.fields': must map the key field '{mapping.key}' (mapping.key), "
-            f"e.g. {mapping.key} = \"ItemNo\""
+            f'e.g. {mapping.key} = "ItemNo"'
         )
     monitor = settings.monitor
     for name in ("start_url", "success_url", "failure_url"):
@@ -416,16 +427,12 @@ def _cross_field_problems(settings: Settings) -> list[str]:
         if url is not None and not _is_http_url(url):
             problems.append(f"at 'monitor.{name}': must be an http:// or https:// URL with a host")
     source = settings.source
+    watched = getattr(source, "path", None)
+    if schedule.watch and (watched is None or "://" in str(watched)):
+        problems.append("at 'schedule.watch': needs a source with a local file (source.path)")
     if isinstance(source, CsvSourceSettings) and len(source.delimiter) != 1:
         problems.append("at 'source.delimiter': must be exactly one character")
-    encoding = getattr(source, "encoding", None)
-    if isinstance(encoding, str):
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            problems.append(
-                "at 'source.encoding': not an encoding Python knows (e.g. 'utf-8', 'cp1252')"
-            )
+    problems.extend(security.problems(settings))
     return problems
 
 

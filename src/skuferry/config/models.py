@@ -10,24 +10,42 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+import jmespath
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    JsonValue,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
-from skuferry.config.sources import HttpSourceSettings, SqlSourceSettings
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from skuferry.config.encoding import known_encoding
+from skuferry.config.sources import (  # _Strict: the one base of every table's model
+    FileSourceSettings,
+    HttpSourceSettings,
+    SqlSourceSettings,
+    XlsxSourceSettings,
+    XmlSourceSettings,
+    _Strict,
+)
 
 
 class ApiSettings(_Strict):
     base_url: str
     api_key: SecretStr | None = None
     api_key_file: Path | None = None
+    api_keys_file: Path | None = None  # several keys of one workspace, one a line (config/keys.py)
+    api_keys: tuple[SecretStr, ...] = ()  # resolved at load time; see Settings.api_keys()
     timeout_s: float = Field(30.0, gt=0)
     update_method: Literal["patch", "put", "none"] = "patch"
     max_in_flight: int = Field(4, ge=1, le=64)
     max_retries: int = Field(3, ge=0, le=10)
     page_size: int = Field(100, ge=1, le=100)
+    # security (config/security.py): clear text only to loopback unless allowed; a private CA
+    allow_insecure_http: bool = False
+    ca_bundle: Path | None = None  # PEM file of CA certificates; default: SSL_CERT_FILE, certifi
 
     @field_validator("base_url")
     @classmethod
@@ -45,32 +63,104 @@ class ApiSettings(_Strict):
         return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
+THOUSANDS_SEPARATORS = (".", ",", "'", " ")
+
+
 class FieldSpec(_Strict):
-    column: str
+    """One target field, read from a ``column``, a JMESPath ``path``, or a constant ``value``."""
+
+    column: str | None = None
+    path: str | None = None  # JMESPath on the record: values.name[0].data
+    value: JsonValue | None = None  # a constant; sent as written unless `type` is given
     type: Literal["string", "integer", "decimal", "boolean", "json"] = "string"
     required: bool = False
+    default: JsonValue | None = None  # when the column or path is empty or finds nothing
+    decimal: Literal[".", ","] = "."  # locale numbers: 1.234,50 is decimal "," thousands "."
+    thousands: str | None = None  # ".", ",", "'" or " " (a space also matches U+00A0, U+202F)
+    create_only: bool = False  # sent when the product is created, then the CMS's (sync/fields.py)
+
+    @field_validator("path")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            jmespath_check(value)
+        return value
+
+    @field_validator("thousands")
+    @classmethod
+    def _separator(cls, value: str | None) -> str | None:
+        if value is not None and value not in THOUSANDS_SEPARATORS:
+            raise ValueError("""must be one of ".", ",", "'" or " " (a space)""")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FieldSpec:
+        given = [name for name in ("column", "path", "value") if getattr(self, name) is not None]
+        if len(given) != 1:
+            found = f" (found {' and '.join(given)})" if given else ""
+            raise ValueError(f"set exactly one of column, path or value{found}")
+        if self.value is not None and self.default is not None:
+            raise ValueError("default has no use beside a constant value")
+        if (self.decimal != "." or self.thousands) and self.type not in ("decimal", "integer"):
+            raise ValueError("decimal and thousands apply to type 'decimal' or 'integer' only")
+        # an integer has no decimal mark: thousands = "." alone is fine there
+        marked = self.type == "decimal" or "decimal" in self.model_fields_set
+        if self.thousands == self.decimal and marked:
+            other = "," if self.thousands == "." else "."
+            raise ValueError(f'thousands and decimal must differ (set decimal = "{other}")')
+        return self
+
+
+def jmespath_check(expression: str) -> None:
+    """Raise ``ValueError`` saying where ``expression`` is not JMESPath (one line, no caret)."""
+    try:
+        jmespath.compile(expression)
+    except jmespath.exceptions.JMESPathError as exc:
+        position = getattr(exc, "lex_position", None)
+        problem = getattr(exc, "message", None) or getattr(exc, "msg", None) or str(exc)
+        if getattr(exc, "token_value", None) is None and "Incomplete" in type(exc).__name__:
+            problem = "incomplete expression"
+        where = f" at character {position + 1}" if isinstance(position, int) else ""
+        raise ValueError(f"not a valid JMESPath expression: {problem}{where}") from None
 
 
 class MappingSettings(_Strict):
     key: str = "sku"
     fields: dict[str, str | FieldSpec] | None = None
+    send_nulls: bool = False  # a field the source dropped is PATCHed to null (else left alone)
+
+    @model_validator(mode="after")
+    def _key_is_owned(self) -> MappingSettings:
+        spec = (self.fields or {}).get(self.key)
+        if getattr(spec, "create_only", False):
+            raise ValueError(f"the key field '{self.key}' cannot be create_only")
+        return self
+
+    @property
+    def create_only(self) -> frozenset[str]:
+        """Target fields sent on create only; after that they belong to the CMS."""
+        fields = self.fields or {}
+        return frozenset(name for name, spec in fields.items() if getattr(spec, "create_only", 0))
 
 
-class CsvSourceSettings(_Strict):
+class CsvSourceSettings(FileSourceSettings):  # path: a file or an http(s)/sftp URL
     type: Literal["csv"]
-    path: Path
-    encoding: str = "utf-8"
+    encoding: Annotated[str, AfterValidator(known_encoding)] = "utf-8"
     delimiter: str = ","
 
 
-class JsonlSourceSettings(_Strict):
+class JsonlSourceSettings(FileSourceSettings):
     type: Literal["jsonl"]
-    path: Path
-    encoding: str = "utf-8"
+    encoding: Annotated[str, AfterValidator(known_encoding)] = "utf-8"
 
 
 SourceSettings = Annotated[
-    CsvSourceSettings | JsonlSourceSettings | HttpSourceSettings | SqlSourceSettings,
+    CsvSourceSettings
+    | JsonlSourceSettings
+    | HttpSourceSettings
+    | SqlSourceSettings
+    | XlsxSourceSettings
+    | XmlSourceSettings,
     Field(discriminator="type"),
 ]
 SOURCE_MODELS: tuple[type[BaseModel], ...] = (
@@ -78,11 +168,18 @@ SOURCE_MODELS: tuple[type[BaseModel], ...] = (
     JsonlSourceSettings,
     HttpSourceSettings,
     SqlSourceSettings,
+    XlsxSourceSettings,
+    XmlSourceSettings,
 )
 SOURCE_TYPES: tuple[str, ...] = tuple(
     get_args(model.model_fields["type"].annotation)[0] for model in SOURCE_MODELS
 )
-FILE_SOURCE_TYPES = ("csv", "jsonl")  # the sources with a `path` (SKUFERRY_SOURCE_PATH)
+FILE_SOURCE_TYPES = (
+    "csv",
+    "jsonl",
+    "xlsx",
+    "xml",
+)  # the sources with a `path` (SKUFERRY_SOURCE_PATH)
 
 
 class BudgetSettings(_Strict):
@@ -90,8 +187,12 @@ class BudgetSettings(_Strict):
     write_per_minute: int = Field(60, gt=0)
     egress_per_minute: int | None = Field(None, gt=0)
     limiter: Literal["window", "bucket"] = "window"
-    safety_margin: float = Field(0.01, ge=0, lt=0.5)  # fraction of the rate kept back
+    safety_margin: float = Field(0.01, ge=0, lt=0.5)  # bucket: fraction of the rate kept back
     clock_skew_s: float = Field(0.5, ge=0, le=10)  # jitter allowance between us and the server
+    # all keys together (issue 12); unset: the spec's 900/180/40, never below one key's limit
+    workspace_read_per_minute: int | None = Field(None, gt=0)
+    workspace_write_per_minute: int | None = Field(None, gt=0)
+    workspace_egress_per_minute: int | None = Field(None, gt=0)
 
 
 class ScheduleSettings(_Strict):
@@ -101,6 +202,8 @@ class ScheduleSettings(_Strict):
     jitter_s: int = Field(0, ge=0)
     misfire_grace_s: int = Field(300, gt=0)
     verify_every: int = Field(0, ge=0)  # walk the remote every N runs (0: never)
+    watch: bool = False  # `run` also starts a run when a file source's file changes
+    watch_settle_s: float = Field(5.0, ge=0)  # ... once its size and mtime stay put this long
 
 
 class StateSettings(_Strict):
@@ -109,10 +212,40 @@ class StateSettings(_Strict):
 
 class SafetySettings(_Strict):
     max_change_ratio: float = Field(0.5, gt=0, le=1)
+    max_gone_ratio: float = Field(0.1, gt=0, le=1)  # of the known products archived in one run
+
+
+class GoneSettings(_Strict):
+    """What happens on the remote to a product that leaves the source (sync/gone.py)."""
+
+    action: Literal["leave", "patch"] = "leave"
+    patch: dict[str, JsonValue] = Field(default_factory=dict)  # sent once, e.g. status = "archived"
+    restore: dict[str, JsonValue] = Field(default_factory=dict)  # sent when it comes back
+
+    @model_validator(mode="after")
+    def _patch_given(self) -> GoneSettings:
+        if self.action == "patch" and not self.patch:
+            raise ValueError(
+                'action = "patch" needs a patch table, like patch = { status = "archived" }'
+            )
+        return self
 
 
 class MetricsSettings(_Strict):
     textfile: Path | None = None
+
+
+class DaemonSettings(_Strict):
+    listen: str | None = None  # "127.0.0.1:9347": /metrics and /healthz over HTTP
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            host, sep, port = value.rpartition(":")
+            if not sep or not host or not port.isdigit() or int(port) > 65535:
+                raise ValueError('must be "host:port", like "127.0.0.1:9347"')
+        return value
 
 
 class MonitorSettings(_Strict):
@@ -130,8 +263,10 @@ class Settings(_Strict):
     schedule: ScheduleSettings = ScheduleSettings()
     state: StateSettings
     safety: SafetySettings = SafetySettings()
+    gone: GoneSettings = GoneSettings()
     metrics: MetricsSettings = MetricsSettings()
     monitor: MonitorSettings = MonitorSettings()
+    daemon: DaemonSettings = DaemonSettings()
     config_path: Path | None = None  # the file these came from, for messages
 
     def api_key(self) -> SecretStr:
@@ -143,6 +278,11 @@ class Settings(_Strict):
         if self.api.api_key is None:  # pragma: no cover - load_settings guarantees it
             raise RuntimeError("api key not resolved")
         return self.api.api_key
+
+    @property
+    def api_keys(self) -> list[SecretStr]:
+        """Every API key of the workspace (one, usually); see ``config/keys.py`` for the order."""
+        return list(self.api.api_keys) or [self.api_key()]
 
     def redacted(self) -> dict[str, Any]:
         """The effective config as plain data, secrets shown as ``***`` (for ``skuferry check``)."""

@@ -66,16 +66,29 @@ def build_trigger(
     jitter = schedule.jitter_s or None
     if interval_s is not None:
         return IntervalTrigger(seconds=interval_s, jitter=jitter)
-    if schedule.cron is not None and schedule.interval_minutes is not None:
-        raise ConfigError(["at 'schedule': set interval_minutes or cron, not both"])
+    problems = schedule_problems(schedule)  # a model built by hand skipped load_settings
+    if problems:
+        raise ConfigError(problems)
     if schedule.cron is None:
         return IntervalTrigger(
             minutes=schedule.interval_minutes or DEFAULT_INTERVAL_MINUTES, jitter=jitter
         )
-    try:
-        return cron_trigger(schedule.cron, jitter=jitter)
-    except ValueError as exc:
-        raise ConfigError([f"at 'schedule.cron': {exc}"]) from exc
+    return cron_trigger(schedule.cron, jitter=jitter)
+
+
+def schedule_problems(schedule: ScheduleSettings) -> list[str]:
+    """The rules of ``[schedule]`` (cron or an interval, a valid crontab), checked once here."""
+    if schedule.interval_minutes is not None and schedule.cron is not None:
+        return ["at 'schedule': set interval_minutes or cron, not both"]
+    if schedule.cron is not None:
+        try:
+            cron_trigger(schedule.cron)
+        except ValueError as exc:
+            return [
+                "at 'schedule.cron': not a valid 5-field crontab expression "
+                f"(minute hour day month weekday): {exc}"
+            ]
+    return []
 
 
 def cron_trigger(expression: str, *, jitter: int | None = None) -> CronTrigger:

@@ -15,19 +15,22 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     SecretStr,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from skuferry.errors import ConfigError
+from skuferry.config.secrets import read_source_secret
+from skuferry.sources.origins import insecure_http_problem, origin
 
 
 class _Strict(BaseModel):
@@ -62,28 +65,9 @@ def read_secret(
     key: str,
     env: Mapping[str, str] | None = None,
 ) -> SecretStr | None:
-    """The secret from whichever of inline / ``<key>_file`` / ``<key>_env`` is set."""
-    if inline is not None:
-        return inline
+    """The secret from ``<key>_env`` > ``<key>_file`` > inline (config/secrets.py), or ConfigError."""
     environ = os.environ if env is None else env
-    if env_name is not None:
-        value = environ.get(env_name)
-        if not value:
-            raise ConfigError(
-                [f"at 'source.{key}_env': environment variable {env_name} is not set or empty"]
-            )
-        return SecretStr(value)
-    if file is not None:
-        try:
-            text = file.expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(
-                [f"at 'source.{key}_file': cannot read {file}: {exc.strerror or exc}"]
-            ) from None
-        if not text:
-            raise ConfigError([f"at 'source.{key}_file': {file} is empty"])
-        return SecretStr(text)
-    return None
+    return read_source_secret(key=key, inline=inline, file=file, env_name=env_name, env=environ)
 
 
 def _one_secret(
@@ -109,7 +93,7 @@ class HttpSourceSettings(_Strict):
 
     type: Literal["http"]
     url: str
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # values may be secrets
     items_path: str = ""  # dotted path to the list in each response; "" = the body is the list
 
     # auth: the fields a validator reads come before the field it validates
@@ -139,11 +123,23 @@ class HttpSourceSettings(_Strict):
     requests_per_minute: int | None = Field(None, gt=0)
     timeout_s: float = Field(30.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
+    # security (sources/origins.py, config/security.py): credentials go only to url's origin
+    allowed_origins: list[str] = Field(default_factory=list)  # more origins trusted with them
+    allow_insecure_http: bool = False  # http:// to a host that is not loopback
+    ca_bundle: Path | None = None  # PEM file of CA certificates; default: SSL_CERT_FILE, certifi
+    max_page_bytes: int = Field(256 * 1024 * 1024, gt=0)  # one response body, decoded
+
+    # incremental pulls (see sources/since.py): ?<since_param>=<last pull start - overlap>
+    since_param: str | None = None
+    since_format: str = Field("iso8601", validate_default=True)  # | "epoch" | a strftime pattern
+    since_template: str | None = Field(default=None, validate_default=True)  # Akeneo's search=
+    since_overlap_s: float = Field(300.0, ge=0)
+    full_every: int = Field(24, ge=1)  # every Nth run pulls everything (and decides gone)
 
     @model_validator(mode="before")
     @classmethod
     def _relative_paths(cls, data: Any, info: ValidationInfo) -> Any:
-        return _anchor(data, info, ("token_file", "password_file"))
+        return _anchor(data, info, ("token_file", "password_file", "ca_bundle"))
 
     @field_validator("url")
     @classmethod
@@ -155,8 +151,9 @@ class HttpSourceSettings(_Strict):
     @field_validator("token")
     @classmethod
     def _token(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        _one_secret(value, info, "token", needed=info.data.get("auth") == "bearer",
-                    why='auth = "bearer"')
+        _one_secret(
+            value, info, "token", needed=info.data.get("auth") == "bearer", why='auth = "bearer"'
+        )
         return value
 
     @field_validator("username")
@@ -169,8 +166,23 @@ class HttpSourceSettings(_Strict):
     @field_validator("password")
     @classmethod
     def _password(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        _one_secret(value, info, "password", needed=info.data.get("auth") == "basic",
-                    why='auth = "basic"')
+        _one_secret(
+            value, info, "password", needed=info.data.get("auth") == "basic", why='auth = "basic"'
+        )
+        return value
+
+    @field_validator("since_format")
+    @classmethod
+    def _since_format(cls, value: str) -> str:
+        return check_since_format(value)
+
+    @field_validator("since_template")
+    @classmethod
+    def _since_template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not info.data.get("since_param"):
+            raise ValueError("needs since_param, the query parameter it fills")
+        if value is not None and "{since}" not in value:
+            raise ValueError("must contain {since}, where the pull's start time goes")
         return value
 
     @field_validator("cursor_path")
@@ -198,6 +210,12 @@ class SqlSourceSettings(_Strict):
     query: str | None = None
     table: str | None = Field(default=None, validate_default=True)  # "name" or "schema.name"
     batch_size: int = Field(1000, ge=1, le=100_000)  # rows fetched per round trip
+    # incremental pulls: a table source adds WHERE <updated_column> > :since; a query
+    # that uses :since is incremental by itself (a full pull binds the epoch start)
+    updated_column: str | None = None
+    since_format: Literal["iso8601", "epoch"] = "iso8601"  # a timestamp or unix seconds
+    since_overlap_s: float = Field(300.0, ge=0)
+    full_every: int = Field(24, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -224,6 +242,13 @@ class SqlSourceSettings(_Strict):
         _one_secret(value, info, "password", needed=False, why="")
         return value
 
+    @field_validator("updated_column")
+    @classmethod
+    def _updated_column(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not info.data.get("table"):
+            raise ValueError("is for a table source; a query filters with :since itself")
+        return value
+
     @field_validator("table")
     @classmethod
     def _table_or_query(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -237,6 +262,15 @@ class SqlSourceSettings(_Strict):
         return value
 
 
+def check_since_format(value: str) -> str:
+    """``iso8601``, ``epoch`` or a strftime pattern (``%Y-%m-%d %H:%M:%S`` for Akeneo)."""
+    if value not in ("iso8601", "epoch") and "%" not in value:
+        raise ValueError(
+            'must be "iso8601", "epoch" or a strftime pattern like "%Y-%m-%d %H:%M:%S"'
+        )
+    return value
+
+
 def anchor_sqlite_url(url: str, base: Path) -> str:
     """``sqlite:///rel.db`` -> ``sqlite:////<base>/rel.db``; other URLs unchanged."""
     scheme, sep, rest = url.partition(":///")
@@ -248,3 +282,142 @@ def anchor_sqlite_url(url: str, base: Path) -> str:
     if Path(path).expanduser().is_absolute():  # "~/x.db"
         return f"{scheme}:///{Path(path).expanduser()}{q}{query}"
     return f"{scheme}:///{(base / path).resolve()}{q}{query}"
+
+
+# --- file sources: a local path, or a remote file (http(s):// or sftp://) ----------------
+
+REMOTE_SCHEMES = ("http", "https", "sftp")
+_FILE_KEYS = ("ca_bundle", "sftp_known_hosts", "sftp_key_file", "sftp_password_file")
+_HTTP_ONLY = ("headers",)
+_SFTP_ONLY = ("sftp_known_hosts", "sftp_key_file", "sftp_password_file", "sftp_password_env")
+
+
+def _file_or_url(value: Any) -> Path | str:
+    """A URL stays text (``Path`` would fold its ``//``); anything else is a path."""
+    if isinstance(value, Path):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("must be a path or a URL (a string)")
+    if "://" not in value:
+        return Path(value)
+    if value.split("://", 1)[0].lower() not in REMOTE_SCHEMES:
+        raise ValueError("a remote file must be an https://, http:// or sftp:// URL")
+    return value
+
+
+class FileSourceSettings(_Strict):
+    """What every file source shares: ``path`` is a local file or a remote file's URL.
+
+    A remote file is downloaded whole to a private temporary file before the
+    first record is read, so a download cut short fails the pull before anything
+    is planned. Secrets (header values, SFTP password) are resolved when the
+    source opens and never echoed.
+    """
+
+    path: Annotated[Path | str, PlainValidator(_file_or_url)]
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # http(s); may be secrets
+    timeout_s: float = Field(60.0, gt=0)  # per network operation, not for the whole download
+    allowed_origins: list[str] = Field(default_factory=list)  # redirects may go there too
+    allow_insecure_http: bool = False  # http:// to a host that is not a loopback literal
+    ca_bundle: Path | None = None  # a PEM file of private CAs for https://
+    sftp_known_hosts: Path | None = None  # OpenSSH known_hosts; required for sftp://
+    sftp_key_file: Path | None = None
+    sftp_password_file: Path | None = None
+    sftp_password_env: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _relative_files(cls, data: Any, info: ValidationInfo) -> Any:
+        return _anchor(data, info, _FILE_KEYS)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                origin(entry)
+            except ValueError as exc:
+                raise ValueError(f"{entry!r}: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _remote_rules(self) -> FileSourceSettings:
+        scheme = self.path.split("://", 1)[0].lower() if isinstance(self.path, str) else ""
+        given = self.model_fields_set
+        wrong = [k for k in _HTTP_ONLY if k in given and scheme not in ("http", "https")]
+        wrong += [k for k in _SFTP_ONLY if k in given and scheme != "sftp"]
+        if wrong:
+            kind = "an http(s):// path" if wrong[0] in _HTTP_ONLY else "an sftp:// path"
+            raise ValueError(f"{', '.join(wrong)} only applies to {kind}")
+        if scheme in ("http", "https"):
+            if urlsplit(str(self.path)).password is not None:
+                raise ValueError(
+                    "path: put no password in the URL (it would be logged); send credentials "
+                    'in headers, e.g. headers = { Authorization = "Bearer ..." }'
+                )
+            problem = insecure_http_problem(
+                str(self.path), allow_insecure_http=self.allow_insecure_http
+            )
+            if problem:
+                raise ValueError(f"path: {problem}")
+        if scheme == "sftp":
+            _check_sftp(self)
+        return self
+
+    def remote_scheme(self) -> str | None:
+        """``https``/``http``/``sftp`` for a remote file, None for a local one."""
+        return self.path.split("://", 1)[0].lower() if isinstance(self.path, str) else None
+
+
+def _check_sftp(s: FileSourceSettings) -> None:
+    parts = urlsplit(str(s.path))
+    if not parts.username or not parts.hostname or parts.path in ("", "/"):
+        raise ValueError("path: an SFTP file is sftp://user@host[:port]/path/to/file")
+    if parts.password is not None:
+        raise ValueError(
+            "path: put no password in the sftp:// URL; use sftp_password_file or sftp_password_env"
+        )
+    if s.sftp_known_hosts is None:
+        raise ValueError(
+            "sftp:// needs sftp_known_hosts, a file in OpenSSH known_hosts format holding "
+            "the server's host key (ssh-keyscan -p PORT HOST > known_hosts, then check it): "
+            "a host key is never accepted blindly"
+        )
+    if s.sftp_password_file is not None and s.sftp_password_env is not None:
+        raise ValueError("give only one of sftp_password_file, sftp_password_env")
+    if s.sftp_key_file is None and s.sftp_password_file is None and s.sftp_password_env is None:
+        raise ValueError("sftp:// needs sftp_key_file, sftp_password_file or sftp_password_env")
+
+
+class XlsxSourceSettings(FileSourceSettings):
+    """An Excel workbook: one sheet, a header row, one product per row below it."""
+
+    type: Literal["xlsx"]
+    sheet: str | int = 1  # a sheet name, or its 1-based position
+    header_row: int = Field(1, ge=1)
+
+    @field_validator("sheet")
+    @classmethod
+    def _sheet(cls, value: str | int) -> str | int:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("a sheet position counts from 1")
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class XmlSourceSettings(FileSourceSettings):
+    """An XML file (BMEcat and the like) whose ``record`` element repeats once per product."""
+
+    type: Literal["xml"]
+    record: str  # the local name, e.g. "ARTICLE" (namespaces are ignored)
+
+    @field_validator("record")
+    @classmethod
+    def _local_name(cls, value: str) -> str:
+        if not value.strip() or any(c in value for c in ":{}/ "):
+            raise ValueError(
+                'must be the local name of the repeating element, like "ARTICLE" '
+                "(no prefix, namespace or path)"
+            )
+        return value

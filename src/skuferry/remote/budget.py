@@ -1,25 +1,39 @@
-"""Per-tier request budgets, shared by every process and thread that uses one state file.
+"""Request budgets per key and per workspace, shared by every process that uses one state file.
 
-The CMS limits each tier (read, write, egress, ...) per minute, per key. The daemon,
-a cron run and the writer threads of one run all spend the same key, so the budget
-lives in the state file, not in memory: every ``acquire`` is one short
-``BEGIN IMMEDIATE`` transaction (read, decide, charge, commit) and any waiting
-happens outside it. Times are wall-clock (``time.time``) because monotonic clocks
-are not comparable between processes.
+The CMS limits each tier (read, write, egress, ...) per minute, **per key and per
+workspace** (spec §8). The daemon, a cron run and the writer threads of one run
+all spend the same keys, so the budget lives in the state file, not in memory:
+every ``acquire`` is one short ``BEGIN IMMEDIATE`` transaction (read, choose a
+key, charge, commit) and any waiting happens outside it. Times are wall-clock
+(``time.time``) because monotonic clocks are not comparable between processes.
+
+Scopes (rows of ``budget_bucket`` / ``budget_sends``): with one key, the bare
+tier (``write``), as before several keys existed; with several, ``write@<fp>``
+per key (``fp``: the key's fingerprint, never the key) and ``write@workspace``
+for all of them together. The workspace scope is charged only when its cap is
+below the sum of the keys' limits, so it can bind.
 
 Two limiters, chosen by ``[budget] limiter``:
 
 ``window`` (default)
-    At most ``M = floor(N * (1 - safety_margin))`` sends of a tier in any sliding
-    window of ``60 + clock_skew_s`` seconds, kept as a send log (``budget_sends``)
-    pruned as it ages. Safe whether the server counts a token bucket or fixed windows.
+    At most N sends of a scope in any sliding window of ``60 + clock_skew_s``
+    seconds, kept as a send log pruned as it ages. The margin is in time, not in
+    count: N per 60.5 s never puts more than N into any 60 s, which is what a
+    fixed-window server and a token bucket of capacity N both allow.
 ``bucket``
     Capacity ``C = floor(N - N/60 * clock_skew_s)``, refilled at
     ``N/60 * (1 - safety_margin)`` per second; a new bucket starts full, and the
     persisted ``(tokens, updated_at)`` means a restart does not refill it.
 
-A 429 ``RATE_LIMITED`` (``penalize``) blocks the tier for every process until
-``Retry-After`` (plus a small guard) has passed; a bucket is empty at that moment.
+``acquire`` picks, among the keys whose every scope allows a send now, the one
+with the most left (so the keys share the work evenly), skipping blocked keys.
+
+A 429 ``RATE_LIMITED`` (``penalize``) blocks that key's tier for every process
+until ``Retry-After`` (plus a small guard) has passed. When another key of the
+tier is still blocked, the workspace is what refused: the workspace tier is
+blocked too. The first 429 of an episode also teaches a pace (``pace.py``): a
+smaller burst or rate for that key and tier, kept in ``meta`` and enforced as
+one more bucket (``<scope>~pace``) until it has grown back.
 """
 
 from __future__ import annotations
@@ -28,13 +42,16 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from skuferry import logs
 from skuferry.config.load import BudgetSettings
 from skuferry.errors import Interrupted, StateError
+from skuferry.remote import pace as pacing
+from skuferry.remote.pace import Pace
 from skuferry.state.schema import open_state
 
 log = logs.get(__name__)
@@ -42,19 +59,25 @@ log = logs.get(__name__)
 EGRESS = "egress"
 WINDOW_S = 60.0  # the server's limits are per minute
 PENALTY_GUARD_S = 0.1  # Retry-After is whole seconds, counted by the server's clock
+WORKSPACE = "workspace"
+# The spec's per-workspace caps (§8); a cap below one key's own limit is raised to it,
+# so one key configured above the spec's numbers is not throttled by a default.
+WORKSPACE_DEFAULTS = {"read": 900, "write": 180, EGRESS: 40}
+PACE_META = "budget.pace."  # meta rows: learnt pace per scope, JSON
 _MIN_WAIT_S = 0.001  # float rounding can leave a hair of shortfall: never spin on it
 _LOG_WAIT_FROM_S = 1.0
 _BUSY_TIMEOUT_MS = 2000  # per attempt; between attempts a stop request is honoured
 _LOCK_ATTEMPTS = 15
-_EPS = 1e-9  # 1200 * 0.99 must floor to 1188, not 1187
+_EPS = 1e-9
 
 Wait = Callable[[float, threading.Event | None], None]
+OnWait = Callable[[str, float], None]  # (tier, seconds): e.g. the progress bar's notice
 T = TypeVar("T")
 
 
-def window_allowance(per_minute: int, safety_margin: float) -> int:
-    """Sends allowed in one sliding window of ``60 + clock_skew_s`` seconds."""
-    return max(1, math.floor(per_minute * (1 - safety_margin) + _EPS))
+def window_allowance(per_minute: int) -> int:
+    """Sends allowed in one sliding window of ``60 + clock_skew_s`` seconds: all N."""
+    return max(1, per_minute)
 
 
 def bucket_capacity(per_minute: int, clock_skew_s: float) -> int:
@@ -68,7 +91,7 @@ def bucket_rate(per_minute: int, safety_margin: float) -> float:
 
 
 def refill(
-    tokens: float, updated_at: float, now: float, *, capacity: int, rate: float
+    tokens: float, updated_at: float, now: float, *, capacity: float, rate: float
 ) -> tuple[float, float]:
     """The bucket at ``now``: ``(tokens, as_of)``, clamped to ``capacity``.
 
@@ -78,6 +101,13 @@ def refill(
     if now > updated_at:
         return min(capacity, tokens + (now - updated_at) * rate), now
     return min(float(capacity), tokens), updated_at
+
+
+def workspace_cap(configured: int | None, tier: str, per_key: int) -> int:
+    """All keys' cap: as configured, else the spec's, never below one key's own limit."""
+    if configured is not None:
+        return configured
+    return max(WORKSPACE_DEFAULTS.get(tier, per_key), per_key)
 
 
 def _default_wait(seconds: float, stop: threading.Event | None) -> None:
@@ -92,8 +122,26 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """One counted thing: a key's tier, or the workspace's."""
+
+    name: str  # row name in budget_bucket / budget_sends
+    tier: str
+    per_minute: int
+    allowance: int  # window limiter
+    capacity: int  # bucket limiter
+    rate: float  # bucket limiter, tokens per second
+    charged: bool = True  # False: a workspace cap that cannot bind; only its blocks count
+
+    @property
+    def limit(self) -> int:
+        """What the scope may send at once: the capacity a learnt burst starts from."""
+        return self.allowance
+
+
 class Budget:
-    """Per-tier request budgets in the state file at ``state_path``; see the module docs."""
+    """Request budgets per key and workspace in the state file at ``state_path``; see above."""
 
     def __init__(
         self,
@@ -104,27 +152,47 @@ class Budget:
         egress_per_minute: int | None = None,
         safety_margin: float = 0.01,
         clock_skew_s: float = 0.5,
+        keys: Sequence[str] = (),
+        workspace_limits: Mapping[str, int] | None = None,
         clock: Callable[[], float] = time.time,
         wait: Wait | None = None,
     ) -> None:
         per_minute = dict(limits)
         if egress_per_minute is not None:
             per_minute[EGRESS] = egress_per_minute
-        if any(n < 1 for n in per_minute.values()):
+        workspace = dict(workspace_limits or {})
+        if any(n < 1 for n in [*per_minute.values(), *workspace.values()]):
             raise ValueError(f"every per-minute limit must be at least 1: {per_minute}")
         if not 0 <= safety_margin < 1 or clock_skew_s < 0:
             raise ValueError("safety_margin must be in [0, 1) and clock_skew_s >= 0")
         if limiter not in ("window", "bucket"):
             raise ValueError(f"unknown limiter {limiter!r}")
-        self._per_minute = per_minute
+        if len(set(keys)) != len(keys):
+            raise ValueError("key fingerprints must be distinct")
         self._limiter = limiter
         self._charge_egress = egress_per_minute is not None
         self._window_s = WINDOW_S + clock_skew_s
-        self._allowance = {t: window_allowance(n, safety_margin) for t, n in per_minute.items()}
-        self._capacity = {t: bucket_capacity(n, clock_skew_s) for t, n in per_minute.items()}
-        self._rate = {t: bucket_rate(n, safety_margin) for t, n in per_minute.items()}
+        self._margin, self._skew = safety_margin, clock_skew_s
+        # One key keeps the bare tier names (and so today's state); several are told apart.
+        self.keys: tuple[str, ...] = tuple(keys) or ("",)
+        several = len(self.keys) > 1
+        self._per_minute = per_minute
+        self._key_scopes = {
+            (fp, tier): self._scope(f"{tier}@{fp}" if several else tier, tier, n)
+            for fp in self.keys
+            for tier, n in per_minute.items()
+        }
+        self._workspace: dict[str, _Scope] = {}
+        if several:
+            for tier, n in per_minute.items():
+                cap = workspace_cap(workspace.get(tier), tier, n)
+                self._workspace[tier] = self._scope(
+                    f"{tier}@{WORKSPACE}", tier, cap, charged=cap < n * len(self.keys)
+                )
         self._clock = clock
         self._wait = wait if wait is not None else _default_wait
+        self.on_wait: OnWait | None = None
+        self._turn = 0  # which key is tried first; rotates so ties share the work
         self._lock = threading.Lock()  # one connection, shared by the writer threads
         self._closed = False
         self._conn = open_state(state_path)
@@ -137,9 +205,27 @@ class Budget:
             self._conn.close()
             raise StateError(f"cannot prepare the budget state in {state_path}: {exc}") from exc
 
+    def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> _Scope:
+        return _Scope(
+            name=name,
+            tier=tier,
+            per_minute=n,
+            allowance=window_allowance(n),
+            capacity=bucket_capacity(n, self._skew),
+            rate=bucket_rate(n, self._margin),
+            charged=charged,
+        )
+
     @classmethod
-    def from_settings(cls, settings: BudgetSettings, state_path: Path, **kw: Any) -> Budget:
-        """A budget for the configured read/write (and egress) limits; ``kw`` as ``__init__``."""
+    def from_settings(
+        cls, settings: BudgetSettings, state_path: Path, *, keys: Sequence[str] = (), **kw: Any
+    ) -> Budget:
+        """A budget for the configured limits and key fingerprints; ``kw`` as ``__init__``."""
+        workspace = {
+            "read": settings.workspace_read_per_minute,
+            "write": settings.workspace_write_per_minute,
+            EGRESS: settings.workspace_egress_per_minute,
+        }
         return cls(
             state_path,
             limits={"read": settings.read_per_minute, "write": settings.write_per_minute},
@@ -147,6 +233,8 @@ class Budget:
             egress_per_minute=settings.egress_per_minute,
             safety_margin=settings.safety_margin,
             clock_skew_s=settings.clock_skew_s,
+            keys=keys,
+            workspace_limits={t: n for t, n in workspace.items() if n is not None},
             **kw,
         )
 
@@ -158,73 +246,142 @@ class Budget:
 
     # -- the public operations -------------------------------------------------------
 
-    def acquire(self, tier: str, *, stop: threading.Event | None = None) -> None:
-        """Block until one request of ``tier`` may be sent, then charge it (and egress).
+    def acquire(self, tier: str, *, stop: threading.Event | None = None) -> str | None:
+        """Block until one request of ``tier`` may be sent, charge it, and return the key.
 
-        Raises ``Interrupted`` when ``stop`` is set while a wait is due; nothing is
-        charged then. When the budget allows a send right away, it is charged even
-        if ``stop`` is set: the caller decides whether to start new work.
+        The key is named by the fingerprint given at construction (None when the
+        budget was built without keys). Raises ``Interrupted`` when ``stop`` is set
+        while a wait is due; nothing is charged then. When the budget allows a send
+        right away, it is charged even if ``stop`` is set: the caller decides
+        whether to start new work.
         """
         tiers = self._tiers_for(tier)
         while True:
-            seconds, blocker = self._transact(lambda conn: self._try_charge(conn, tiers), stop)
+            seconds, got = self._transact(lambda conn: self._try_charge(conn, tiers), stop)
             if seconds <= 0:
-                return
+                return got or None
             if stop is not None and stop.is_set():
-                raise Interrupted(f"stopped while waiting for the {blocker} budget")
+                raise Interrupted(f"stopped while waiting for the {got} budget")
             if seconds >= _LOG_WAIT_FROM_S:
-                log.debug("budget.wait", tier=blocker, seconds=round(seconds, 3))
+                log.debug("budget.wait", tier=got, seconds=round(seconds, 3))
+            if self.on_wait is not None:
+                self.on_wait(got, seconds)
             self._wait(seconds, stop)
             if stop is not None and stop.is_set():
-                raise Interrupted(f"stopped while waiting for the {blocker} budget")
+                raise Interrupted(f"stopped while waiting for the {got} budget")
 
-    def penalize(self, tier: str, seconds: float) -> None:
-        """After a 429: nobody sharing the state sends ``tier`` until now + seconds + guard."""
+    def penalize(self, tier: str, seconds: float, *, key: str | None = None) -> None:
+        """After a 429 on ``key``: it sends no ``tier`` until now + seconds + guard.
 
-        def apply(conn: sqlite3.Connection) -> float:
+        The first 429 of an episode (the key was not blocked yet) lowers its learnt
+        pace; when another key of the tier is blocked too, so is the workspace.
+        """
+        fp = key if key in self.keys else self.keys[0]
+        scope = self._key_scopes[(fp, tier)]
+
+        def apply(conn: sqlite3.Connection) -> tuple[float, Pace | None, bool]:
             now = self._clock()
             until = now + max(0.0, seconds) + PENALTY_GUARD_S
-            row = self._row(conn, tier)
-            tokens, updated_at, blocked_until = row if row else (0.0, now, 0.0)
-            if self._limiter == "bucket":
-                # The server's bucket is empty when the block lifts, and refills from there.
-                tokens, updated_at = 0.0, max(until, updated_at)
-            conn.execute(
-                "INSERT INTO budget_bucket (tier, tokens, updated_at, blocked_until) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens, "
-                "updated_at = excluded.updated_at, blocked_until = excluded.blocked_until",
-                (tier, tokens, updated_at, max(until, blocked_until)),
-            )
-            return until
+            row = self._row(conn, scope.name)
+            new_episode = row is None or row[2] <= now
+            learnt = self._learn(conn, scope, now, until) if new_episode else None
+            self._block(conn, scope, until, now)
+            others = [s for (k, t), s in self._key_scopes.items() if t == tier and k != fp]
+            workspace = self._workspace.get(tier)
+            if workspace is not None and any(
+                (r := self._row(conn, s.name)) is not None and r[2] > now for s in others
+            ):
+                self._block(conn, workspace, until, now)
+                return until, learnt, True
+            return until, learnt, False
 
-        until = self._transact(apply, None)
-        log.info("budget.blocked", tier=tier, seconds=seconds, until=round(until, 3))
+        until, learnt, whole = self._transact(apply, None)
+        log.info(
+            "budget.blocked",
+            tier=tier,
+            key=fp or None,
+            seconds=seconds,
+            until=round(until, 3),
+            workspace=whole or None,
+        )
+        if learnt is not None:
+            log.info(
+                "budget.pace.learnt",
+                tier=tier,
+                key=fp or None,
+                burst=round(learnt.burst, 1),
+                rate_factor=round(learnt.factor, 3),
+            )
 
     def snapshot(self) -> dict[str, dict[str, float]]:
-        """Per tier: ``available`` now (0 while blocked), ``capacity``, ``per_minute``,
-        ``blocked_until`` (epoch seconds, 0 when never blocked)."""
+        """Per scope (the tier with one key): ``available`` now (0 while blocked),
+        ``capacity``, ``per_minute``, ``blocked_until`` (epoch seconds, 0 when never
+        blocked), and ``burst`` / ``rate_factor`` while a learnt pace binds."""
 
         def read(conn: sqlite3.Connection) -> dict[str, dict[str, float]]:
             now = self._clock()
+            paces = self._paces(conn, now)
             out: dict[str, dict[str, float]] = {}
-            for tier, per_minute in self._per_minute.items():
-                row = self._row(conn, tier)
+            scopes = [*self._key_scopes.values(), *self._workspace.values()]
+            for scope in scopes:
+                if not scope.charged:
+                    continue
+                row = self._row(conn, scope.name)
                 blocked_until = row[2] if row else 0.0
-                if self._limiter == "window":
-                    capacity = float(self._allowance[tier])
-                    available = capacity - self._sends_in_window(conn, tier, now)
-                else:
-                    capacity = float(self._capacity[tier])
-                    available = self._bucket_at(row, tier, now)[0]
-                if blocked_until > now:
-                    available = 0.0
-                out[tier] = {
-                    "available": max(0.0, available),
+                capacity, available = self._available(conn, scope, row, now)
+                entry = {
+                    "available": 0.0 if blocked_until > now else max(0.0, available),
                     "capacity": capacity,
-                    "per_minute": float(per_minute),
+                    "per_minute": float(scope.per_minute),
                     "blocked_until": blocked_until,
                 }
+                learnt = paces.get(scope.name)
+                if learnt is not None:
+                    entry["burst"] = learnt.burst_at(now, scope.limit)
+                    entry["rate_factor"] = learnt.factor_at(now)
+                out[scope.name] = entry
             return out
+
+        return self._transact(read, None, begin="BEGIN")
+
+    def eta(self, tier: str, n: int) -> float:
+        """Seconds until ``n`` more requests of ``tier`` can all have been sent.
+
+        All keys together, the workspace cap, blocks and learnt pace included: what
+        the progress bar shows as the time remaining.
+        """
+        if n <= 0:
+            return 0.0
+
+        def read(conn: sqlite3.Connection) -> float:
+            now = self._clock()
+            paces = self._paces(conn, now)
+            keys = [self._key_scopes[(fp, tier)] for fp in self.keys]
+            groups: list[list[_Scope]] = [keys]
+            workspace = self._workspace.get(tier)
+            if workspace is not None and workspace.charged:
+                groups.append([workspace])
+            blocked = [
+                max(0.0, (r[2] if (r := self._row(conn, s.name)) else 0.0) - now) for s in keys
+            ]
+            seconds = min(blocked)
+            if workspace is not None:
+                row = self._row(conn, workspace.name)
+                seconds = max(seconds, (row[2] - now) if row else 0.0)
+            for group in groups:
+                seconds = max(seconds, self._group_eta(conn, group, n, now))
+            learnt = [(s, paces[s.name]) for s in keys if s.name in paces]
+            if learnt:
+                tokens = sum(self._pace_bucket(conn, s, p, now)[0] for s, p in learnt)
+                tokens += sum(s.limit for s in keys if s.name not in paces)
+                rate = sum(
+                    s.per_minute
+                    / WINDOW_S
+                    * (paces[s.name].factor_at(now) if s.name in paces else 1.0)
+                    for s in keys
+                )
+                seconds = max(seconds, pacing.bucket_eta(tokens, n, rate_per_s=rate))
+            return seconds
 
         return self._transact(read, None, begin="BEGIN")
 
@@ -244,73 +401,207 @@ class Budget:
         return (tier,)
 
     def _try_charge(self, conn: sqlite3.Connection, tiers: tuple[str, ...]) -> tuple[float, str]:
-        """Charge every tier and return ``(0, tier)``, or charge nothing and return how
-        long to wait and for which tier. All-or-nothing, so egress is never spent on a
-        request that did not go."""
+        """Charge a key's scopes (and the workspace's) and return ``(0, key)``, or
+        charge nothing and return how long to wait and for which tier.
+        All-or-nothing, so egress is never spent on a request that did not go."""
         now = self._clock()
-        rows = {t: self._row(conn, t) for t in tiers}
-        waits: dict[str, float] = {}
-        for t in tiers:
-            row = rows[t]
-            blocked = (row[2] - now) if row else 0.0
-            if self._limiter == "window":
-                waits[t] = max(blocked, self._window_wait(conn, t, now))
-            else:
-                tokens, as_of = self._bucket_at(row, t, now)
-                short = (as_of - now) + (1 - tokens) / self._rate[t] if tokens < 1 else 0.0
-                waits[t] = max(blocked, short)
-        blocker = max(tiers, key=lambda t: waits[t])
-        if waits[blocker] > 0:
-            return max(waits[blocker], _MIN_WAIT_S), blocker
-        for t in tiers:
-            if self._limiter == "window":
-                conn.execute("INSERT INTO budget_sends (tier, ts) VALUES (?, ?)", (t, now))
-            else:
-                tokens, as_of = self._bucket_at(rows[t], t, now)
-                conn.execute(
-                    "INSERT INTO budget_bucket (tier, tokens, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens, "
-                    "updated_at = excluded.updated_at",
-                    (t, tokens - 1, as_of),
-                )
-        return 0.0, tiers[0]
+        workspace = [self._workspace[t] for t in tiers if t in self._workspace]
+        if workspace:
+            waits = {s.tier: self._wait_for(conn, s, now) for s in workspace}
+            blocker = max(waits, key=lambda t: waits[t])
+            if waits[blocker] > 0:
+                return max(waits[blocker], _MIN_WAIT_S), blocker
+        paces = self._paces(conn, now)
+        best: tuple[float, str] | None = None  # (headroom, key) of the best free key
+        soonest: tuple[float, str] = (math.inf, tiers[0])
+        for offset in range(len(self.keys)):
+            fp = self.keys[(self._turn + offset) % len(self.keys)]
+            scopes = [self._key_scopes[(fp, t)] for t in tiers]
+            waits = {s.tier: self._wait_for(conn, s, now) for s in scopes}
+            for s in scopes:
+                learnt = paces.get(s.name)
+                if learnt is not None:
+                    tokens, as_of = self._pace_bucket(conn, s, learnt, now)
+                    rate = s.per_minute / WINDOW_S * learnt.factor_at(now)
+                    short = (as_of - now) + (1 - tokens) / rate if tokens < 1 else 0.0
+                    waits[s.tier] = max(waits[s.tier], short)
+            blocker = max(waits, key=lambda t: waits[t])
+            if waits[blocker] > 0:
+                soonest = min(soonest, (waits[blocker], blocker))
+                continue
+            main = scopes[0]
+            headroom = self._available(conn, main, self._row(conn, main.name), now)[1]
+            headroom /= max(main.limit, 1)
+            if best is None or headroom > best[0]:
+                best = (headroom, fp)
+        if best is None:
+            return max(soonest[0], _MIN_WAIT_S), soonest[1]
+        fp = best[1]
+        self._turn += 1
+        for s in [*(self._key_scopes[(fp, t)] for t in tiers), *workspace]:
+            if s.charged:
+                self._charge(conn, s, now)
+            learnt = paces.get(s.name)
+            if learnt is not None:
+                tokens, as_of = self._pace_bucket(conn, s, learnt, now)
+                self._put_bucket(conn, f"{s.name}~pace", tokens - 1, as_of)
+        return 0.0, fp
 
-    def _row(self, conn: sqlite3.Connection, tier: str) -> tuple[float, float, float] | None:
+    def _wait_for(self, conn: sqlite3.Connection, scope: _Scope, now: float) -> float:
+        row = self._row(conn, scope.name)
+        blocked = (row[2] - now) if row else 0.0
+        if not scope.charged:
+            return max(0.0, blocked)
+        if self._limiter == "window":
+            return max(blocked, self._window_wait(conn, scope, now))
+        tokens, as_of = self._bucket_at(row, scope, now)
+        short = (as_of - now) + (1 - tokens) / scope.rate if tokens < 1 else 0.0
+        return max(blocked, short)
+
+    def _charge(self, conn: sqlite3.Connection, scope: _Scope, now: float) -> None:
+        if self._limiter == "window":
+            conn.execute("INSERT INTO budget_sends (tier, ts) VALUES (?, ?)", (scope.name, now))
+        else:
+            tokens, as_of = self._bucket_at(self._row(conn, scope.name), scope, now)
+            self._put_bucket(conn, scope.name, tokens - 1, as_of)
+
+    def _available(
+        self,
+        conn: sqlite3.Connection,
+        scope: _Scope,
+        row: tuple[float, float, float] | None,
+        now: float,
+    ) -> tuple[float, float]:
+        """``(capacity, available)`` of a scope now, blocks aside."""
+        if self._limiter == "window":
+            return float(scope.allowance), scope.allowance - self._sends_in_window(
+                conn, scope.name, now
+            )
+        return float(scope.capacity), self._bucket_at(row, scope, now)[0]
+
+    def _block(self, conn: sqlite3.Connection, scope: _Scope, until: float, now: float) -> None:
+        row = self._row(conn, scope.name)
+        tokens, updated_at, blocked_until = row if row else (float(scope.capacity), now, 0.0)
+        if self._limiter == "bucket":
+            # The server's bucket is empty when the block lifts, and refills from there.
+            tokens, updated_at = 0.0, max(until, updated_at)
+        conn.execute(
+            "INSERT INTO budget_bucket (tier, tokens, updated_at, blocked_until) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens, "
+            "updated_at = excluded.updated_at, blocked_until = excluded.blocked_until",
+            (scope.name, tokens, updated_at, max(until, blocked_until)),
+        )
+
+    # -- learnt pace -------------------------------------------------------------------
+
+    def _paces(self, conn: sqlite3.Connection, now: float) -> dict[str, Pace]:
+        """Learnt paces that still bind, by scope name."""
+        limits = {s.name: s.limit for s in self._key_scopes.values()}
+        out: dict[str, Pace] = {}
+        for scope, value in pace_rows(conn):
+            learnt = Pace.loads(value) if scope in limits else None
+            if learnt is not None and not learnt.forgotten(now, limits[scope]):
+                out[scope] = learnt
+        return out
+
+    def _learn(self, conn: sqlite3.Connection, scope: _Scope, now: float, until: float) -> Pace:
+        previous = self._paces(conn, now).get(scope.name)
+        tokens = self._pace_bucket(conn, scope, previous, now)[0] if previous else None
+        if self._limiter == "window":
+            recent = self._sends_since(conn, scope.name, now - pacing.RECENT_S)
+        else:
+            recent = round(
+                scope.capacity - self._bucket_at(self._row(conn, scope.name), scope, now)[0]
+            )
+        learnt = pacing.learn(
+            previous, now=now, capacity=scope.limit, recent=recent, pacing_tokens=tokens
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+            (PACE_META + scope.name, learnt.dumps()),
+        )
+        # One request when the block lifts (Retry-After is obeyed exactly), then the pace.
+        self._put_bucket(conn, f"{scope.name}~pace", 1.0, until)
+        return learnt
+
+    def _pace_bucket(
+        self, conn: sqlite3.Connection, scope: _Scope, learnt: Pace, now: float
+    ) -> tuple[float, float]:
+        burst = math.floor(learnt.burst_at(now, scope.limit) + _EPS)
+        rate = scope.per_minute / WINDOW_S * learnt.factor_at(now)
+        row = self._row(conn, f"{scope.name}~pace")
+        if row is None:
+            return float(burst), now
+        return refill(row[0], row[1], now, capacity=float(burst), rate=rate)
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def _row(self, conn: sqlite3.Connection, name: str) -> tuple[float, float, float] | None:
         row = conn.execute(
-            "SELECT tokens, updated_at, blocked_until FROM budget_bucket WHERE tier = ?", (tier,)
+            "SELECT tokens, updated_at, blocked_until FROM budget_bucket WHERE tier = ?", (name,)
         ).fetchone()
         return (float(row[0]), float(row[1]), float(row[2])) if row else None
 
-    def _bucket_at(
-        self, row: tuple[float, float, float] | None, tier: str, now: float
-    ) -> tuple[float, float]:
-        capacity = self._capacity[tier]
-        if row is None:  # a brand-new bucket starts full
-            return float(capacity), now
-        return refill(row[0], row[1], now, capacity=capacity, rate=self._rate[tier])
+    def _put_bucket(self, conn: sqlite3.Connection, name: str, tokens: float, at: float) -> None:
+        conn.execute(
+            "INSERT INTO budget_bucket (tier, tokens, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens, "
+            "updated_at = excluded.updated_at",
+            (name, tokens, at),
+        )
 
-    def _sends_in_window(self, conn: sqlite3.Connection, tier: str, now: float) -> int:
+    def _bucket_at(
+        self, row: tuple[float, float, float] | None, scope: _Scope, now: float
+    ) -> tuple[float, float]:
+        if row is None:  # a brand-new bucket starts full
+            return float(scope.capacity), now
+        return refill(row[0], row[1], now, capacity=scope.capacity, rate=scope.rate)
+
+    def _sends_in_window(self, conn: sqlite3.Connection, name: str, now: float) -> int:
+        return self._sends_since(conn, name, now - self._window_s)
+
+    def _sends_since(self, conn: sqlite3.Connection, name: str, since: float) -> int:
         # A send at ts counts while now < ts + window; index range (tier, ts).
         count: int = conn.execute(
-            "SELECT count(*) FROM budget_sends WHERE tier = ? AND ts > ?",
-            (tier, now - self._window_s),
+            "SELECT count(*) FROM budget_sends WHERE tier = ? AND ts > ?", (name, since)
         ).fetchone()[0]
         return count
 
-    def _window_wait(self, conn: sqlite3.Connection, tier: str, now: float) -> float:
+    def _window_wait(self, conn: sqlite3.Connection, scope: _Scope, now: float) -> float:
         """Seconds until one more send fits the window (0: now); prunes aged sends."""
         cutoff = now - self._window_s
-        conn.execute("DELETE FROM budget_sends WHERE tier = ? AND ts <= ?", (tier, cutoff))
-        count = self._sends_in_window(conn, tier, now)
-        over = count - self._allowance[tier]
+        conn.execute("DELETE FROM budget_sends WHERE tier = ? AND ts <= ?", (scope.name, cutoff))
+        count = self._sends_in_window(conn, scope.name, now)
+        over = count - scope.allowance
         if over < 0:
             return 0.0
         # The oldest `over + 1` sends must age out; the last of them decides.
         (ts,) = conn.execute(
             "SELECT ts FROM budget_sends WHERE tier = ? AND ts > ? ORDER BY ts LIMIT 1 OFFSET ?",
-            (tier, cutoff, over),
+            (scope.name, cutoff, over),
         ).fetchone()
         return float(ts) + self._window_s - now
+
+    def _group_eta(
+        self, conn: sqlite3.Connection, scopes: list[_Scope], n: int, now: float
+    ) -> float:
+        """ETA of n sends shared by ``scopes`` (the keys together, or the workspace)."""
+        if self._limiter == "window":
+            sends: list[float] = []
+            for s in scopes:
+                sends += [
+                    float(ts)
+                    for (ts,) in conn.execute(
+                        "SELECT ts FROM budget_sends WHERE tier = ? AND ts > ?",
+                        (s.name, now - self._window_s),
+                    )
+                ]
+            allowance = sum(s.allowance for s in scopes)
+            return pacing.window_eta(
+                sends, n, allowance=allowance, window_s=self._window_s, now=now
+            )
+        tokens = sum(self._bucket_at(self._row(conn, s.name), s, now)[0] for s in scopes)
+        return pacing.bucket_eta(tokens, n, rate_per_s=sum(s.rate for s in scopes))
 
     # -- the transaction and its retries ---------------------------------------------
 
@@ -349,3 +640,71 @@ class Budget:
                 conn.execute("ROLLBACK")
             raise
         return result
+
+
+def planned_eta(
+    writes: int,
+    settings: BudgetSettings,
+    *,
+    keys: int,
+    paces: Sequence[Pace] = (),
+    now: float | None = None,
+) -> tuple[float, float]:
+    """``plan``'s estimate: ``(seconds, writes per minute)`` for a fresh budget.
+
+    All keys together, capped by the workspace; a learnt pace (of any key) slows
+    every key alike, which is what a gateway in front of the workspace does.
+    """
+    per_key = settings.write_per_minute
+    cap = workspace_cap(settings.workspace_write_per_minute, "write", per_key)
+    rate = float(min(cap, per_key * keys) if keys > 1 else per_key)
+    burst: float | None = None
+    when = time.time() if now is None else now
+    if paces:
+        factor = min(p.factor_at(when) for p in paces)
+        burst = min(p.burst_at(when, per_key) for p in paces) * max(keys, 1)
+        rate *= factor
+    window_s = WINDOW_S + settings.clock_skew_s
+    seconds = pacing.fresh_eta(
+        writes, per_minute=rate, limiter=settings.limiter, window_s=window_s, burst=burst
+    )
+    return seconds, rate
+
+
+def pace_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """``(scope, json)`` of every learnt pace in the state's ``meta`` (none if unreadable)."""
+    try:
+        rows = conn.execute(
+            "SELECT name, value FROM meta WHERE name >= ? AND name < ?",
+            (PACE_META, PACE_META[:-1] + "/"),
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    return [(str(name)[len(PACE_META) :], str(value)) for name, value in rows]
+
+
+def learnt_paces(
+    conn: sqlite3.Connection, limits: Mapping[str, int], now: float
+) -> dict[str, dict[str, float]]:
+    """Paces that still bind, by scope (``write``, ``write@<fp>``), for ``status``."""
+    out: dict[str, dict[str, float]] = {}
+    for scope, value in pace_rows(conn):
+        limit = limits.get(scope.partition("@")[0])
+        learnt = Pace.loads(value)
+        if limit is not None and learnt is not None and not learnt.forgotten(now, limit):
+            out[scope] = {
+                "burst": round(learnt.burst_at(now, limit), 1),
+                "rate_factor": round(learnt.factor_at(now), 3),
+            }
+    return out
+
+
+def read_paces(conn: sqlite3.Connection, tier: str = "write") -> list[Pace]:
+    """Learnt paces of ``tier`` found in a state file's ``meta`` (for ``plan``)."""
+    out = []
+    for scope, value in pace_rows(conn):
+        if scope == tier or scope.startswith(f"{tier}@"):
+            learnt = Pace.loads(value)
+            if learnt is not None:
+                out.append(learnt)
+    return out

@@ -14,7 +14,12 @@ Retry policy (spec §8, "retry only on network errors, not on 4xx"):
   lookup, never by re-sending (a re-POST could create a duplicate).
 - 429 QUOTA_EXCEEDED and every other 4xx are final.
 - A 429 waits at least ``Retry-After``; with a budget the wait is handed to
-  ``budget.penalize`` so every thread of the tier holds back, not just this one.
+  ``budget.penalize`` so every thread of the key's tier holds back, not just this
+  one. A 429 RATE_LIMITED does not count against ``max_retries``: the request is
+  sent again (perhaps with another key) until ``RATE_LIMITED_GIVE_UP_S`` of
+  waiting; rate limiting paces a run, it does not fail its products.
+- Several keys (``api_keys``): the budget names the key for each attempt; logs
+  name it by its fingerprint (``config/keys.py``), never by the key.
 
 Error statuses are mapped by status even when the body is not the documented
 envelope (a proxy's HTML 502, a framework's 405): the status is the fact that
@@ -23,20 +28,26 @@ matters. A 2xx whose body is not the envelope is ``BadResponse``.
 
 from __future__ import annotations
 
+import itertools
+import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from random import Random
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 from urllib.parse import quote
 
 import httpx
 from pydantic import SecretStr
 
-from skuferry import __version__, canonical, errors, logs
+from skuferry import __version__, canonical, errors, logs, tls
+from skuferry.config.keys import fingerprint
 from skuferry.remote.retry import backoff_delay, parse_retry_after
+
+if TYPE_CHECKING:
+    from skuferry.config.load import Settings
 
 log = logs.get(__name__)
 
@@ -48,6 +59,10 @@ MAX_PAGE_SIZE = 100  # spec §4: limit maximum 100
 # a different kind of outage. Waiting it out would hang the run, so give up instead
 # (the run ends with exit 3 and the next one resumes).
 MAX_RETRY_AFTER_S = 300.0
+# A request refused with 429 RATE_LIMITED is sent again when the budget allows, as often
+# as it takes, until the waits the server asked for add up to this: then the server is
+# not pacing us but refusing us, and the product fails (retried next run).
+RATE_LIMITED_GIVE_UP_S = 600.0
 _HEAD_CHARS = 80
 # Transport failures that prove the request never reached the server.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -56,11 +71,52 @@ _TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolEr
 
 
 class BudgetLike(Protocol):
-    """What the client needs from ``skuferry.remote.budget.Budget``."""
+    """What the client needs from ``skuferry.remote.budget.Budget``.
 
-    def acquire(self, tier: str, *, stop: threading.Event | None = None) -> None: ...
+    ``acquire`` may return the fingerprint of the key to send with (several keys);
+    None leaves the choice to the client. ``penalize`` is then told that key.
+    """
 
-    def penalize(self, tier: str, seconds: float) -> None: ...
+    def acquire(self, tier: str, *, stop: threading.Event | None = None) -> str | None: ...
+
+    def penalize(self, tier: str, seconds: float, *, key: str | None = None) -> None: ...
+
+
+ProductData = dict[str, Any]  # one product as the API returns it (``data``), ``id`` included
+
+
+class RemoteApi(Protocol):
+    """The CMS product API as the engine sees it: ``RemoteClient``, the in-memory fake.
+
+    Errors are the ``errors.ApiError`` tree (``NotFound``, ``MethodNotAllowed``,
+    ``Rejected``, ``RateLimited``, ``OutcomeUnknown``...), whatever the transport.
+    ``tests/remote_contract.py`` holds every implementation to the same behaviour.
+    """
+
+    requests: dict[str, int]  # requests sent per tier ("read", "write"), retries included
+    rate_limited: int  # 429 RATE_LIMITED answers seen
+
+    def probe(self) -> int:
+        """One authenticated read: the number of product pages at limit 1."""
+        ...
+
+    def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[ProductData]]]:
+        """(page, pages, items) for pages 1..meta.pages, walked sequentially."""
+        ...
+
+    def iter_products(self, *, limit: int = 100) -> Iterator[ProductData]: ...
+
+    def get_product(self, product_id: str) -> ProductData: ...
+
+    def create_product(self, payload: ProductData) -> ProductData:
+        """POST; the answer holds the new ``id``."""
+        ...
+
+    def update_product(
+        self, product_id: str, payload: ProductData, *, method: Literal["patch", "put"]
+    ) -> ProductData:
+        """PATCH merges the payload into the product, PUT replaces it; ``{}`` on a 204."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +137,8 @@ class RemoteClient:
         self,
         *,
         base_url: str,
-        api_key: SecretStr,
+        api_key: SecretStr | None = None,
+        api_keys: Sequence[SecretStr] = (),
         timeout_s: float = 30.0,
         budget: BudgetLike | None = None,
         max_retries: int = 3,
@@ -90,11 +147,17 @@ class RemoteClient:
         sleep: Callable[[float], None] = time.sleep,
         rng: Random | None = None,
         stop: threading.Event | None = None,
+        verify: ssl.SSLContext | bool = True,  # tls.verify_for([api] ca_bundle)
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self._base = base_url.rstrip("/")
-        self._key = api_key
+        keys = list(api_keys) or ([api_key] if api_key is not None else [])
+        if not keys:
+            raise ValueError("RemoteClient needs api_key or api_keys")
+        # Keys by fingerprint: the budget names the key to use, logs name it the same way.
+        self._keys = {fingerprint(k): k for k in keys}
+        self._turn = itertools.cycle(list(self._keys))  # without a budget: take turns
         self._budget = budget
         self._max_retries = max_retries
         self._sleep = sleep
@@ -102,6 +165,7 @@ class RemoteClient:
         self._stop = stop
         self._lock = threading.Lock()
         self.requests: dict[str, int] = {"read": 0, "write": 0}
+        self.requests_by_key: dict[str, int] = {}  # by key fingerprint, retries included
         self.rate_limited = 0
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout_s),
@@ -109,8 +173,35 @@ class RemoteClient:
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
             transport=transport,
-            follow_redirects=False,  # a redirect would silently turn POST into GET
+            follow_redirects=False,  # a redirect would turn POST into GET and carry the key
+            verify=verify,
             headers={"Accept": "application/json", "User-Agent": f"skuferry/{__version__}"},
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        stop: threading.Event | None,
+        budget: BudgetLike | None = None,
+        max_retries: int | None = None,
+    ) -> Self:
+        """The client a run uses: ``[api]`` settings, the key, one connection per writer + 2.
+
+        ``budget`` is the caller's to open and close (``check`` runs without one);
+        ``max_retries`` overrides ``[api] max_retries`` (``check`` tries once more, not 3x).
+        """
+        api = settings.api
+        return cls(
+            base_url=api.base_url,
+            api_keys=settings.api_keys,
+            timeout_s=api.timeout_s,
+            budget=budget,
+            max_retries=api.max_retries if max_retries is None else max_retries,
+            max_connections=api.max_in_flight + 2,
+            stop=stop,
+            verify=tls.verify_for(api.ca_bundle, key="api.ca_bundle"),
         )
 
     def __repr__(self) -> str:
@@ -158,7 +249,9 @@ class RemoteClient:
             if pages > ceiling:
                 raise errors.BadResponse(
                     f"the product list kept growing past {ceiling} pages",
-                    status=200, content_type="application/json", head="",
+                    status=200,
+                    content_type="application/json",
+                    head="",
                 )
             if page > pages:  # pages=0, or the list shrank under us
                 return
@@ -225,8 +318,11 @@ class RemoteClient:
     def _scrub(self, text: str) -> str:
         # Server text goes into exception messages; a server that echoes the
         # credential back must not get it into our logs.
-        key = self._key.get_secret_value()
-        return text.replace(key, "***") if key else text
+        for key in self._keys.values():
+            secret = key.get_secret_value()
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
     # -- the attempt loop --------------------------------------------------
 
@@ -241,35 +337,50 @@ class RemoteClient:
         """Send with retries; return a 2xx/3xx response or raise the mapped ApiError."""
         tier: Tier = "read" if method == "GET" else "write"
         content = None if body is None else canonical.dumps(body).encode("utf-8")
-        retry = 0
+        retry = 0  # other transient failures: at most max_retries (the reference client's 3)
+        limited, limited_s = 0, 0.0  # 429 RATE_LIMITED answers, and the waits they asked for
         while True:
-            self._before_attempt(tier)
-            outcome = self._attempt(method, path, tier, params=params, content=content)
+            key = self._before_attempt(tier)
+            outcome = self._attempt(method, path, tier, key, params=params, content=content)
             if isinstance(outcome, httpx.Response):
                 return outcome
+            what = f"{method} {path}"
+            if outcome.rate_limited and outcome.retryable and self._max_retries > 0:
+                # Being told to slow down is not a failure of the request: wait (another
+                # key may take it) and send again, unless the refusals last too long.
+                if limited_s >= RATE_LIMITED_GIVE_UP_S:
+                    raise outcome.error
+                limited_s += self._wait(outcome, tier, limited, key=key, what=what)
+                limited += 1
+                continue
             if not outcome.retryable or retry >= self._max_retries:
                 raise outcome.error
-            self._wait(outcome, tier, retry, what=f"{method} {path}")
+            self._wait(outcome, tier, retry, key=key, what=what)
             retry += 1
 
-    def _before_attempt(self, tier: Tier) -> None:
+    def _before_attempt(self, tier: Tier) -> str:
+        """Wait for the budget; the fingerprint of the key to send with."""
         if self._stop is not None and self._stop.is_set():
             raise errors.Interrupted("stop requested; no new API request started")
-        if self._budget is not None:
-            self._budget.acquire(tier, stop=self._stop)
+        key = self._budget.acquire(tier, stop=self._stop) if self._budget is not None else None
         with self._lock:
             self.requests[tier] += 1
+            if key not in self._keys:
+                key = next(self._turn)
+            self.requests_by_key[key] = self.requests_by_key.get(key, 0) + 1
+        return key
 
     def _attempt(
         self,
         method: str,
         path: str,
         tier: Tier,
+        key: str,
         *,
         params: dict[str, int] | None,
         content: bytes | None,
     ) -> httpx.Response | _Failure:
-        headers = {"Authorization": f"Bearer {self._key.get_secret_value()}"}
+        headers = {"Authorization": f"Bearer {self._keys[key].get_secret_value()}"}
         if content is not None:
             headers["Content-Type"] = "application/json"
         started = time.monotonic()
@@ -279,20 +390,27 @@ class RemoteClient:
             )
         except httpx.TransportError as exc:
             log.debug(
-                "api.request", method=method, path=path, status=None,
-                error=type(exc).__name__, ms=_ms(started),
+                "api.request",
+                method=method,
+                path=path,
+                status=None,
+                error=type(exc).__name__,
+                ms=_ms(started),
             )
             return _transport_failure(method, path, tier, exc, base=self._base)
         log.debug(
-            "api.request", method=method, path=path, status=response.status_code,
+            "api.request",
+            method=method,
+            path=path,
+            status=response.status_code,
             ms=_ms(started),
         )
         if response.status_code < 400:
             return response
-        return self._status_failure(method, path, tier, response)
+        return self._status_failure(method, path, tier, response, key=key)
 
     def _status_failure(
-        self, method: str, path: str, tier: Tier, response: httpx.Response
+        self, method: str, path: str, tier: Tier, response: httpx.Response, *, key: str = ""
     ) -> _Failure:
         status = response.status_code
         code, message = _error_fields(response, self._scrub)
@@ -303,12 +421,19 @@ class RemoteClient:
             with self._lock:
                 self.rate_limited += 1
             log.warning(
-                "api.rate_limited", tier=tier, retry_after=retry_after, method=method, path=path
+                "api.rate_limited",
+                tier=tier,
+                retry_after=retry_after,
+                method=method,
+                path=path,
+                key=key,  # the fingerprint, never the key
             )
             too_long = retry_after is not None and retry_after > MAX_RETRY_AFTER_S
             return _Failure(
                 errors.RateLimited(status, code, message, retry_after=retry_after),
-                "rate_limited", retryable=not too_long, retry_after=retry_after,
+                "rate_limited",
+                retryable=not too_long,
+                retry_after=retry_after,
                 rate_limited=True,
             )
         if status >= 500:
@@ -318,7 +443,8 @@ class RemoteClient:
                         f"{method} {path} answered HTTP {status} {code}: {message}; "
                         "the write may have been applied"
                     ),
-                    "server_error", retryable=False,
+                    "server_error",
+                    retryable=False,
                 )
             retry_after = parse_retry_after(
                 response.headers.get("Retry-After"), date_header=response.headers.get("Date")
@@ -326,26 +452,38 @@ class RemoteClient:
             if retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
                 retry_after = None
             return _Failure(
-                errors.ServerError(status, code, message), "server_error",
-                retryable=True, retry_after=retry_after,
+                errors.ServerError(status, code, message),
+                "server_error",
+                retryable=True,
+                retry_after=retry_after,
             )
         return _Failure(_client_error(status, code, message), "client_error", retryable=False)
 
-    def _wait(self, failure: _Failure, tier: Tier, retry: int, *, what: str) -> None:
+    def _wait(self, failure: _Failure, tier: Tier, retry: int, *, key: str, what: str) -> float:
+        """Wait before the next attempt (or hand the wait to the budget); the seconds."""
         wait = failure.retry_after
         if wait is None:
             wait = backoff_delay(retry, rng=self._rng)
         log.info(
-            "api.retry", reason=failure.reason, attempt=retry + 1, wait_s=round(wait, 3),
+            "api.retry",
+            reason=failure.reason,
+            attempt=retry + 1,
+            wait_s=round(wait, 3),
             request=what,
+            key=key,
         )
         if failure.rate_limited and self._budget is not None:
-            # The budget holds back every thread of this tier; our next acquire waits it out.
-            self._budget.penalize(tier, wait)
+            # The budget holds back every thread of this key's tier (other keys go on);
+            # our next acquire waits it out or takes another key.
+            if len(self._keys) > 1:
+                self._budget.penalize(tier, wait, key=key)
+            else:
+                self._budget.penalize(tier, wait)
         elif self._stop is not None and self._sleep is time.sleep:
             self._stop.wait(wait)  # real waits wake early on SIGTERM; the loop then stops
         else:
             self._sleep(wait)
+        return wait
 
 
 def _ms(started: float) -> int:
@@ -359,7 +497,8 @@ def _transport_failure(
     if isinstance(exc, _NEVER_SENT):
         return _Failure(
             errors.Unreachable(f"{method} {base}{path}: cannot reach the API ({kind}: {exc})"),
-            "unreachable", retryable=True,
+            "unreachable",
+            retryable=True,
         )
     if tier == "write":
         return _Failure(
@@ -367,11 +506,13 @@ def _transport_failure(
                 f"{method} {path}: {kind} after the request was sent; "
                 "the write may have been applied"
             ),
-            "transport", retryable=False,
+            "transport",
+            retryable=False,
         )
     return _Failure(
         errors.TransportError(f"{method} {path}: no response from the API ({kind})"),
-        "transport", retryable=isinstance(exc, _TRANSIENT),
+        "transport",
+        retryable=isinstance(exc, _TRANSIENT),
     )
 
 

@@ -20,7 +20,8 @@ rather than an ASGI framework:
 
 Modules: ``server`` (``Sandbox``: lifecycle and control), ``handler`` (the
 wire), ``api`` (routes and behaviour, no sockets), ``limits``, ``faults``,
-``store``, ``stats``, ``config``, ``cli`` (``skuferry sandbox``).
+``store``, ``stats``, ``received`` (what each update carried), ``config``, ``cli``
+(``skuferry sandbox``).
 """
 
 from skuferry.sandbox.config import DEFAULT_KEY, DEFAULT_WORKSPACE, SandboxConfig

@@ -26,6 +26,7 @@ from typing import Any
 from skuferry.sandbox.config import SandboxConfig, Updates
 from skuferry.sandbox.faults import FaultKind, FaultPicker
 from skuferry.sandbox.limits import Decision, Mode, RateLimiter, TierLimit
+from skuferry.sandbox.received import ReceivedUpdates
 from skuferry.sandbox.stats import SandboxStats, StatsRecorder
 from skuferry.sandbox.store import Collection
 
@@ -94,7 +95,10 @@ class Api:
         self.content = Collection(prefix="c")
         self.stats = StatsRecorder()
         self.faults = FaultPicker(config.faults, seed=config.seed)
-        self.limiter = RateLimiter(config.limits, mode=config.mode, clock=config.clock)
+        self.limiter = RateLimiter(
+            config.limits, mode=config.mode, clock=config.clock, burst=config.burst
+        )
+        self.received = ReceivedUpdates()
 
     # -- time, keys, limits -------------------------------------------------------
 
@@ -114,18 +118,22 @@ class Api:
         """New limits start from a clean slate, on the same window alignment."""
         with self._lock:
             old = self.limiter
+            new_mode = mode or old.mode
             self.limiter = RateLimiter(
                 {**old.limits, **(limits or {})},
-                mode=mode or old.mode,
+                mode=new_mode,
                 clock=self.config.clock,
                 epoch=old.epoch,
+                burst=old.burst if new_mode == "bucket" else None,
             )
 
     def restart_clock(self) -> None:
         """Fresh budgets, with windows and stats times counted from now."""
         with self._lock:
             old = self.limiter
-            self.limiter = RateLimiter(old.limits, mode=old.mode, clock=self.config.clock)
+            self.limiter = RateLimiter(
+                old.limits, mode=old.mode, clock=self.config.clock, burst=old.burst
+            )
 
     def admit(self, *, key: str | None, workspace: str | None, tier: str) -> Decision | None:
         """Count the arrival; None when unauthenticated, else the limiter's decision."""
@@ -156,6 +164,7 @@ class Api:
         self.products.clear()
         self.content.clear()
         self.stats.clear()
+        self.received.clear()
         self.set_limits(None, None)
 
     # -- dispatch -----------------------------------------------------------------
@@ -246,6 +255,7 @@ class Api:
         record = update(ws, route.record_id, fields)
         if record is None:
             return error(404, "NOT_FOUND", f"no products item {route.record_id}")
+        self.received.add(ws, method=method, record_id=route.record_id, body=fields)
         return Reply(200, {"data": record, "meta": {}}, committed=True)
 
 

@@ -59,28 +59,83 @@ def _parse_faults(values: tuple[str, ...], *, slow_s: float) -> Faults:
 @click.command("sandbox")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8765, show_default=True, help="Port to bind (0: any free port).")
-@click.option("--mode", type=click.Choice(MODES), default="window", show_default=True,
-              help="Rate limiter: fixed 1-minute windows or token buckets.")
-@click.option("--read-per-minute", type=click.IntRange(min=1),
-              default=_DEFAULTS["read"].per_key, show_default=True, help="Reads per key.")
-@click.option("--write-per-minute", type=click.IntRange(min=1),
-              default=_DEFAULTS["write"].per_key, show_default=True, help="Writes per key.")
-@click.option("--workspace-read-per-minute", type=click.IntRange(min=1),
-              default=_DEFAULTS["read"].per_workspace, show_default=True,
-              help="Reads per workspace, all its keys together.")
-@click.option("--workspace-write-per-minute", type=click.IntRange(min=1),
-              default=_DEFAULTS["write"].per_workspace, show_default=True,
-              help="Writes per workspace, all its keys together.")
-@click.option("--updates", type=click.Choice(UPDATE_CHOICES), default=None,
-              help="Serve PATCH and/or PUT /api/v1/products/:id (default: 405, as in the spec).")
-@click.option("--latency", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Seconds added to every response.")
-@click.option("--key", "keys", multiple=True, metavar="KEY[=WORKSPACE]",
-              help=f"An accepted API key (repeatable; default {DEFAULT_KEY}={DEFAULT_WORKSPACE}).")
-@click.option("--fault", "faults", multiple=True, metavar="KIND=PROBABILITY",
-              help=f"Inject a fault into product writes (repeatable): {', '.join(FAULT_KINDS)}.")
-@click.option("--slow", "slow_s", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="Seconds a slow_after_commit answer waits.")
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="window",
+    show_default=True,
+    help="Rate limiter: fixed 1-minute windows or token buckets.",
+)
+@click.option(
+    "--read-per-minute",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["read"].per_key,
+    show_default=True,
+    help="Reads per key.",
+)
+@click.option(
+    "--write-per-minute",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["write"].per_key,
+    show_default=True,
+    help="Writes per key.",
+)
+@click.option(
+    "--workspace-read-per-minute",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["read"].per_workspace,
+    show_default=True,
+    help="Reads per workspace, all its keys together.",
+)
+@click.option(
+    "--workspace-write-per-minute",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["write"].per_workspace,
+    show_default=True,
+    help="Writes per workspace, all its keys together.",
+)
+@click.option(
+    "--burst",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Token bucket capacity below a minute's rate, like a gateway's burst "
+    "(implies --mode bucket).",
+)
+@click.option(
+    "--updates",
+    type=click.Choice(UPDATE_CHOICES),
+    default=None,
+    help="Serve PATCH and/or PUT /api/v1/products/:id (default: 405, as in the spec).",
+)
+@click.option(
+    "--latency",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds added to every response.",
+)
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="KEY[=WORKSPACE]",
+    help=f"An accepted API key (repeatable; default {DEFAULT_KEY}={DEFAULT_WORKSPACE}).",
+)
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="KIND=PROBABILITY",
+    help=f"Inject a fault into product writes (repeatable): {', '.join(FAULT_KINDS)}.",
+)
+@click.option(
+    "--slow",
+    "slow_s",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds a slow_after_commit answer waits.",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed of the fault draws.")
 def sandbox_command(
     *,
@@ -91,6 +146,7 @@ def sandbox_command(
     write_per_minute: int,
     workspace_read_per_minute: int,
     workspace_write_per_minute: int,
+    burst: int | None,
     updates: str | None,
     latency: float,
     keys: tuple[str, ...],
@@ -104,7 +160,8 @@ def sandbox_command(
         keys=key_map,
         key_limits={"read": read_per_minute, "write": write_per_minute},
         workspace_limits={"read": workspace_read_per_minute, "write": workspace_write_per_minute},
-        mode=_MODES[mode],
+        mode=_MODES["bucket" if burst is not None else mode],
+        burst=burst,
         updates=_UPDATES.get(updates or ""),
         faults=_parse_faults(faults, slow_s=slow_s),
         seed=seed,
@@ -121,7 +178,8 @@ def sandbox_command(
     sandbox = Sandbox(config)
     try:
         url = sandbox.start()
-        click.echo(f"sandbox CMS API at {url}  (mode {mode}, admin {url}/_sandbox/stats)")
+        shape = f"mode bucket, burst {burst}" if burst is not None else f"mode {mode}"
+        click.echo(f"sandbox CMS API at {url}  ({shape}, admin {url}/_sandbox/stats)")
         for key, workspace in key_map.items():
             click.echo(f"  key {key} -> workspace {workspace}")
         click.echo("Ctrl-C to stop")

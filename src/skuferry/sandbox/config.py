@@ -31,7 +31,8 @@ class SandboxConfig:
     ``updates`` turns on ``PATCH``/``PUT /api/v1/products/:id`` (None: 405, as the
     spec lists neither). ``latency_s`` delays every response, on top of any
     ``faults.latency_s``. ``clock`` (seconds, monotonic) drives rate limits and
-    stats; tests may inject one.
+    stats; tests may inject one. ``burst`` (bucket mode only) makes each bucket
+    hold fewer than a minute's requests, refilled at the same rate: a gateway.
     """
 
     keys: dict[str, str] = field(default_factory=_default_keys)
@@ -39,6 +40,7 @@ class SandboxConfig:
     key_limits: dict[str, int] | None = None
     workspace_limits: dict[str, int] | None = None
     mode: Mode = "window"
+    burst: int | None = None
     updates: Updates | None = None
     faults: Faults = field(default_factory=Faults)
     seed: int = 0

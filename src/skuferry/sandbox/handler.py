@@ -192,6 +192,9 @@ class SandboxHandler(BaseHTTPRequestHandler):
         elif (method, path) == ("GET", "/_sandbox/products"):
             items = api.products.all(query.get("workspace", ["default"])[-1])
             reply = Reply(200, {"data": items, "meta": {"total": len(items)}})
+        elif (method, path) == ("GET", "/_sandbox/updates"):  # what each PATCH/PUT carried
+            items = api.received.list(query.get("workspace", ["default"])[-1])
+            reply = Reply(200, {"data": items, "meta": {"total": len(items)}})
         elif (method, path) == ("POST", "/_sandbox/faults"):
             reply = _set_faults(api, body)
         elif (method, path) == ("POST", "/_sandbox/reset"):

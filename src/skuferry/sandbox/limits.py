@@ -9,6 +9,9 @@ reading the real service follows, so the sandbox offers both:
             ``Retry-After`` is the whole seconds left in the window.
 ``bucket``  capacity N, refilled at N/60 tokens per second, starting full;
             ``Retry-After`` is the whole seconds until one token is back.
+            With ``burst`` B (< N), the capacity is B at the same refill rate:
+            a gateway such as nginx ``limit_req rate=10r/s burst=20``, whose
+            bursts are far smaller than "N per minute" suggests.
 
 A request must pass both its key's and its workspace's limit; a refused request
 consumes nothing. No locking here: the caller serialises access.
@@ -70,9 +73,13 @@ class RateLimiter:
         mode: Mode = "window",
         clock: Callable[[], float],
         epoch: float | None = None,
+        burst: int | None = None,
     ) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown rate-limit mode {mode!r}; expected one of {MODES}")
+        if burst is not None and (burst < 1 or mode != "bucket"):
+            raise UsageError("a burst is at least 1, and only a token bucket has one")
+        self.burst = burst
         for tier, limit in limits.items():
             if limit.per_key < 1 or limit.per_workspace < 1:
                 raise UsageError(f"limits of tier {tier!r} must be at least 1 per minute")
@@ -130,12 +137,14 @@ class RateLimiter:
     def _window_index(self, now: float) -> int:
         return math.floor((now - self.epoch) / WINDOW_S)
 
-    def _tokens(self, scope: tuple[str, str, str], capacity: int, now: float) -> float:
-        tokens, updated = self._buckets.get(scope, (float(capacity), now))
-        return min(float(capacity), tokens + (now - updated) * capacity / WINDOW_S)
+    def _tokens(self, scope: tuple[str, str, str], per_minute: int, now: float) -> float:
+        """Tokens now: refilled at ``per_minute``/60 per second, up to the burst (or N)."""
+        size = float(min(per_minute, self.burst or per_minute))
+        tokens, updated = self._buckets.get(scope, (size, now))
+        return min(size, tokens + (now - updated) * per_minute / WINDOW_S)
 
 
-def min_elapsed(n_requests: int, per_minute: int, mode: Mode) -> float:
+def min_elapsed(n_requests: int, per_minute: int, mode: Mode, burst: int | None = None) -> float:
     """Shortest span from the first to the n-th request these rules allow.
 
     Assumes the first request comes at the start of a window (window mode) or
@@ -145,4 +154,5 @@ def min_elapsed(n_requests: int, per_minute: int, mode: Mode) -> float:
         return 0.0
     if mode == "window":
         return (math.ceil(n_requests / per_minute) - 1) * WINDOW_S
-    return max(0, n_requests - per_minute) * WINDOW_S / per_minute
+    size = min(per_minute, burst or per_minute)
+    return max(0, n_requests - size) * WINDOW_S / per_minute

@@ -107,6 +107,19 @@ class Sandbox:
         """The stored products of ``workspace``, in insertion order (copies)."""
         return self._api.products.all(workspace)
 
+    def updates_received(self, workspace: str = "default") -> list[dict[str, Any]]:
+        """Each accepted product PATCH/PUT, oldest first: ``{"method", "id", "body"}``."""
+        return self._api.received.list(workspace)
+
+    def edit_product(
+        self, record_id: str, fields: Mapping[str, Any], workspace: str = "default"
+    ) -> dict[str, Any]:
+        """A staff edit in the CMS: merge ``fields`` into a product (not counted, no limits)."""
+        record = self._api.products.merge(workspace, record_id, fields)
+        if record is None:
+            raise UsageError(f"no product {record_id} in workspace {workspace!r}")
+        return dict(record)
+
     def min_elapsed_for(self, n_writes: int, *, keys: int = 1) -> float:
         """Shortest time these limits allow from the first to the n-th write of a workspace.
 
@@ -114,7 +127,7 @@ class Sandbox:
         """
         limit = self._api.limiter.limits["write"]
         per_minute = min(limit.per_key * max(1, keys), limit.per_workspace)
-        return min_elapsed(n_writes, per_minute, self._api.limiter.mode)
+        return min_elapsed(n_writes, per_minute, self._api.limiter.mode, self._api.limiter.burst)
 
     # -- control ----------------------------------------------------------------------
 

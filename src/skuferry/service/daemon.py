@@ -45,10 +45,12 @@ from skuferry.errors import (
     SkuferryError,
 )
 from skuferry.models import RunSummary
-from skuferry.service import hooks
+from skuferry.service import freshness
+from skuferry.service.http_endpoint import Board, Endpoint
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
-from skuferry.state import schema
+from skuferry.service.runner import run_watched
+from skuferry.service.watch import FileWatch
 from skuferry.state.mirror import Mirror
 
 log = logs.get(__name__)
@@ -56,7 +58,7 @@ log = logs.get(__name__)
 JOB_ID = "sync"
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
-_STOP, _RELOAD = "stop", "reload"
+_STOP, _RELOAD, _RUN = "stop", "reload", "run"
 
 
 class Job(Protocol):
@@ -153,12 +155,17 @@ class Daemon:
         self._scheduler = BackgroundScheduler(executors={"default": self._executor})
         # APScheduler's own warnings are plain stdlib text; say the same as structlog events.
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
-        self._scheduler.add_listener(self._on_schedule_event,
-                                     EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+        self._scheduler.add_listener(
+            self._on_schedule_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED
+        )
         self._settings: Settings | None = None
         self._runs = 0
         self._last_status = float("-inf")
         self.last_outcome: RunOutcome | None = None
+        self._run_asked = False  # a watched file changed: run as soon as no run is going
+        self._watch: FileWatch | None = None
+        self._endpoint: Endpoint | None = None
+        self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
 
     @property
     def settings(self) -> Settings:
@@ -177,25 +184,40 @@ class Daemon:
     def request_reload(self) -> None:
         self._commands.put(_RELOAD)
 
+    def request_run(self) -> None:
+        """Run now, besides the schedule (after the run in flight, if any)."""
+        self._run_asked = True
+        self._commands.put(_RUN)
+
     def start(self) -> None:
         """Load the config, open the state, schedule, tell systemd READY=1. Raises SkuferryError."""
         settings = self._load(self._config_path)
         trigger = build_trigger(settings.schedule, interval_s=self._interval_s)
-        schema.open_state(settings.state.path).close()  # create/migrate now: fail before READY
+        Mirror(settings.state.path).close()  # create/migrate now: fail before READY
         self._settings = settings
         first: dict[str, Any] = {}
         if settings.schedule.run_at_start:
             first["next_run_time"] = datetime.now().astimezone()
         self._scheduler.add_job(
-            self._run_scheduled, trigger, id=JOB_ID, name="skuferry sync",
-            max_instances=1, coalesce=True,
-            misfire_grace_time=settings.schedule.misfire_grace_s, **first,
+            self._run_scheduled,
+            trigger,
+            id=JOB_ID,
+            name="skuferry sync",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=settings.schedule.misfire_grace_s,
+            **first,
         )
+        self._start_watchers(settings)  # a port already taken fails the start, before READY
         self._scheduler.start(paused=True)  # READY=1 goes out before the first run starts
         schedule = describe_schedule(settings.schedule, interval_s=self._interval_s)
         self._publish(settings, schedule=schedule, pid=str(os.getpid()))
-        log.info("daemon.started", schedule=schedule, next_run=self.next_run(),
-                 config=str(self._config_path or settings.config_path or ""))
+        log.info(
+            "daemon.started",
+            schedule=schedule,
+            next_run=self.next_run(),
+            config=str(self._config_path or settings.config_path or ""),
+        )
         self._notify.ready(f"scheduled {schedule}; next run {self.next_run() or 'unknown'}")
         self._scheduler.resume()
 
@@ -207,9 +229,13 @@ class Daemon:
             except queue.Empty:
                 if not self._executor.busy():
                     self._notify.keepalive()  # during a run, progress points do it
+                    self._run_if_asked()
                 continue
             if command == _STOP:
                 return self.shutdown()
+            if command == _RUN:
+                self._run_if_asked()
+                continue
             self.reload()
 
     def shutdown(self) -> int:
@@ -217,9 +243,13 @@ class Daemon:
         log.info("daemon.stopping", run_in_flight=self._executor.busy())
         self.stop_event.set()
         self._scheduler.shutdown(wait=False)
+        self._stop_watchers()
         if not self._executor.join(self._stop_timeout_s, self._clock):
-            log.warning("daemon.stop.timeout", waited_s=self._stop_timeout_s,
-                        hint="the open write is resolved by lookup on the next start")
+            log.warning(
+                "daemon.stop.timeout",
+                waited_s=self._stop_timeout_s,
+                hint="the open write is resolved by lookup on the next start",
+            )
         if self._settings is not None:
             self._publish(self._settings, next_run=None, pid=None)
         log.info("daemon.stopped", runs=self._runs)
@@ -232,7 +262,7 @@ class Daemon:
         try:
             new = self._load(self._config_path)
             trigger = build_trigger(new.schedule, interval_s=self._interval_s)
-            schema.open_state(new.state.path).close()
+            Mirror(new.state.path).close()
         except ConfigError as exc:
             log.error("daemon.reload.failed", problems=exc.problems, kept="old config")
             self._notify.ready("config reload failed; running with the old config")
@@ -242,14 +272,27 @@ class Daemon:
             self._notify.ready("config reload failed; running with the old config")
             return False
         self._settings = new
+        if (new.schedule.watch, new.schedule.watch_settle_s, freshness.source_file(new)) != (
+            old.schedule.watch,
+            old.schedule.watch_settle_s,
+            freshness.source_file(old),
+        ):
+            self._restart_watch(new)
+        if new.daemon.listen != old.daemon.listen:
+            log.warning("daemon.reload.listen_kept", listen=old.daemon.listen,
+                        hint="a new [daemon] listen takes effect on restart")
         rescheduled = new.schedule != old.schedule
         if rescheduled:
             self._scheduler.modify_job(JOB_ID, misfire_grace_time=new.schedule.misfire_grace_s)
             self._scheduler.reschedule_job(JOB_ID, trigger=trigger)
         schedule = describe_schedule(new.schedule, interval_s=self._interval_s)
         self._publish(new, schedule=schedule, pid=str(os.getpid()))
-        log.info("daemon.reload.done", rescheduled=rescheduled, schedule=schedule,
-                 next_run=self.next_run())
+        log.info(
+            "daemon.reload.done",
+            rescheduled=rescheduled,
+            schedule=schedule,
+            next_run=self.next_run(),
+        )
         self._notify.ready(f"config reloaded; next run {self.next_run() or 'unknown'}")
         return True
 
@@ -260,8 +303,9 @@ class Daemon:
         if event.code == EVENT_JOB_MAX_INSTANCES:
             log.info("daemon.run.overlap_skipped", due=due, reason="the previous run is going")
         else:
-            log.warning("daemon.run.missed", due=due,
-                        misfire_grace_s=self.settings.schedule.misfire_grace_s)
+            log.warning(
+                "daemon.run.missed", due=due, misfire_grace_s=self.settings.schedule.misfire_grace_s
+            )
 
     def _run_scheduled(self) -> None:
         self.run_now()
@@ -275,34 +319,48 @@ class Daemon:
         verify = every > 0 and number % every == 0
         log.info("daemon.run.started", run=number, verify=verify)
         self._notify.status(f"run {number} started")
-        hooks.before_run(settings)
-        started = self._clock()
-        try:
-            summary = self._job(settings, verify=verify, stop=self.stop_event,
-                                on_progress=self._progress)
-        except Exception as exc:  # noqa: BLE001 - a failed run must never end the schedule
-            outcome = RunOutcome.from_error(exc, duration_s=self._clock() - started,
-                                            finished_at=self._wall_clock())
-            self._log_failure(number, exc, outcome)
-        else:
-            outcome = RunOutcome.from_summary(summary, duration_s=self._clock() - started,
-                                              finished_at=self._wall_clock())
-            log.info("daemon.run.finished", run=number, exit_code=outcome.exit_code,
-                     result=outcome.result, **_counts(summary))
+        # hooks, timing and the outcome (service/runner.py); a failed run never ends the
+        # schedule: run_watched hands back what the job raised instead of raising it
+        outcome = run_watched(
+            settings,
+            lambda: self._job(
+                settings, verify=verify, stop=self.stop_event, on_progress=self._progress
+            ),
+            stopping=self.stop_event.is_set,
+            clock=self._clock,
+            wall_clock=self._wall_clock,
+        )
+        if outcome.exception is not None:
+            self._log_failure(number, outcome.exception, outcome)
+        elif outcome.summary is not None:
+            log.info(
+                "daemon.run.finished",
+                run=number,
+                exit_code=outcome.exit_code,
+                result=outcome.result,
+                **_counts(outcome.summary),
+            )
         self._after_run(settings, outcome)
         return outcome
 
     def _log_failure(self, number: int, exc: Exception, outcome: RunOutcome) -> None:
-        fields = {"run": number, "error": outcome.error, "error_type": type(exc).__name__,
-                  "exit_code": outcome.exit_code}
+        fields = {
+            "run": number,
+            "error": outcome.error,
+            "error_type": type(exc).__name__,
+            "exit_code": outcome.exit_code,
+        }
         if isinstance(exc, LockHeld):
             log.warning("daemon.run.skipped", **fields)
         elif isinstance(exc, Interrupted):
             log.info("daemon.run.interrupted", **fields)
         elif isinstance(exc, AuthError):
             # Every run, at error level: a revoked key must not look like a quiet daemon.
-            log.error("daemon.run.failed", **fields,
-                      hint="the API key was refused; check the api_key credential")
+            log.error(
+                "daemon.run.failed",
+                **fields,
+                hint="the API key was refused; check the api_key credential",
+            )
         elif isinstance(exc, SkuferryError):
             log.error("daemon.run.failed", **fields)
         else:
@@ -310,7 +368,7 @@ class Daemon:
 
     def _after_run(self, settings: Settings, outcome: RunOutcome) -> None:
         self.last_outcome = outcome
-        hooks.after_run(settings, outcome, stopping=self.stop_event.is_set())
+        self.board.record(outcome)
         next_run = self.next_run()
         self._publish(settings, next_run=next_run)
         self._notify.status(f"last run {outcome.one_line()}; next run {next_run or 'none'}")
@@ -321,6 +379,55 @@ class Daemon:
         if now - self._last_status >= STATUS_EVERY_S:
             self._last_status = now
             self._notify.status(f"run {self._runs}: {done}/{total} products")
+
+    # --- watch and listen (service/watch.py, service/http_endpoint.py) -------------------
+
+    def _start_watchers(self, settings: Settings) -> None:
+        if settings.daemon.listen:
+            self.board.seed(settings.metrics.textfile)
+            self._endpoint = Endpoint(settings.daemon.listen, self.board).start()
+        self._restart_watch(settings)
+
+    def _restart_watch(self, settings: Settings) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
+        path = freshness.source_file(settings)
+        if settings.schedule.watch and path is not None:
+            self._watch = FileWatch(
+                path, self.request_run, settle_s=settings.schedule.watch_settle_s
+            ).start()
+
+    def _stop_watchers(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+        if self._endpoint is not None:
+            self._endpoint.stop()
+
+    @property
+    def endpoint_url(self) -> str | None:
+        return self._endpoint.url if self._endpoint is not None else None
+
+    def _run_if_asked(self) -> None:
+        if self._run_asked and not self._executor.busy() and not self.stop_event.is_set():
+            self._run_asked = False
+            log.info("daemon.run.triggered", reason="the source file changed")
+            self._scheduler.modify_job(JOB_ID, next_run_time=datetime.now().astimezone())
+
+    def schedule_problem(self) -> str | None:
+        """Why the schedule is not alive (for /healthz), or None."""
+        if self.stop_event.is_set():
+            return "the daemon is stopping"
+        if not self._scheduler.running:
+            return "the scheduler is not running"
+        job = self._scheduler.get_job(JOB_ID)
+        when = getattr(job, "next_run_time", None)
+        if when is None:
+            return "no run is scheduled"
+        late = datetime.now().astimezone() - when
+        if late.total_seconds() > self.settings.schedule.misfire_grace_s and not self.run_in_flight:
+            return f"the next run is {late.total_seconds():.0f} s overdue"
+        return None
 
     def next_run(self) -> str | None:
         """When the next run is due (ISO 8601), if one is scheduled."""
@@ -342,8 +449,19 @@ class Daemon:
 
 def _counts(summary: RunSummary) -> dict[str, Any]:
     data = summary.as_json()
-    return {k: data[k] for k in ("created", "updated", "adopted", "unchanged", "rejected",
-                                 "failed", "requests", "duration_s")}
+    return {
+        k: data[k]
+        for k in (
+            "created",
+            "updated",
+            "adopted",
+            "unchanged",
+            "rejected",
+            "failed",
+            "requests",
+            "duration_s",
+        )
+    }
 
 
 def serve(
@@ -361,8 +479,9 @@ def serve(
         from skuferry.sync.engine import run_once
 
         job = run_once
-    daemon = Daemon(config_path, job=job, load=load or load_settings, notifier=notifier,
-                    interval_s=interval_s)
+    daemon = Daemon(
+        config_path, job=job, load=load or load_settings, notifier=notifier, interval_s=interval_s
+    )
     previous: dict[signal.Signals, Any] = {}
     if install_signals:
 
@@ -372,8 +491,11 @@ def serve(
         def on_hup(_signum: int, _frame: FrameType | None) -> None:
             daemon.request_reload()
 
-        for signum, handler in ((signal.SIGTERM, on_stop), (signal.SIGINT, on_stop),
-                                (signal.SIGHUP, on_hup)):
+        for signum, handler in (
+            (signal.SIGTERM, on_stop),
+            (signal.SIGINT, on_stop),
+            (signal.SIGHUP, on_hup),
+        ):
             previous[signum] = signal.signal(signum, handler)
     try:
         daemon.start()

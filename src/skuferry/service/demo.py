@@ -2,7 +2,11 @@
 
 Starts the sandbox API on a free loopback port, writes a config and a state
 file in a temporary folder, syncs the shipped sample catalog (with its broken
-rows), changes a few products and syncs again, then says what to do next.
+rows), then plays a week in the shop: staff rewrite a description in the CMS,
+the ERP changes a few prices and drops a product. The second sync sends only
+the prices (the description is create-only: the CMS's now) and archives the
+dropped product; the demo shows what the server received, then says what to
+do next.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from skuferry import canonical
 from skuferry.config.load import Settings, load_settings
 from skuferry.models import RunSummary
 from skuferry.service import report
@@ -25,6 +30,7 @@ DEMO_WRITE_PER_MINUTE = (
     1200  # the spec's write tier is 60/min per key; raised so the demo takes seconds
 )
 CHANGED = 5
+STAFF_TEXT = "Rewritten by the shop's editor: balanced head, lifetime warranty"
 
 
 def catalog_path() -> Path:
@@ -49,7 +55,7 @@ key = "sku"
 [mapping.fields]
 sku = "SKU"
 name = "Name"
-description = "Description"
+description = {{ column = "Description", create_only = true }}  # the CMS's after creation
 price = {{ column = "Price", type = "decimal" }}
 currency = "Currency"
 stock = {{ column = "Stock", type = "integer" }}
@@ -59,6 +65,11 @@ category = "Category"
 [budget]
 read_per_minute = {reads}
 write_per_minute = {writes}
+
+[gone]  # a product the ERP drops is archived on the remote, once
+action = "patch"
+patch = {{ status = "archived", stock = 0 }}
+restore = {{ status = "active" }}
 
 [state]
 path = "skuferry.db"
@@ -87,6 +98,8 @@ def run_demo(
         )
         out.print(f"  state and config in {folder}\n")
         config_file = folder / "skuferry.toml"
+        config_file.touch(mode=0o600)  # it holds the (demo) key: as a real config should be
+        config_file.chmod(0o600)
         config_file.write_text(
             CONFIG.format(url=sandbox.url, key=DEMO_KEY, reads=1800, writes=DEMO_WRITE_PER_MINUTE)
         )
@@ -97,22 +110,45 @@ def run_demo(
         report.print_summary(first, stream=out.file)
 
         changed = _change_prices(folder / "catalog.csv", CHANGED)
+        ids = {str(p.get("sku")): str(p["id"]) for p in sandbox.products("demo")}
+        edited = changed[0]
+        sandbox.edit_product(ids[edited], {"description": STAFF_TEXT}, workspace="demo")
+        dropped = next(k for k in reversed(ids) if k not in changed)
+        _drop(folder / "catalog.csv", dropped)
         out.print(
-            f"\n[bold]2. changed the price of {len(changed)} products[/bold] "
-            f"({', '.join(changed)}) and synced again:"
+            f"\n[bold]2. a week in the shop[/bold]: staff rewrote the description of {edited} "
+            f"in the CMS; the ERP changed the price of {len(changed)} products "
+            f"({', '.join(changed)}) and dropped {dropped}. Synced again:"
         )
         second = _sync(settings)
         report.print_summary(second, stream=out.file)
+        names = {v: k for k, v in ids.items()}
+        received = sandbox.updates_received("demo")
+        out.print(f"\nwhat the sandbox received ({len(received)} updates, only what changed):")
+        for update in received:
+            body = canonical.dumps(update["body"])
+            out.print(
+                f"  {update['method']} {names.get(update['id'], update['id'])} {body}", markup=False
+            )
 
         stats = sandbox.stats()
         products = sandbox.products("demo")
+        kept = next(p for p in products if p.get("sku") == edited)["description"] == STAFF_TEXT
         keys = [p.get("sku") for p in products]
         dupes = len(keys) - len(set(keys))
+        out.print(
+            f"the staff's description of {edited} "
+            f"{'survived the sync' if kept else 'was OVERWRITTEN'} (create_only = true)."
+        )
         out.print(
             f"\nthe sandbox now holds {len(products)} products, {dupes} duplicate keys; "
             f"it answered {_total_429(stats)} rate-limit refusals (429)."
         )
-        ok = dupes == 0 and second.updated == len(changed) and second.created == 0
+        ok = (
+            dupes == 0
+            and kept
+            and (second.updated, second.archived, second.created) == (len(changed), 1, 0)
+        )
         out.print(
             "\n[bold]next:[/bold] copy config.example.toml, point \\[api] base_url at your "
             "workspace, put the key in SKUFERRY_API_KEY or a file, then:\n"
@@ -134,7 +170,6 @@ def _sync(settings: Settings) -> RunSummary:
 def _change_prices(path: Path, count: int) -> list[str]:
     with path.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    fields = list(rows[0])
     changed: list[str] = []
     for row in rows[3::40]:
         if len(changed) == count:
@@ -144,13 +179,24 @@ def _change_prices(path: Path, count: int) -> list[str]:
         except ValueError:
             continue
         changed.append(row["SKU"])
+    _write_rows(path, rows)
+    return changed
+
+
+def _drop(path: Path, key: str) -> None:
+    """Remove one product's row, as an ERP export does for a discontinued product."""
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = [row for row in csv.DictReader(f) if row["SKU"] != key]
+    _write_rows(path, rows)
+
+
+def _write_rows(path: Path, rows: list[dict[str, str]]) -> None:
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
-    return changed
 
 
 def _total_429(stats: object) -> int:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from skuferry import logs
 from skuferry.config.load import Settings
-from skuferry.service import metrics, monitor
+from skuferry.service import freshness, metrics, monitor
 from skuferry.service.metrics import RunOutcome
-from skuferry.state import schema
+from skuferry.state.mirror import Mirror
 
 log = logs.get(__name__)
 
@@ -23,7 +23,11 @@ def before_run(settings: Settings) -> None:
 def after_run(settings: Settings, outcome: RunOutcome, *, stopping: bool = False) -> None:
     if settings.metrics.textfile is not None:
         metrics.record_run(
-            settings.metrics.textfile, outcome, products=product_counts(settings.state.path)
+            settings.metrics.textfile,
+            outcome,
+            products=product_counts(settings.state.path),
+            freshness=freshness.read(settings),
+            budget=budget_per_minute(settings),
         )
     ping_settings = settings.monitor
     if stopping:  # keep inside the stop deadline
@@ -33,14 +37,17 @@ def after_run(settings: Settings, outcome: RunOutcome, *, stopping: bool = False
     monitor.ping_finish(ping_settings, outcome)
 
 
+def budget_per_minute(settings: Settings) -> dict[str, float]:
+    return {"read": settings.budget.read_per_minute, "write": settings.budget.write_per_minute}
+
+
 def product_counts(state_path: Path) -> dict[str, int] | None:
     try:
-        conn = schema.connect(state_path)
+        mirror = Mirror(state_path, readonly=True)  # never creates nor migrates the file
         try:
-            rows = conn.execute("SELECT state, COUNT(*) FROM products GROUP BY state").fetchall()
+            return mirror.counts_by_state()
         finally:
-            conn.close()
+            mirror.close()
     except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; metrics are best effort
         log.warning("metrics.products.failed", error=str(exc))
         return None
-    return {str(state): int(n) for state, n in rows}

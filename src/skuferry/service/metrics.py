@@ -19,7 +19,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from skuferry import logs
@@ -31,6 +31,7 @@ from skuferry.errors import (
     SkuferryError,
 )
 from skuferry.models import RunSummary
+from skuferry.service.freshness import Freshness
 
 log = logs.get(__name__)
 
@@ -49,24 +50,28 @@ class RunOutcome:
     finished_at: float  # unix time
     summary: RunSummary | None = None
     error: str | None = None
+    error_type: str | None = None  # the exception's class name, e.g. "StateError"
+    # what the run raised, for ``sync`` to re-raise at the CLI edge (service/runner.py)
+    exception: Exception | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_summary(
         cls, summary: RunSummary, *, duration_s: float, finished_at: float
     ) -> RunOutcome:
-        if summary.interrupted:
-            code = EXIT_INTERRUPTED
-        else:
-            code = EXIT_OK if summary.clean else EXIT_PARTIAL
-        return cls(code, duration_s, finished_at, summary=summary)
+        return cls(summary.exit_code, duration_s, finished_at, summary=summary)
 
     @classmethod
-    def from_error(
-        cls, exc: BaseException, *, duration_s: float, finished_at: float
-    ) -> RunOutcome:
+    def from_error(cls, exc: BaseException, *, duration_s: float, finished_at: float) -> RunOutcome:
         code = exc.exit_code if isinstance(exc, SkuferryError) else EXIT_SOFTWARE
         message = str(exc) or type(exc).__name__
-        return cls(code, duration_s, finished_at, error=message)
+        return cls(
+            code,
+            duration_s,
+            finished_at,
+            error=message,
+            error_type=type(exc).__name__,
+            exception=exc if isinstance(exc, Exception) else None,
+        )
 
     @property
     def result(self) -> str:
@@ -117,55 +122,178 @@ def parse_samples(text: str) -> dict[tuple[str, str | None], float]:
 
 def render(
     previous: Mapping[tuple[str, str | None], float],
-    outcome: RunOutcome,
+    outcome: RunOutcome | None,
     products: Mapping[str, int] | None,
+    freshness: Freshness | None = None,
+    budget: Mapping[str, float] | None = None,
 ) -> str:
-    """The new textfile: previous counters plus this run, gauges from this run. Pure."""
+    """The new textfile: previous counters plus this run, gauges from this run. Pure.
+
+    ``outcome`` None (``/metrics`` before the daemon's first run): the counters as
+    they were, no last-run gauges.
+    """
 
     def labelled(metric: str) -> dict[str, float]:
         return {label: v for (name, label), v in previous.items() if name == metric and label}
 
     runs = {result: 0.0 for result in RESULTS} | labelled("skuferry_runs_total")
-    runs[outcome.result] = runs.get(outcome.result, 0.0) + 1
     requests = {tier: 0.0 for tier in TIERS} | labelled("skuferry_requests_total")
     rate_limited = previous.get(("skuferry_rate_limited_total", None), 0.0)
-    if outcome.summary is not None:
+    by_key = labelled("skuferry_key_requests_total")  # several API keys: by fingerprint
+    # Discontinued products ([gone] action = "patch"): archived when they left, restored on return.
+    moved = {
+        event: previous.get((f"skuferry_{event}_total", None), 0.0)
+        for event in ("archived", "restored")
+    }
+    state_errors = previous.get(("skuferry_state_errors_total", None), 0.0)
+    if outcome is not None:
+        runs[outcome.result] = runs.get(outcome.result, 0.0) + 1
+        state_errors += outcome.error_type == "StateError"
+    if outcome is not None and outcome.summary is not None:
         for tier, count in outcome.summary.requests.items():
             requests[tier] = requests.get(tier, 0.0) + count
         rate_limited += outcome.summary.rate_limited
+        for key, count in outcome.summary.requests_by_key.items():
+            by_key[key] = by_key.get(key, 0.0) + count
+        moved = {event: n + getattr(outcome.summary, event) for event, n in moved.items()}
     states = (
         {state: float(n) for state, n in products.items()}
         if products is not None
         else labelled("skuferry_products")  # no fresh counts: the mirror is as last seen
     )
     last_success = previous.get(("skuferry_last_success_timestamp_seconds", None))
-    if outcome.completed:
+    if outcome is not None and outcome.completed:
         last_success = outcome.finished_at
+    freshness = freshness or Freshness(
+        previous.get(("skuferry_oldest_unsynced_change_timestamp_seconds", None)),
+        previous.get(("skuferry_last_full_pull_timestamp_seconds", None)),
+    )
 
     out: list[str] = []
-    _family(out, "skuferry_runs_total", "counter", "Sync runs finished, by result.",
-            label="result", values=runs)
-    _family(out, "skuferry_products", "gauge", "Products in the local mirror, by state.",
-            label="state", values=states)
-    _family(out, "skuferry_requests_total", "counter", "API requests sent, by budget tier.",
-            label="tier", values=requests)
-    _family(out, "skuferry_rate_limited_total", "counter",
-            "API answers of 429 RATE_LIMITED.", label=None, values={"": rate_limited})
-    _family(out, "skuferry_last_run_duration_seconds", "gauge",
-            "Wall time of the last run.", label=None, values={"": outcome.duration_s})
+    _family(
+        out,
+        "skuferry_runs_total",
+        "counter",
+        "Sync runs finished, by result.",
+        label="result",
+        values=runs,
+    )
+    _family(
+        out,
+        "skuferry_products",
+        "gauge",
+        "Products in the local mirror, by state.",
+        label="state",
+        values=states,
+    )
+    _family(
+        out,
+        "skuferry_requests_total",
+        "counter",
+        "API requests sent, by budget tier.",
+        label="tier",
+        values=requests,
+    )
+    _family(
+        out,
+        "skuferry_rate_limited_total",
+        "counter",
+        "API answers of 429 RATE_LIMITED.",
+        label=None,
+        values={"": rate_limited},
+    )
+    if by_key:
+        _family(
+            out,
+            "skuferry_key_requests_total",
+            "counter",
+            "API requests sent, by API key fingerprint (first 8 hex of its SHA-256).",
+            label="key",
+            values=by_key,
+        )
+    for event, total in moved.items():
+        _family(
+            out,
+            f"skuferry_{event}_total",
+            "counter",
+            f"Products {event} on the remote ([gone]).",
+            label=None,
+            values={"": total},
+        )
+    _family(
+        out,
+        "skuferry_state_errors_total",
+        "counter",
+        "Runs that failed reading or writing the state file.",
+        label=None,
+        values={"": state_errors},
+    )
+    budget = budget if budget is not None else labelled("skuferry_budget_per_minute")
+    if budget:
+        _family(
+            out,
+            "skuferry_budget_per_minute",
+            "gauge",
+            "Requests per minute this key may spend ([budget]), by tier.",
+            label="tier",
+            values=budget,
+        )
+    if freshness.last_full_pull is not None:
+        _family(
+            out,
+            "skuferry_last_full_pull_timestamp_seconds",
+            "gauge",
+            "Unix time the last full source pull (whose writes were committed) started.",
+            label=None,
+            values={"": freshness.last_full_pull},
+        )
+    if freshness.oldest_unsynced_change is not None:
+        _family(
+            out,
+            "skuferry_oldest_unsynced_change_timestamp_seconds",
+            "gauge",
+            "Unix time of the oldest known source change not yet on the remote.",
+            label=None,
+            values={"": freshness.oldest_unsynced_change},
+        )
     if last_success is not None:
-        _family(out, "skuferry_last_success_timestamp_seconds", "gauge",
-                "Unix time the last run that went through the whole catalog ended.",
-                label=None, values={"": last_success})
-    _family(out, "skuferry_last_run_exit_code", "gauge",
-            "Exit code of the last run (0 ok, 1 partial, 2 config, 3 unreachable, "
-            "75 locked, 130 interrupted, 70 internal error).",
-            label=None, values={"": float(outcome.exit_code)})
+        _family(
+            out,
+            "skuferry_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time the last run that went through the whole catalog ended.",
+            label=None,
+            values={"": last_success},
+        )
+    if outcome is None:
+        return "\n".join(out) + "\n"
+    _family(
+        out,
+        "skuferry_last_run_duration_seconds",
+        "gauge",
+        "Wall time of the last run.",
+        label=None,
+        values={"": outcome.duration_s},
+    )
+    _family(
+        out,
+        "skuferry_last_run_exit_code",
+        "gauge",
+        "Exit code of the last run (0 ok, 1 partial, 2 config, 3 unreachable, "
+        "75 locked, 130 interrupted, 70 internal error).",
+        label=None,
+        values={"": float(outcome.exit_code)},
+    )
     return "\n".join(out) + "\n"
 
 
 def record_run(
-    path: Path, outcome: RunOutcome, *, products: Mapping[str, int] | None = None
+    path: Path,
+    outcome: RunOutcome,
+    *,
+    products: Mapping[str, int] | None = None,
+    freshness: Freshness | None = None,
+    budget: Mapping[str, float] | None = None,
 ) -> bool:
     """Fold ``outcome`` into the textfile at ``path``; False (and logged) if it cannot be written.
 
@@ -179,7 +307,7 @@ def record_run(
         log.warning("metrics.read.failed", path=str(path), error=str(exc))
         previous = {}
     try:
-        write_atomically(path, render(previous, outcome, products))
+        write_atomically(path, render(previous, outcome, products, freshness, budget))
     except OSError as exc:
         log.warning("metrics.write.failed", path=str(path), error=exc.strerror or str(exc))
         return False
@@ -206,7 +334,12 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def _family(
-    out: list[str], name: str, kind: str, help_text: str, *, label: str | None,
+    out: list[str],
+    name: str,
+    kind: str,
+    help_text: str,
+    *,
+    label: str | None,
     values: Mapping[str, float],
 ) -> None:
     out.append(f"# HELP {name} {help_text}")

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from skuferry import errors, logs
@@ -25,27 +24,12 @@ from skuferry.models import RunSummary
 log = logs.get(__name__)
 
 
-
 @contextmanager
 def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
     """A rich progress bar on stderr (items done/total, ETA) when on a terminal."""
-    if not enabled:
-        yield None
-        return
-    bar = Progress(
-        TextColumn("[bold]syncing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    task = bar.add_task("sync", total=None)
+    from skuferry.service.progress import progress_bar  # time left told by the budget
 
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    with bar:
+    with progress_bar(enabled=enabled) as update:
         yield update
 
 
@@ -64,10 +48,14 @@ def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None
         "drift",
         "duplicates",
         "gone",
+        "archived",
+        "restored",
     ):
         if data[name] or name in ("created", "updated", "unchanged"):
             label = (
-                f"would be {name}" if summary.dry_run and name in ("created", "updated") else name
+                f"would be {name}"
+                if summary.dry_run and name in ("created", "updated", "archived", "restored")
+                else name
             )
             table.add_row(label, f"{data[name]:,}")
     reqs = ", ".join(f"{k} {v}" for k, v in sorted(summary.requests.items()))
@@ -110,6 +98,7 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
             "products": {},
             "runs": [],
             "rejected": [],
+            "archived": [],
             "open_intents": [],
             "walked": False,
         }
@@ -131,8 +120,11 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
             "walked": mirror.walked(),
             "runs": runs,
             "rejected": mirror.rejected(limit),
+            "archived": mirror.archived(limit),
             "last_run_problems": last_problems[:limit],
             "open_intents": [{"key": k, "digest": d} for k, d in mirror.open_intents()],
+            "freshness": _freshness(settings, mirror),
+            "keys": _keys(settings, mirror),
             "daemon": {
                 "schedule": mirror.get_meta("daemon.schedule"),
                 "next_run": mirror.get_meta("daemon.next_run"),
@@ -141,6 +133,37 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
         }
     finally:
         mirror.close()
+
+
+def _keys(settings: Settings, mirror: Any) -> dict[str, Any]:
+    """The API keys by fingerprint (never the keys), and the pace learnt from 429s."""
+    from skuferry.config.keys import fingerprint
+    from skuferry.remote.budget import learnt_paces
+
+    budget = settings.budget
+    limits = {"read": budget.read_per_minute, "write": budget.write_per_minute}
+    if budget.egress_per_minute is not None:
+        limits["egress"] = budget.egress_per_minute
+    return {
+        "fingerprints": [fingerprint(key) for key in settings.api_keys],
+        "learnt_pace": learnt_paces(mirror.db.conn, limits, time.time()),
+    }
+
+
+def _freshness(settings: Settings, mirror: Any) -> dict[str, Any]:
+    from skuferry.service import freshness
+
+    fresh = freshness.from_metas(mirror, freshness.source_file(settings))
+    age = fresh.age_s(time.time())
+    return {
+        "oldest_unsynced_change": fresh.oldest_unsynced_change,
+        "oldest_unsynced_change_age_s": round(age, 1) if age is not None else None,
+        "last_full_pull": fresh.last_full_pull,
+    }
+
+
+def _when(unix: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
 
 
 def print_status(data: dict[str, Any]) -> None:
@@ -157,6 +180,23 @@ def print_status(data: dict[str, Any]) -> None:
     if daemon.get("schedule"):
         console.print(
             f"daemon: {daemon['schedule']}; next run {daemon.get('next_run') or 'unknown'}"
+        )
+    fresh = data.get("freshness") or {}
+    if fresh.get("oldest_unsynced_change") is not None:
+        console.print(
+            f"oldest source change not yet on the remote: "
+            f"{_when(fresh['oldest_unsynced_change'])} "
+            f"({fresh['oldest_unsynced_change_age_s']:,.0f} s ago)"
+        )
+    if fresh.get("last_full_pull") is not None:
+        console.print(f"last full pull: {_when(fresh['last_full_pull'])}")
+    keys = data.get("keys") or {}
+    if len(keys.get("fingerprints", [])) > 1:
+        console.print(f"api keys: {', '.join(keys['fingerprints'])} (fingerprints)")
+    for scope, pace in (keys.get("learnt_pace") or {}).items():
+        console.print(
+            f"pace learnt from 429s: {scope} burst {pace['burst']:g}, "
+            f"{pace['rate_factor']:.0%} of the configured rate"
         )
     if data["open_intents"]:
         console.print(
@@ -179,6 +219,10 @@ def print_status(data: dict[str, Any]) -> None:
             str(s.get("duration_s", "")),
         )
     console.print(runs)
+    if data.get("archived"):
+        console.print("[bold]archived products (left the source; most recent first):[/bold]")
+        for a in data["archived"]:
+            console.print(f"  {a['key']} ({a['remote_id']}) since {_when(a['at'])}", markup=False)
     if data["rejected"]:
         console.print("[bold]products the API rejected (most recent first):[/bold]")
         for r in data["rejected"]:
@@ -189,13 +233,17 @@ def print_status(data: dict[str, Any]) -> None:
             console.print(f"  {_problem_line(p)}", markup=False)
 
 
-def check(settings: Settings) -> None:
-    """Config is valid (it loaded); open the state, read the source, one authenticated read."""
+def check(settings: Settings, *, sample: int = 1) -> None:
+    """Config is valid (it loaded); open the state, read the source, one authenticated read.
+
+    The first ``sample`` records are shown as read and as mapped (``service/sample.py``).
+    """
     from skuferry.models import BadRecord
     from skuferry.remote.client import RemoteClient
-    from skuferry.sources.base import open_source
+    from skuferry.service.sample import Sample, render, sampled
+    from skuferry.sources.dispatch import open_source
     from skuferry.state.mirror import Mirror
-    from skuferry.sync.mapping import Mapper, map_records
+    from skuferry.sync.mapping import Mapper
 
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"config: ok ({settings.config_path})")
@@ -205,7 +253,8 @@ def check(settings: Settings) -> None:
     mapper = Mapper(settings.mapping, source_name=source.describe())
     good = bad = 0
     first_bad: BadRecord | None = None
-    for item in map_records(source.records(), mapper):
+    samples: list[Sample] = []
+    for item in sampled(source.records(), mapper, keep=sample, into=samples):
         if isinstance(item, BadRecord):
             bad += 1
             first_bad = first_bad or item
@@ -213,20 +262,26 @@ def check(settings: Settings) -> None:
             good += 1
     out.print(f"source: {good:,} valid record(s), {bad:,} rejected ({source.describe()})")
     if first_bad is not None:
-        out.print(f"  first rejection: {first_bad.reason}")
-    with RemoteClient(
-        base_url=settings.api.base_url,
-        api_key=settings.api_key(),
-        timeout_s=settings.api.timeout_s,
-        max_retries=1,
-    ) as client:
-        try:
-            pages = client.probe()
-        except errors.AuthError:
-            raise
-        except errors.TransportError as exc:
-            raise errors.Unreachable(f"{settings.api.base_url}: {exc}") from exc
+        out.print(f"  first rejection: {first_bad.reason}", markup=False)
+    for line in render(samples):
+        out.print(line, markup=False, emoji=False)
+    from skuferry.config.keys import fingerprint
+
+    keys = settings.api_keys
+    with RemoteClient.from_settings(settings, stop=None, max_retries=1) as client:
+        for key in keys:  # without a budget the client takes the keys in turn: each once
+            try:
+                pages = client.probe()
+            except errors.AuthError as exc:
+                if len(keys) == 1:
+                    raise
+                raise errors.AuthError(
+                    exc.status, exc.code, f"key {fingerprint(key)}: {exc.message}"
+                ) from exc
+            except errors.TransportError as exc:
+                raise errors.Unreachable(f"{settings.api.base_url}: {exc}") from exc
+    with_keys = f" with each of {len(keys)} keys" if len(keys) > 1 else ""
     out.print(
-        f"api: ok, authenticated at {settings.api.base_url} "
+        f"api: ok, authenticated at {settings.api.base_url}{with_keys} "
         f"(products listed: {pages} page(s) at limit 1)"
     )

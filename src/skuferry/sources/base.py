@@ -1,17 +1,16 @@
-"""The source interface and its registry.
+"""The source interface.
 
 A source streams ``RawRecord`` (or ``BadRecord`` for a record it could not
 decode) and never holds the whole catalog in memory. Sources are selected by
-``[source] type``; each module registers its factory with ``@register``.
+``[source] type`` in ``sources/dispatch.py`` (``open_source``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from datetime import datetime
 
-from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, RawRecord
 
 
@@ -32,27 +31,23 @@ class Source(ABC):
         """Where the records come from, for messages (a path or URL, no secrets)."""
 
 
-Factory = Callable[[Any], Source]  # takes the typed [source] settings model
-_REGISTRY: dict[str, Factory] = {}
+class IncrementalSource(Source):
+    """A source that can also pull only the records changed after a moment.
 
+    ``incremental`` says whether the config asks for it (an http source with
+    ``since_param``, a sql source with ``updated_column`` or ``:since``). The
+    engine decides when a pull is full (sync/incremental.py); ``records()``
+    stays the full pull, so every caller that knows nothing of this still works.
+    """
 
-def register(type_name: str) -> Callable[[Factory], Factory]:
-    def deco(factory: Factory) -> Factory:
-        _REGISTRY[type_name] = factory
-        return factory
+    full_every: int = 24  # every Nth run is a full pull
+    overlap_s: float = 300.0  # the window starts this long before the last pull's start
 
-    return deco
+    @property
+    @abstractmethod
+    def incremental(self) -> bool:
+        """Whether this source is configured to pull changes only."""
 
-
-def open_source(settings: Any) -> Source:
-    """Build the source named by ``settings.type`` (the ``[source]`` table)."""
-    # Import the built-in adapters so they register themselves.
-    from skuferry.sources import csv, http, jsonl, sql  # noqa: F401 - they register themselves
-
-    factory = _REGISTRY.get(settings.type)
-    if factory is None:
-        known = ", ".join(sorted(_REGISTRY))
-        raise ConfigError(
-            [f"at 'source.type': unknown source type {settings.type!r} (known: {known})"]
-        )
-    return factory(settings)
+    @abstractmethod
+    def records_since(self, since: datetime) -> Iterator[RawRecord | BadRecord]:
+        """Yield the records changed after ``since`` (an aware datetime), like ``records()``."""

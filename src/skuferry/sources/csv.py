@@ -7,17 +7,18 @@ holds them is rejected; the rest of the file is still read.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from skuferry.config.encoding import require_encoding
 from skuferry.config.load import CsvSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source, register
+from skuferry.sources.base import Source
+from skuferry.sources.compression import open_text
 
 # surrogateescape maps an undecodable byte 0xNN to the lone surrogate U+DCNN.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
@@ -28,10 +29,7 @@ class CsvSource(Source):
     """Rows of a CSV file as ``RawRecord`` keyed by the (stripped) header names."""
 
     def __init__(self, path: Path | str, *, encoding: str = "utf-8", delimiter: str = ",") -> None:
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise ConfigError([f"at 'source.encoding': unknown encoding {encoding!r}"]) from None
+        require_encoding(encoding)
         if len(delimiter) != 1 or delimiter in '"\r\n':
             raise ConfigError(
                 [
@@ -50,7 +48,9 @@ class CsvSource(Source):
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:
             # newline="" lets the csv module see quoted line breaks (and count lines) itself.
-            handle = self.path.open(encoding=self.encoding, errors="surrogateescape", newline="")
+            handle = open_text(  # .gz / single-file .zip decompressed on the fly
+                self.path, encoding=self.encoding, errors="surrogateescape", newline=""
+            )
         except OSError as exc:
             raise SourceError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
         with handle:
@@ -135,6 +135,5 @@ def _escaped_byte(header: list[str], row: list[str]) -> tuple[str, int]:
     raise ValueError("the row holds no escaped byte")  # callers check first
 
 
-@register("csv")
 def open_csv(settings: CsvSourceSettings) -> Source:
     return CsvSource(settings.path, encoding=settings.encoding, delimiter=settings.delimiter)

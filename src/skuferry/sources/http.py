@@ -16,22 +16,26 @@ in the body), ``offset`` (offset + size, optionally a total), ``cursor``
 
 from __future__ import annotations
 
-import email.utils
 import itertools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from skuferry import canonical, logs
+from skuferry import canonical, logs, tls
 from skuferry.config.sources import HttpSourceSettings, read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source, register
+from skuferry.remote.retry import backoff_delay, parse_retry_after
+from skuferry.sources.base import IncrementalSource
+from skuferry.sources.origins import parse_allowed
+from skuferry.sources.pinned import send_pinned
+from skuferry.sources.since import since_params
 
 log = logs.get(__name__)
 
@@ -64,21 +68,6 @@ def dig(body: Any, path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def retry_after_s(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
 @dataclass(frozen=True, slots=True)
 class _Page:
     number: int
@@ -87,7 +76,7 @@ class _Page:
     next_header: str | None  # the rel="next" target of a Link header, if any
 
 
-class HttpSource(Source):
+class HttpSource(IncrementalSource):
     """Streams the records of a paginated JSON API."""
 
     def __init__(
@@ -105,26 +94,53 @@ class HttpSource(Source):
         self._sleep = sleep
         self._clock = clock
         self._rng = rng or random.Random()
+        try:  # credentials go to url's origin and these only (sources/origins.py)
+            self._allowed = parse_allowed(settings.allowed_origins)
+        except ValueError as exc:
+            raise ConfigError([f"at 'source.allowed_origins': {exc}"]) from None
+        self._verify = tls.verify_for(settings.ca_bundle, key="source.ca_bundle")
         self._last_request_at: float | None = None
+        self._since: dict[str, str] = {}  # the change filter of an incremental pull
+        self.full_every = settings.full_every
+        self.overlap_s = settings.since_overlap_s
         self._headers = dict(settings.headers)
         self._auth: httpx.Auth | None = None
         s = settings
         if s.auth == "bearer":
-            token = read_secret(inline=s.token, file=s.token_file, env_name=s.token_env,
-                                key="token", env=env)
+            token = read_secret(
+                inline=s.token, file=s.token_file, env_name=s.token_env, key="token", env=env
+            )
             if token is None:  # the settings model requires one; guards a model built by hand
-                raise ConfigError(['at \'source.token\': auth = "bearer" needs a token'])
+                raise ConfigError(["at 'source.token': auth = \"bearer\" needs a token"])
             self._headers["Authorization"] = f"Bearer {token.get_secret_value()}"
         elif s.auth == "basic":
-            password = read_secret(inline=s.password, file=s.password_file,
-                                   env_name=s.password_env, key="password", env=env)
+            password = read_secret(
+                inline=s.password,
+                file=s.password_file,
+                env_name=s.password_env,
+                key="password",
+                env=env,
+            )
             if password is None or s.username is None:
-                raise ConfigError(['at \'source.password\': auth = "basic" needs a username '
-                                   "and a password"])
+                raise ConfigError(
+                    ["at 'source.password': auth = \"basic\" needs a username and a password"]
+                )
             self._auth = httpx.BasicAuth(s.username, password.get_secret_value())
 
     def describe(self) -> str:
         return f"http {safe_url(self.settings.url)}"
+
+    @property
+    def incremental(self) -> bool:
+        return self.settings.since_param is not None
+
+    def records_since(self, since: datetime) -> Iterator[RawRecord | BadRecord]:
+        s = self.settings
+        self._since = since_params(s.since_param, s.since_format, s.since_template, since)
+        try:
+            yield from self.records()
+        finally:
+            self._since = {}
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         line = 0
@@ -132,7 +148,8 @@ class HttpSource(Source):
             headers=self._headers,
             auth=self._auth,
             timeout=self.settings.timeout_s,
-            follow_redirects=True,
+            follow_redirects=False,  # send_pinned follows them, checking each target's origin
+            verify=self._verify,
             transport=self._transport,
         ) as client:
             for page in self._pages(client):
@@ -161,7 +178,7 @@ class HttpSource(Source):
 
     def _sized(self) -> dict[str, Any]:
         s = self.settings
-        return {s.size_param: s.page_size} if s.size_param else {}
+        return {**({s.size_param: s.page_size} if s.size_param else {}), **self._since}
 
     def _by_page_number(self, client: httpx.Client) -> Iterator[_Page]:
         s = self.settings
@@ -198,14 +215,18 @@ class HttpSource(Source):
                 return
             cursor = canonical.dumps(token) if isinstance(token, list | dict) else str(token)
             if cursor in seen:
-                raise SourceError(f"{self.describe()}: page {number} repeats cursor "
-                                  f"{cursor!r}; the API would loop forever")
+                raise SourceError(
+                    f"{self.describe()}: page {number} repeats cursor "
+                    f"{cursor!r}; the API would loop forever"
+                )
             seen.add(cursor)
             params = {**self._sized(), s.cursor_param: cursor}
 
     def _by_next_link(self, client: httpx.Client) -> Iterator[_Page]:
         s = self.settings
-        url: httpx.URL | str = s.url
+        # added to the URL's own query (httpx's params= would replace it); the next
+        # links carry the change filter on from there
+        url = httpx.URL(s.url).copy_merge_params(self._since)
         visited: set[httpx.URL] = set()
         for number in itertools.count(1):
             page = self._get(client, url, None, number)
@@ -219,8 +240,10 @@ class HttpSource(Source):
                 return
             url = page.url.join(target)
             if url in visited:
-                raise SourceError(f"{self.describe()}: page {number} links back to "
-                                  f"{safe_url(url)}; the API would loop forever")
+                raise SourceError(
+                    f"{self.describe()}: page {number} links back to "
+                    f"{safe_url(url)}; the API would loop forever"
+                )
 
     def _items(self, page: _Page) -> list[Any]:
         found, items = dig(page.body, self.settings.items_path)
@@ -241,8 +264,9 @@ class HttpSource(Source):
         try:
             return int(value)
         except (TypeError, ValueError):
-            raise SourceError(f"{self.describe()}: page {page.number}: {path!r} is "
-                              f"{value!r}, not a number") from None
+            raise SourceError(
+                f"{self.describe()}: page {page.number}: {path!r} is {value!r}, not a number"
+            ) from None
 
     # -- one GET, paced and retried ----------------------------------------------------
 
@@ -257,48 +281,95 @@ class HttpSource(Source):
         self._last_request_at = now
 
     def _backoff(self, attempt: int) -> float:
-        ceiling = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2.0**attempt)
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+        # the CMS client's policy (remote/retry.py): doubling, full jitter, capped
+        return backoff_delay(attempt, rng=self._rng, base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)
 
     def _get(
-        self, client: httpx.Client, url: httpx.URL | str, params: dict[str, Any] | None,
+        self,
+        client: httpx.Client,
+        url: httpx.URL | str,
+        params: dict[str, Any] | None,
         number: int,
     ) -> _Page:
         attempts = self.settings.max_retries + 1
         problem = ""
         for attempt in range(attempts):
             self._pace()
-            delay = self._backoff(attempt)
+            wait: float | None = None  # the server's Retry-After, when it gave one
             try:
-                response = client.get(url, params=params)
+                response = send_pinned(  # credentials go to allowed origins only
+                    client,
+                    client.build_request("GET", url, params=params),
+                    home=self.settings.url,
+                    allowed=self._allowed,
+                    where=f"{self.describe()}: page {number}",
+                )
+                try:
+                    status = response.status_code
+                    content = self._read_bounded(response, number) if status < 400 else b""
+                finally:
+                    response.close()
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
-                status = response.status_code
                 if status < 400:
-                    return self._decode(response, number)
+                    return self._decode(response, content, number)
                 problem = f"HTTP {status}"
-                if status == 429:
-                    wait = retry_after_s(response.headers.get("Retry-After"))
-                    if wait is not None:
-                        delay = max(delay, wait)
+                if status == 429 or status >= 500:
+                    # at least Retry-After, read as remote/retry.py reads it: an HTTP-date
+                    # against the server's Date, a zone-less date as UTC, 0 as "back off"
+                    wait = parse_retry_after(
+                        response.headers.get("Retry-After"),
+                        date_header=response.headers.get("Date"),
+                    )
                 elif status < 500 and status != 408:
                     hint = " (the credentials were refused)" if status in (401, 403) else ""
-                    raise SourceError(f"{self.describe()}: page {number} "
-                                      f"({safe_url(response.url)}) answered {problem}{hint}")
+                    raise SourceError(
+                        f"{self.describe()}: page {number} "
+                        f"({safe_url(response.url)}) answered {problem}{hint}"
+                    )
             if attempt + 1 < attempts:
-                log.warning("source.http.retry", page=number, problem=problem,
-                            attempt=attempt + 1, delay_s=round(delay, 3))
+                delay = max(self._backoff(attempt), wait or 0.0)
+                log.warning(
+                    "source.http.retry",
+                    page=number,
+                    problem=problem,
+                    attempt=attempt + 1,
+                    delay_s=round(delay, 3),
+                )
                 self._sleep(delay)
         shown = safe_url(client.build_request("GET", url, params=params).url)
-        raise SourceError(f"{self.describe()}: page {number} ({shown}) failed after "
-                          f"{attempts} attempt(s): {problem}")
+        raise SourceError(
+            f"{self.describe()}: page {number} ({shown}) failed after "
+            f"{attempts} attempt(s): {problem}"
+        )
 
-    def _decode(self, response: httpx.Response, number: int) -> _Page:
+    def _read_bounded(self, response: httpx.Response, number: int) -> bytes:
+        """The body, refused once past ``max_page_bytes``: a huge page never fills memory."""
+        limit = self.settings.max_page_bytes
+        declared = response.headers.get("Content-Length", "")
+        size = int(declared) if declared.isdigit() else 0
+        chunks: list[bytes] = []
+        if size <= limit:
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    break
+                chunks.append(chunk)
+        if size > limit:
+            raise SourceError(
+                f"{self.describe()}: page {number} ({safe_url(response.url)}) is larger than "
+                f"max_page_bytes ({limit} bytes); ask for smaller pages ([source] page_size) "
+                "or raise [source] max_page_bytes"
+            )
+        return b"".join(chunks)
+
+    def _decode(self, response: httpx.Response, content: bytes, number: int) -> _Page:
         try:
-            body = canonical.loads(response.content)
+            body = canonical.loads(content)
         except ValueError:
-            head = response.content[:60].decode("utf-8", "replace")
+            head = content[:60].decode("utf-8", "replace")
             raise SourceError(
                 f"{self.describe()}: page {number} ({safe_url(response.url)}) is not JSON "
                 f"(content-type {response.headers.get('content-type', 'none')}, "
@@ -309,6 +380,5 @@ class HttpSource(Source):
         return _Page(number=number, url=response.url, body=body, next_header=link)
 
 
-@register("http")
 def open_http_source(settings: HttpSourceSettings) -> HttpSource:
     return HttpSource(settings)

@@ -8,19 +8,23 @@ the rest of the file is still read. Numbers with a fraction or exponent become
 
 from __future__ import annotations
 
-import codecs
 import json
 from collections.abc import Iterator
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
+from skuferry.config.encoding import require_encoding
 from skuferry.config.load import JsonlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source, register
+from skuferry.sources.base import Source
+from skuferry.sources.compression import open_binary
 
 _BOM = "\ufeff"
+# One line is one product; a line this long is refused rather than read into memory whole.
+MAX_LINE_BYTES = 32 * 1024 * 1024
 
 
 def _no_constant(name: str) -> NoReturn:
@@ -37,11 +41,10 @@ _KIND = {list: "an array", str: "a string", bool: "a boolean", int: "a number", 
 class JsonlSource(Source):
     """Each non-blank line of the file is one ``RawRecord`` (its object's members)."""
 
-    def __init__(self, path: Path | str, *, encoding: str = "utf-8") -> None:
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise ConfigError([f"at 'source.encoding': unknown encoding {encoding!r}"]) from None
+    def __init__(
+        self, path: Path | str, *, encoding: str = "utf-8", max_line_bytes: int = MAX_LINE_BYTES
+    ) -> None:
+        require_encoding(encoding)
         # Lines are split on the byte b"\n", which only works for ASCII-compatible encodings.
         if "{\n}".encode(encoding, errors="replace") != b"{\n}":
             raise ConfigError(
@@ -53,13 +56,14 @@ class JsonlSource(Source):
         self.path = Path(path)
         self.encoding = encoding
         self._name = self.path.name
+        self.max_line_bytes = max_line_bytes
 
     def describe(self) -> str:
         return str(self.path)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:
-            handle = self.path.open("rb")
+            handle = open_binary(self.path)  # .gz / single-file .zip decompressed on the fly
         except OSError as exc:
             raise SourceError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
         with handle:
@@ -71,7 +75,14 @@ class JsonlSource(Source):
     def _lines(self, handle: BinaryIO) -> Iterator[RawRecord | BadRecord]:
         name = self._name
         encoding = self.encoding
-        for number, raw in enumerate(handle, start=1):
+        limit = self.max_line_bytes
+        for number, raw in enumerate(iter(partial(handle.readline, limit + 1), b""), start=1):
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                _skip_rest_of_line(handle)
+                yield BadRecord(
+                    number, f"{name} line {number}: longer than {limit:,} bytes, refused unread"
+                )
+                continue
             if not raw.strip():
                 continue
             try:
@@ -103,6 +114,12 @@ class JsonlSource(Source):
             yield RawRecord(number, value)
 
 
-@register("jsonl")
+def _skip_rest_of_line(handle: BinaryIO) -> None:
+    while True:
+        chunk = handle.readline(1 << 20)
+        if not chunk or chunk.endswith(b"\n"):
+            return
+
+
 def open_jsonl(settings: JsonlSourceSettings) -> Source:
     return JsonlSource(settings.path, encoding=settings.encoding)

@@ -32,7 +32,7 @@ from skuferry import logs
 from skuferry.config.sources import SqlSourceSettings, read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source, register
+from skuferry.sources.base import IncrementalSource
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
@@ -79,7 +79,11 @@ def to_field(value: Any) -> Any:
     raise UnconvertibleError(f"a {type(value).__name__} value has no JSON form")
 
 
-class SqlSource(Source):
+# A full pull of an incremental query binds :since to the start of the epoch.
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+class SqlSource(IncrementalSource):
     """Streams the rows of a table or query."""
 
     def __init__(
@@ -88,6 +92,8 @@ class SqlSource(Source):
         self.settings = settings
         self._env = env
         self._target: URL | None = None  # the URL connected to, password included
+        self.full_every = settings.full_every
+        self.overlap_s = settings.since_overlap_s
 
     def describe(self) -> str:
         what = f"table {self.settings.table}" if self.settings.table else "query"
@@ -101,10 +107,21 @@ class SqlSource(Source):
         except Exception:  # noqa: BLE001 - an unparsable URL is reported elsewhere; show its scheme only
             return self.settings.url.partition("://")[0] + "://..."
 
+    @property
+    def incremental(self) -> bool:
+        s = self.settings
+        return bool(s.updated_column) or (s.query is not None and ":since" in s.query)
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
+        return self._pull(None)
+
+    def records_since(self, since: dt.datetime) -> Iterator[RawRecord | BadRecord]:
+        return self._pull(since)
+
+    def _pull(self, since: dt.datetime | None) -> Iterator[RawRecord | BadRecord]:
         engine = self._engine()
         try:
-            yield from self._rows(engine)
+            yield from self._rows(engine, since)
         finally:
             engine.dispose()
 
@@ -117,15 +134,24 @@ class SqlSource(Source):
         try:
             url = make_url(self.settings.url)
         except ArgumentError:
-            raise ConfigError(["at 'source.url': not a SQLAlchemy URL (e.g. "
-                               "sqlite:///catalog.db, postgresql://user@host/db)"]) from None
+            raise ConfigError(
+                [
+                    "at 'source.url': not a SQLAlchemy URL (e.g. "
+                    "sqlite:///catalog.db, postgresql://user@host/db)"
+                ]
+            ) from None
         backend = url.get_backend_name()
         driver, _extra = _DRIVERS.get(backend, (None, ""))
         if driver and "+" not in url.drivername:
             url = url.set(drivername=f"{backend}+{driver}")
         s = self.settings
-        password = read_secret(inline=s.password, file=s.password_file,
-                               env_name=s.password_env, key="password", env=self._env)
+        password = read_secret(
+            inline=s.password,
+            file=s.password_file,
+            env_name=s.password_env,
+            key="password",
+            env=self._env,
+        )
         if password is not None:
             url = url.set(password=password.get_secret_value())
         if backend == "sqlite" and url.database not in (None, "", ":memory:"):
@@ -140,32 +166,48 @@ class SqlSource(Source):
             from sqlalchemy.exc import NoSuchModuleError
             from sqlalchemy.pool import NullPool
         except ImportError:
-            raise ConfigError(["at 'source.type': the sql source needs SQLAlchemy: "
-                               "pip install 'skuferry[sql]'"]) from None
+            raise ConfigError(
+                ["at 'source.type': the sql source needs SQLAlchemy: pip install 'skuferry[sql]'"]
+            ) from None
         url = self._target = self._url()
         backend = url.get_backend_name()
         extra = _DRIVERS.get(backend, (None, "sql"))[1]
         try:
             return sqlalchemy.create_engine(url, poolclass=NullPool)
         except (ImportError, NoSuchModuleError) as exc:
-            hint = (f"pip install 'skuferry[{extra}]'" if backend in _DRIVERS
-                    else "install the SQLAlchemy dialect and driver for it")
-            raise ConfigError([f"at 'source.url': no driver for {url.drivername} "
-                               f"({type(exc).__name__}: {exc}); {hint}"]) from None
+            hint = (
+                f"pip install 'skuferry[{extra}]'"
+                if backend in _DRIVERS
+                else "install the SQLAlchemy dialect and driver for it"
+            )
+            raise ConfigError(
+                [
+                    f"at 'source.url': no driver for {url.drivername} "
+                    f"({type(exc).__name__}: {exc}); {hint}"
+                ]
+            ) from None
 
     # -- reading -------------------------------------------------------------------------
 
-    def _statement(self) -> Any:
+    def _statement(self, since: dt.datetime | None, backend: str) -> Any:
         import sqlalchemy
 
         s = self.settings
         if s.table:
             schema, _, name = s.table.rpartition(".")
             table = sqlalchemy.table(name, schema=schema or None)
-            return sqlalchemy.select(sqlalchemy.text("*")).select_from(table)
-        return sqlalchemy.text(s.query or "")
+            select = sqlalchemy.select(sqlalchemy.text("*")).select_from(table)
+            if since is None or not s.updated_column:
+                return select
+            # a bound parameter, never string formatting
+            column: Any = sqlalchemy.column(s.updated_column)
+            return select.where(column > sqlalchemy.bindparam("since", _bound(since, s, backend)))
+        statement = sqlalchemy.text(s.query or "")
+        if ":since" in (s.query or ""):
+            statement = statement.bindparams(since=_bound(since or _EPOCH, s, backend))
+        return statement
 
-    def _rows(self, engine: Engine) -> Iterator[RawRecord | BadRecord]:
+    def _rows(self, engine: Engine, since: dt.datetime | None) -> Iterator[RawRecord | BadRecord]:
         from sqlalchemy.exc import SQLAlchemyError
 
         line = 0
@@ -173,15 +215,17 @@ class SqlSource(Source):
             with engine.connect() as conn:
                 result = conn.execution_options(
                     stream_results=True, yield_per=self.settings.batch_size
-                ).execute(self._statement())
+                ).execute(self._statement(since, engine.dialect.name))
                 # closed explicitly: a consumer that stops early must not leave the
                 # server-side cursor to the garbage collector
                 with contextlib.closing(result):
                     columns = [str(c) for c in result.keys()]  # noqa: SIM118 - not a dict
                     twice = sorted({c for c in columns if columns.count(c) > 1})
                     if twice:
-                        raise SourceError(f"{self.describe()}: the result has column(s) "
-                                          f"{', '.join(twice)} more than once; alias them")
+                        raise SourceError(
+                            f"{self.describe()}: the result has column(s) "
+                            f"{', '.join(twice)} more than once; alias them"
+                        )
                     for row in result:
                         line += 1
                         yield self._record(line, columns, row)
@@ -212,6 +256,20 @@ class SqlSource(Source):
         return f"{self.describe()}{host}: reading failed {where}: {detail}"
 
 
-@register("sql")
+def _bound(since: dt.datetime, settings: SqlSourceSettings, backend: str) -> Any:
+    """``since`` as the driver should compare it: unix seconds, or a UTC timestamp.
+
+    PostgreSQL compares an aware timestamp with ``timestamp with time zone``
+    columns exactly. The others get a naive UTC value: SQLite's text timestamps
+    (``CURRENT_TIMESTAMP``'s ``YYYY-MM-DD HH:MM:SS``) are UTC by convention and
+    compare as text, and MySQL's ``DATETIME`` or SQL Server's ``datetime2`` have
+    no zone to convert from.
+    """
+    utc = since.astimezone(dt.UTC)
+    if settings.since_format == "epoch":
+        return int(utc.timestamp())
+    return utc if backend == "postgresql" else utc.replace(tzinfo=None)
+
+
 def open_sql_source(settings: SqlSourceSettings) -> SqlSource:
     return SqlSource(settings)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from skuferry import files
 from skuferry.errors import LockHeld, StateError
 
 
@@ -24,7 +25,7 @@ def run_lock(state_path: Path) -> Iterator[None]:
     """Hold the state's lock for the duration, or raise ``LockHeld`` at once."""
     path = lock_path(state_path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        files.private_dir(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise StateError(f"cannot open the lock file {path}: {exc.strerror}") from exc

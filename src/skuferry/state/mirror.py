@@ -1,6 +1,7 @@
 """The mirror: the SQLite state file, skuferry's truth about what it sent.
 
-Per key it holds the digest and payload last confirmed on the remote, the
+Per key it holds the digest last confirmed on the remote, the fields last
+sent (``sent``: what an update is diffed against, see ``sync/fields.py``), the
 remote id, the state (see ``models.State``) and, for every create in flight,
 an *intent*: committed before the POST and closed only once the outcome is
 known, so a crash or a lost response is resolved by lookup, never by re-POST.
@@ -12,9 +13,16 @@ never creates or migrates it; TEMP tables (the run's scratch space) still work
 there, because they live outside the state file.
 
 Column meaning, kept so the planner can trust ``MirrorRow.digest``:
-``digest``/``payload`` are what the remote holds (NULL when unknown);
+``digest`` is the source product the remote is in step with and ``sent`` the
+values skuferry last sent or found there (NULL when unknown);
 ``rejected_digest`` is what the API refused, read as ``MirrorRow.digest`` while
 the row is REJECTED.
+
+sqlite-utils serves the reads that return rows as dicts (``db.query``); the
+writes stay plain SQL: each is one ``BEGIN IMMEDIATE`` transaction, which
+sqlite-utils' writers (``with conn:``) would commit halfway, and the products
+upsert keeps ``first_seen`` on conflict, which ``upsert_all`` overwrites.
+Scratch tables are TEMP tables, which sqlite-utils does not create.
 """
 
 from __future__ import annotations
@@ -33,11 +41,15 @@ from skuferry import canonical, logs
 from skuferry.errors import StateError
 from skuferry.models import MirrorRow, Product, State
 from skuferry.state import schema
+from skuferry.state.planstore import PlanStore
 from skuferry.state.reads import MirrorLookup, SeenTable, rows, scan
+from skuferry.state.remoteindex import RemoteIndex
 
 log = logs.get(__name__)
 
-_IN_SOURCE = "state NOT IN ('gone', 'remote_only')"  # rows the source holds (or last held)
+_IN_SOURCE = "state NOT IN ('gone', 'remote_only', 'archived')"  # the source holds (or held)
+
+
 def _open_readonly(path: Path) -> sqlite3.Connection:
     """The state file, read-only and unmigrated; an empty in-memory schema when it is missing.
 
@@ -53,7 +65,9 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
     conn: sqlite3.Connection | None = None
     try:
         conn = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+            f"{path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            isolation_level=None,
             check_same_thread=False,
         )
         found = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -92,7 +106,7 @@ class Mirror:
         self._clock = clock
         self._conn = _open_readonly(self.path) if readonly else schema.open_state(self.path)
         self._db = sqlite_utils.Database(self._conn)
-        self._lookup = MirrorLookup(self._conn)
+        self._known = MirrorLookup(self._conn)
         log.debug("mirror.opened", path=str(self.path), readonly=readonly)
 
     @property
@@ -126,8 +140,9 @@ class Mirror:
     def rows(self, keys: Sequence[str]) -> dict[str, MirrorRow]:
         return rows(self._conn, keys)
 
-    def lookup(self) -> Mapping[str, MirrorRow]:
-        return self._lookup
+    def known(self) -> Mapping[str, MirrorRow]:
+        """Every product the mirror knows, by key (read lazily; for the planner)."""
+        return self._known
 
     def keys(self, *, exclude_gone: bool = True) -> Iterator[str]:
         where = _IN_SOURCE if exclude_gone else ""
@@ -166,7 +181,7 @@ class Mirror:
             )
             conn.execute(
                 "UPDATE products SET remote_id = (SELECT min(w.remote_id) FROM walked w "
-                "WHERE w.key = products.key), digest = NULL, payload = NULL, "
+                "WHERE w.key = products.key), digest = NULL, sent = NULL, "
                 "source_fingerprint = NULL, updated_at = ? "
                 "WHERE remote_id IS NULL AND key IN (SELECT key FROM walked) "
                 "AND key NOT IN (SELECT key FROM intents)",
@@ -178,7 +193,8 @@ class Mirror:
             )
 
     def payload(self, key: str) -> dict[str, Any] | None:
-        found = self._conn.execute("SELECT payload FROM products WHERE key = ?", (key,)).fetchone()
+        """The fields last sent for ``key`` (or found on the remote); None when not known."""
+        found = self._conn.execute("SELECT sent FROM products WHERE key = ?", (key,)).fetchone()
         if found is None or found[0] is None:
             return None
         value: dict[str, Any] = canonical.loads(found[0])
@@ -209,8 +225,13 @@ class Mirror:
     # -- the write journal ----------------------------------------------------
 
     def _upsert(
-        self, conn: sqlite3.Connection, key: str, state: State | None, fields: dict[str, Any],
-        *, insert_state: State = State.PENDING,
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        state: State | None,
+        fields: dict[str, Any],
+        *,
+        insert_state: State = State.PENDING,
     ) -> None:
         """Insert or update one products row; ``state=None`` keeps an existing row's state."""
         now = self._clock()
@@ -218,8 +239,12 @@ class Mirror:
         if state is not None:
             values["state"] = state.value
         cols = ["key", "first_seen", "state", *[c for c in values if c != "state"]]
-        args = [key, now, values.get("state", insert_state.value),
-                *[v for c, v in values.items() if c != "state"]]
+        args = [
+            key,
+            now,
+            values.get("state", insert_state.value),
+            *[v for c, v in values.items() if c != "state"],
+        ]
         sets = ", ".join(f"{c} = excluded.{c}" for c in values)
         conn.execute(
             f"INSERT INTO products ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "  # noqa: S608 - column names are ours
@@ -227,26 +252,41 @@ class Mirror:
             args,
         )
 
-    def _confirmed(self, product: Product, remote_id: str) -> None:
-        self.record_in_step([(product, remote_id)])
+    def _confirmed(
+        self, product: Product, remote_id: str, sent: Mapping[str, Any] | None = None
+    ) -> None:
+        self.record_in_step([(product, remote_id)], sent=sent)
 
-    def record_in_step(self, items: Sequence[tuple[Product, str]]) -> None:
+    def record_in_step(
+        self, items: Sequence[tuple[Product, str]], *, sent: Mapping[str, Any] | None = None
+    ) -> None:
         """Products the remote holds exactly, under these ids: SYNCED, in one transaction.
 
         Used one at a time after a write, and in batches for products found already in
         step on the remote (an adoption is no intent: if it is lost, the next walk finds
-        the product again).
+        the product again). ``sent``: the fields last sent, when not the whole payload
+        (one item only: an update carries only what changed).
         """
         if not items:
             return
         with self._write() as conn:
             for product, remote_id in items:
-                self._upsert(conn, product.key, State.SYNCED, {
-                    "digest": product.digest, "payload": canonical.dumps(product.payload),
-                    "source_fingerprint": product.fingerprint,
-                    "remote_id": remote_id, "synced_at": self._clock(), "last_error": None,
-                    "attempts": 0, "rejected_digest": None, "source_line": product.line,
-                })
+                self._upsert(
+                    conn,
+                    product.key,
+                    State.SYNCED,
+                    {
+                        "digest": product.digest,
+                        "sent": canonical.dumps(product.payload if sent is None else sent),
+                        "source_fingerprint": product.fingerprint,
+                        "remote_id": remote_id,
+                        "synced_at": self._clock(),
+                        "last_error": None,
+                        "attempts": 0,
+                        "rejected_digest": None,
+                        "source_line": product.line,
+                    },
+                )
                 conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
 
     def open_intent(self, product: Product, *, run_id: int | None) -> None:
@@ -254,27 +294,60 @@ class Mirror:
             conn.execute(
                 "INSERT OR REPLACE INTO intents (key, digest, payload, run_id, started_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (product.key, product.digest, canonical.dumps(product.payload), run_id,
-                 self._clock()),
+                (
+                    product.key,
+                    product.digest,
+                    canonical.dumps(product.payload),
+                    run_id,
+                    self._clock(),
+                ),
             )
             self._upsert(conn, product.key, State.PENDING, {"source_line": product.line})
 
     def record_created(self, product: Product, remote_id: str) -> None:
         self._confirmed(product, remote_id)
 
-    def record_updated(self, product: Product, remote_id: str) -> None:
-        self._confirmed(product, remote_id)
+    def record_updated(
+        self, product: Product, remote_id: str, *, sent: Mapping[str, Any] | None = None
+    ) -> None:
+        """In step after an update (or with nothing to send); ``sent``: the fields now last
+        sent (default: the whole payload). Also how a RESTOREd product is back to SYNCED."""
+        self._confirmed(product, remote_id, sent)
 
-    def record_adopted(self, product: Product, remote_id: str, *, in_step: bool) -> None:
-        """Link a product found on the remote; ``in_step``: it already holds this digest."""
+    def record_adopted(
+        self,
+        product: Product,
+        remote_id: str,
+        *,
+        in_step: bool,
+        remote: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Link a product found on the remote; ``in_step``: it already holds this digest.
+
+        ``remote``: the values found there, recorded as "last sent" so that the update
+        that follows carries only the fields that differ.
+        """
         if in_step:
             self._confirmed(product, remote_id)
             return
+        found = (
+            None
+            if remote is None
+            else canonical.dumps({k: remote[k] for k in product.payload if k in remote})
+        )
         with self._write() as conn:
-            self._upsert(conn, product.key, None, {
-                "remote_id": remote_id, "digest": None, "payload": None,
-                "source_fingerprint": None, "source_line": product.line,
-            })
+            self._upsert(
+                conn,
+                product.key,
+                None,
+                {
+                    "remote_id": remote_id,
+                    "digest": None,
+                    "sent": found,
+                    "source_fingerprint": None,
+                    "source_line": product.line,
+                },
+            )
             conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
 
     def record_failed(self, key: str, error: str, *, product: Product | None = None) -> None:
@@ -289,10 +362,16 @@ class Mirror:
     def record_rejected(self, product: Product, reason: str) -> None:
         """The API refused this digest: not resent until the data change."""
         with self._write() as conn:
-            self._upsert(conn, product.key, State.REJECTED, {
-                "rejected_digest": product.digest, "last_error": reason,
-                "source_line": product.line,
-            })
+            self._upsert(
+                conn,
+                product.key,
+                State.REJECTED,
+                {
+                    "rejected_digest": product.digest,
+                    "last_error": reason,
+                    "source_line": product.line,
+                },
+            )
             conn.execute(
                 "UPDATE products SET attempts = attempts + 1 WHERE key = ?", (product.key,)
             )
@@ -301,16 +380,27 @@ class Mirror:
     def record_drift(self, product: Product, reason: str) -> None:
         """The source changed but could not be sent; ``digest`` stays the remote's."""
         with self._write() as conn:
-            self._upsert(conn, product.key, State.DRIFT, {
-                "last_error": reason, "source_line": product.line,
-            })
+            self._upsert(
+                conn,
+                product.key,
+                State.DRIFT,
+                {
+                    "last_error": reason,
+                    "source_line": product.line,
+                },
+            )
 
     def record_duplicate(self, key: str, remote_ids: list[str]) -> None:
         shown = ", ".join(remote_ids[:10]) + (", ..." if len(remote_ids) > 10 else "")
         with self._write() as conn:
-            self._upsert(conn, key, State.DUPLICATE, {
-                "last_error": f"the remote holds {len(remote_ids)} products with this key: {shown}",
-            })
+            self._upsert(
+                conn,
+                key,
+                State.DUPLICATE,
+                {
+                    "last_error": f"the remote holds {len(remote_ids)} products with this key: {shown}",
+                },
+            )
             conn.execute("DELETE FROM intents WHERE key = ?", (key,))
 
     def record_remote_missing(self, key: str) -> None:
@@ -318,7 +408,7 @@ class Mirror:
         with self._write() as conn:
             conn.execute(
                 "UPDATE products SET state = ?, last_error = 'remote id ' || remote_id || "
-                "' no longer exists', remote_id = NULL, digest = NULL, payload = NULL, "
+                "' no longer exists', remote_id = NULL, digest = NULL, sent = NULL, "
                 "source_fingerprint = NULL, "
                 "updated_at = ? WHERE key = ? AND remote_id IS NOT NULL",
                 (State.PENDING.value, self._clock(), key),
@@ -339,6 +429,62 @@ class Mirror:
     def close_intent(self, key: str) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM intents WHERE key = ?", (key,))
+
+    def record_archived(self, key: str, sent: Mapping[str, Any]) -> None:
+        """The [gone] patch went out: ARCHIVED, not sent again while the product stays away."""
+        with self._write() as conn:
+            self._upsert(
+                conn,
+                key,
+                State.ARCHIVED,
+                {
+                    "sent": canonical.dumps(sent),
+                    "last_error": None,
+                    "rejected_digest": None,
+                    "synced_at": self._clock(),
+                },
+            )
+
+    def record_unsent(self, key: str, reason: str, *, state: State) -> None:
+        """An archive or restore that could not go out (updates off): retried next run.
+
+        An archive becomes DRIFT (still "in the source" to the planner, so it is planned
+        again); a restore stays ARCHIVED, so the planner restores it again.
+        """
+        with self._write() as conn:
+            self._upsert(conn, key, state, {"last_error": reason})
+
+    def record_archive_refused(self, key: str, reason: str, *, patch_digest: str) -> None:
+        """The API refused the [gone] patch: REJECTED under the patch's digest, so it is not
+        resent until the patch changes (the digest the remote holds stays as it was)."""
+        with self._write() as conn:
+            self._upsert(
+                conn,
+                key,
+                State.REJECTED,
+                {
+                    "rejected_digest": patch_digest,
+                    "last_error": reason,
+                },
+            )
+            conn.execute("UPDATE products SET attempts = attempts + 1 WHERE key = ?", (key,))
+
+    def remember_remote(self, key: str, values: Mapping[str, Any]) -> None:
+        """What the remote was found to hold (``--verify``): the next update is diffed
+        against it, so it carries exactly the fields edited there."""
+        with self._write() as conn:
+            self._upsert(conn, key, None, {"sent": canonical.dumps(dict(values))})
+
+    def archived(self, limit: int = 20) -> list[dict[str, Any]]:
+        """Archived products, most recent first (for ``status``)."""
+        sql = (
+            "SELECT key, remote_id, updated_at FROM products "
+            "WHERE state = 'archived' ORDER BY updated_at DESC, key LIMIT ?"
+        )
+        return [
+            {"key": k, "remote_id": rid, "at": at}
+            for k, rid, at in self._conn.execute(sql, (limit,))
+        ]
 
     def mark_gone(self, keys: Iterable[str]) -> int:
         """Mark keys that left the source; they stay on the remote (no DELETE). Returns how many."""
@@ -387,21 +533,17 @@ class Mirror:
             "SELECT id, started_at, finished_at, status, exit_code, summary FROM runs "
             "ORDER BY id DESC LIMIT ?"
         )
-        return [
-            {"id": i, "started_at": s, "finished_at": f, "status": st, "exit_code": code,
-             "summary": json.loads(summ) if summ else None}
-            for i, s, f, st, code, summ in self._conn.execute(sql, (n,))
-        ]
+        runs = list(self._db.query(sql, [n]))  # sqlite-utils: rows as dicts by column name
+        for run in runs:
+            run["summary"] = json.loads(run["summary"]) if run["summary"] else None
+        return runs
 
     def rejected(self, limit: int = 20) -> list[dict[str, Any]]:
         sql = (
-            "SELECT key, last_error, updated_at, source_line FROM products "
-            "WHERE state = 'rejected' ORDER BY updated_at DESC, key LIMIT ?"
+            "SELECT key, last_error AS reason, updated_at AS at, source_line AS line "
+            "FROM products WHERE state = 'rejected' ORDER BY updated_at DESC, key LIMIT ?"
         )
-        return [
-            {"key": k, "reason": r, "at": at, "line": line}
-            for k, r, at, line in self._conn.execute(sql, (limit,))
-        ]
+        return list(self._db.query(sql, [limit]))
 
     def set_meta(self, name: str, value: str | None) -> None:
         self.set_metas({name: value})
@@ -423,6 +565,17 @@ class Mirror:
 
     # -- scratch space for one run -------------------------------------------
 
+    # The scratch tables (state/scratch.py): TEMP tables of this connection, so they
+    # work in readonly mode and never touch the state file.
+
     def seen_table(self) -> SeenTable:
         """A fresh disk-backed (TEMP) mapping for ``plan(seen=...)``; fine in readonly mode."""
         return SeenTable(self._conn)
+
+    def plan_store(self) -> PlanStore:
+        """A fresh store for this run's plan; ``close()`` it when the run ends."""
+        return PlanStore(self._conn)
+
+    def remote_index(self, key_field: str) -> RemoteIndex:
+        """A fresh, empty index of the remote catalog by ``key_field``; ``load()`` fills it."""
+        return RemoteIndex(self._conn, key_field)

@@ -13,12 +13,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from skuferry import canonical
-from skuferry.models import Action, Kind, Product
-from skuferry.sync.plan import was_mapped
+from skuferry.models import Action, Kind, Product, was_mapped
+from skuferry.state.scratch import keyset
 
 _BATCH = 2000
-_PAGE = 1000  # rows per keyset page when reading the plan back
-_WRITES = f"('{Kind.CREATE.value}', '{Kind.UPDATE.value}')"
+_WRITE_KINDS = (Kind.CREATE, Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)  # what the writer sends
+_CARRY_PRODUCT = (Kind.CREATE, Kind.UPDATE, Kind.RESTORE)  # ... with the product's payload
+_WRITES = "(" + ", ".join(f"'{k.value}'" for k in _WRITE_KINDS) + ")"
 
 
 class PlanStore:
@@ -52,7 +53,7 @@ class PlanStore:
         quiet: list[tuple[str | None, str | None, str | None]] = []
         unchanged = Kind.UNCHANGED
         for action in actions:
-            if action.kind is not Kind.GONE:
+            if action.kind not in (Kind.GONE, Kind.ARCHIVE):  # those left the source
                 self.records += 1
             if action.kind is unchanged:
                 quiet.append(_quiet_row(action))
@@ -69,9 +70,7 @@ class PlanStore:
         if not rows and not quiet:
             return
         self._conn.execute("BEGIN")
-        self._conn.executemany(
-            "INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?)", rows
-        )
+        self._conn.executemany("INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
         self._conn.executemany("INSERT INTO run_unchanged VALUES (?,?,?)", quiet)
         self._conn.execute("COMMIT")
 
@@ -90,42 +89,30 @@ class PlanStore:
         return row is not None
 
     def actions(self, *kinds: Kind) -> Iterator[Action]:
-        """Stream the stored actions of ``kinds`` in source order.
-
-        Read in keyset pages, each fetched whole: the writer commits to the state
-        file between items, and a statement left open across those commits would
-        pin this connection's read snapshot of the state file, so its next
-        ``BEGIN IMMEDIATE`` fails with "database is locked" as soon as another
-        connection (the budget) has written.
-        """
+        """Stream the stored actions of ``kinds`` in source order (keyset pages: the
+        writer commits between items, see ``state/scratch.py``)."""
         # Kinds inline (enum values, not input), so SQLite can match the partial index.
         wanted = "(" + ", ".join(f"'{Kind(k).value}'" for k in kinds) + ")"
         select = (
-            "SELECT key, kind, line, reason, remote_id, lookup_first, digest, payload, slot, "  # noqa: S608 - enum values only
-            "fingerprint "
-            f"FROM run_plan WHERE kind IN {wanted}"
+            "SELECT line, slot, key, kind, reason, remote_id, lookup_first, digest, payload, "
+            "fingerprint FROM run_plan"
         )
-        args: list[Any] = []
-        batch = self._conn.execute(f"{select} ORDER BY line, slot LIMIT {_PAGE}", args).fetchall()
-        while batch:
-            for row in batch:
-                key, kind, line, reason, remote_id, lookup_first, digest, payload, _, fp = row
-                product = (
-                    Product(key, canonical.loads(payload), digest, line, fp)
-                    if payload is not None
-                    else None
-                )
-                yield Action(
-                    kind=Kind(kind), key=key, product=product, remote_id=remote_id,
-                    reason=reason, line=line, lookup_first=bool(lookup_first),
-                )
-            if len(batch) < _PAGE:
-                return
-            last = batch[-1]
-            batch = self._conn.execute(
-                f"{select} AND (line, slot) > (?, ?) ORDER BY line, slot LIMIT {_PAGE}",
-                [*args, last[2], last[8]],
-            ).fetchall()
+        for row in keyset(self._conn, select, order=("line", "slot"), where=f"kind IN {wanted}"):
+            line, _slot, key, kind, reason, remote_id, lookup_first, digest, payload, fp = row
+            product = (
+                Product(key, canonical.loads(payload), digest, line, fp)
+                if payload is not None
+                else None
+            )
+            yield Action(
+                kind=Kind(kind),
+                key=key,
+                product=product,
+                remote_id=remote_id,
+                reason=reason,
+                line=line,
+                lookup_first=bool(lookup_first),
+            )
 
     def keys(self, kind: Kind) -> Iterator[str]:
         """Keys of ``kind``, in keyset pages (no statement stays open; see ``actions``)."""
@@ -133,31 +120,22 @@ class PlanStore:
             for key, _digest, _fingerprint in self._unchanged(with_fingerprint=False):
                 yield key
             return
-        sql = "SELECT slot, key FROM run_plan WHERE kind = ? AND slot > ? ORDER BY slot LIMIT ?"
-        after = ""
-        while batch := self._conn.execute(sql, [kind.value, after, _PAGE]).fetchall():
-            yield from (k for _slot, k in batch)
-            if len(batch) < _PAGE:
-                return
-            after = batch[-1][0]
+        select = "SELECT slot, key FROM run_plan"
+        for _slot, key in keyset(
+            self._conn, select, order=("slot",), where="kind = ?", args=[kind.value]
+        ):
+            yield key
 
     def fingerprints(self) -> Iterator[tuple[str, str, str]]:
         """(key, digest, fingerprint) of unchanged products that had to be mapped in full."""
         return self._unchanged(with_fingerprint=True)
 
     def _unchanged(self, *, with_fingerprint: bool) -> Iterator[tuple[str, str, str]]:
-        extra = "AND fingerprint IS NOT NULL " if with_fingerprint else ""
-        sql = (
-            "SELECT rowid, key, digest, fingerprint FROM run_unchanged "  # noqa: S608 - constant
-            f"WHERE rowid > ? {extra}AND key NOT IN (SELECT slot FROM run_plan) "
-            "ORDER BY rowid LIMIT ?"
-        )
-        after = 0
-        while batch := self._conn.execute(sql, [after, _PAGE]).fetchall():
-            yield from ((key, digest, fp) for _rowid, key, digest, fp in batch)
-            if len(batch) < _PAGE:
-                return
-            after = batch[-1][0]
+        extra = "fingerprint IS NOT NULL AND " if with_fingerprint else ""
+        select = "SELECT rowid, key, digest, fingerprint FROM run_unchanged"
+        where = f"{extra}key NOT IN (SELECT slot FROM run_plan)"  # noqa: S608 - constant
+        for _rowid, key, digest, fp in keyset(self._conn, select, order=("rowid",), where=where):
+            yield key, digest, fp
 
     def close(self) -> None:
         self._conn.execute("DROP TABLE IF EXISTS temp.run_plan")
@@ -174,7 +152,7 @@ def _quiet_row(action: Action) -> tuple[str | None, str | None, str | None]:
 
 def _row(action: Action) -> tuple[Any, ...]:
     product = action.product
-    write = action.kind in (Kind.CREATE, Kind.UPDATE)
+    write = action.kind in _CARRY_PRODUCT
     fingerprint = product.fingerprint if product and write else None  # stored on success
     line = action.line if action.line is not None else (product.line if product else None)
     slot = action.key if action.key is not None else f"#{line}"

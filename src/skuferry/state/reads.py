@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from skuferry.models import MirrorRow, State
+from skuferry.state.scratch import keyset
 
 _IN_CHUNK = 500  # keys per IN (...) lookup: well below SQLite's variable limit
 _SCAN_CHUNK = 1000  # keys per keyset page: no cursor stays open across commits
@@ -23,9 +24,7 @@ _ROW_SQL = (
     "FROM products p LEFT JOIN intents i ON i.key = p.key"
 )
 
-RowTuple = tuple[
-    str, str, str | None, str | None, str | None, str | None, str | None, str | None
-]
+RowTuple = tuple[str, str, str | None, str | None, str | None, str | None, str | None, str | None]
 
 
 _STATES = {s.value: s for s in State}  # a dict lookup: State(value) is slow per row
@@ -35,8 +34,12 @@ def _to_row(r: RowTuple) -> MirrorRow:
     key, state, digest, rejected_digest, remote_id, intent_digest, last_error, fingerprint = r
     st = _STATES.get(state) or State(state)
     return MirrorRow(
-        key=key, state=st, digest=rejected_digest if st is State.REJECTED else digest,
-        remote_id=remote_id, intent_digest=intent_digest, last_error=last_error,
+        key=key,
+        state=st,
+        digest=rejected_digest if st is State.REJECTED else digest,
+        remote_id=remote_id,
+        intent_digest=intent_digest,
+        last_error=last_error,
         fingerprint=fingerprint,
     )
 
@@ -44,20 +47,8 @@ def _to_row(r: RowTuple) -> MirrorRow:
 def scan(
     conn: sqlite3.Connection, select: str, where: str, args: Sequence[Any] = ()
 ) -> Iterator[Any]:
-    """Stream ``select`` (whose first column is ``key``) in key order, one page at a time.
-
-    Keyset pages instead of one long cursor: the caller may commit between items.
-    """
-    cond = f"WHERE {where} " if where else ""
-    first = f"{select} {cond}ORDER BY key LIMIT {_SCAN_CHUNK}"
-    after = f"WHERE {where} AND key > ? " if where else "WHERE key > ? "
-    more = f"{select} {after}ORDER BY key LIMIT {_SCAN_CHUNK}"
-    batch = conn.execute(first, args).fetchall()
-    while batch:
-        yield from batch
-        if len(batch) < _SCAN_CHUNK:
-            return
-        batch = conn.execute(more, [*args, batch[-1][0]]).fetchall()
+    """Stream ``select`` (whose first column is ``key``) in key order, in keyset pages."""
+    return keyset(conn, select, where=where, args=args, page=_SCAN_CHUNK)
 
 
 def rows(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, MirrorRow]:

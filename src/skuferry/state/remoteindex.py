@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from skuferry import canonical, logs
+from skuferry.state.scratch import keyset
+
+if TYPE_CHECKING:
+    from skuferry.remote.client import RemoteApi
 
 log = logs.get(__name__)
-
-
-class PageSource(Protocol):
-    def iter_pages(
-        self, *, limit: int = 100
-    ) -> Iterator[tuple[int, int, list[dict[str, Any]]]]: ...
 
 
 class RemoteIndex:
@@ -38,7 +36,7 @@ class RemoteIndex:
 
     def load(
         self,
-        client: PageSource,
+        client: RemoteApi,
         *,
         page_size: int = 100,
         on_page: Callable[[int, int], None] | None = None,
@@ -77,10 +75,10 @@ class RemoteIndex:
         return canonical.loads(row[0]) if row else None
 
     def pairs(self) -> Iterator[tuple[str, str]]:
-        """Every (key, remote_id) found, streamed."""
-        cur = self._conn.execute("SELECT key, remote_id FROM remote_index")
-        while batch := cur.fetchmany(1000):
-            yield from batch
+        """Every (key, remote_id) found, streamed in keyset pages."""
+        select = "SELECT remote_id, key FROM remote_index"
+        for remote_id, key in keyset(self._conn, select, order=("remote_id",)):
+            yield key, remote_id
 
     def close(self) -> None:
         self._conn.execute("DROP TABLE IF EXISTS temp.remote_index")

@@ -12,7 +12,10 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from skuferry import files, logs
 from skuferry.errors import StateError
+
+log = logs.get(__name__)
 
 Migration = Callable[[sqlite3.Connection], None]
 
@@ -99,7 +102,18 @@ def _m3_source_fingerprint(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE products ADD COLUMN source_fingerprint TEXT")
 
 
-MIGRATIONS: list[Migration] = [_m1_initial, _m2_rejected_digest, _m3_source_fingerprint]
+def _m4_last_sent(conn: sqlite3.Connection) -> None:
+    # Updates carry only the fields that changed since skuferry last sent them
+    # (sync/fields.py): the payload last confirmed on the remote is exactly that.
+    conn.execute("ALTER TABLE products RENAME COLUMN payload TO sent")
+
+
+MIGRATIONS: list[Migration] = [
+    _m1_initial,
+    _m2_rejected_digest,
+    _m3_source_fingerprint,
+    _m4_last_sent,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -110,6 +124,8 @@ def connect(path: Path | str, *, timeout_s: float = 30.0) -> sqlite3.Connection:
     (``BEGIN IMMEDIATE`` for read-modify-write), so nothing commits by accident.
     """
     try:
+        if str(path) != ":memory:":  # 0600 whatever the umask; SQLite gives -wal/-shm its mode
+            files.create_private(Path(path))
         conn = sqlite3.connect(
             str(path), timeout=timeout_s, isolation_level=None, check_same_thread=False
         )
@@ -118,7 +134,7 @@ def connect(path: Path | str, *, timeout_s: float = 30.0) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA temp_store=FILE")
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StateError(f"cannot open state file {path}: {exc}") from exc
     return conn
 
@@ -149,9 +165,12 @@ def open_state(path: Path | str) -> sqlite3.Connection:
     """Open and migrate the state file, creating its folder when missing."""
     p = Path(path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        files.private_dir(p.parent)
     except OSError as exc:
         raise StateError(f"cannot create the state folder {p.parent}: {exc}") from exc
+    loose = files.loose_mode_warning(p, what="state file")
+    if loose:
+        log.warning("state.file.readable", path=str(p), message=loose)
     conn = connect(p)
     migrate(conn, path=p)
     return conn

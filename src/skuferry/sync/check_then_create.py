@@ -6,29 +6,45 @@ From it: creates become adoptions (or reports of remote duplicates), open
 intents of lost creates are settled, ``--verify`` repairs remote edits and
 deletions, and a second look after the writes resolves creates whose
 response was lost in this very run.
+
+What the lookups find is tallied in ``Lookups``; the engine counts it into the
+run's summary (nothing here touches the summary).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass, field
 
-from skuferry import canonical, logs
+from skuferry import logs
 from skuferry.config.load import Settings
-from skuferry.models import Action, Kind, Product, Progress, RunSummary
+from skuferry.models import Action, Kind, Product, Progress
+from skuferry.remote.client import RemoteApi
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
+from skuferry.sync import fields
+from skuferry.sync.fields import Ownership
 from skuferry.sync.writer import Writer
 
 log = logs.get(__name__)
 
 
+@dataclass
+class Lookups:
+    """What check-then-create found in this run, for the engine to count."""
+
+    adopted: int = 0  # creates whose product the remote already held (linked, not POSTed)
+    duplicates: int = 0  # creates whose key the remote holds several times (not POSTed)
+    repaired: int = 0  # --verify: unchanged products deleted or edited on the remote
+    problems: list[tuple[str, int | None, str]] = field(default_factory=list)  # key, line, why
+
+
 def walk(
-    client: Any, mirror: Mirror, settings: Settings, on_progress: Progress | None
+    client: RemoteApi, mirror: Mirror, settings: Settings, on_progress: Progress | None
 ) -> RemoteIndex:
-    index = RemoteIndex(mirror.db.conn, settings.mapping.key)  # the field both sides share
+    index = mirror.remote_index(settings.mapping.key)  # the field both sides share
     index.load(client, page_size=settings.api.page_size, on_page=on_progress)
     # Record what the walk found, so a remote product the source adds later is adopted,
     # never POSTed blind because "the mirror has walked".
@@ -65,17 +81,39 @@ class Checked:
 
     BATCH = 500
 
-    def __init__(self, index: RemoteIndex, mirror: Mirror, summary: RunSummary) -> None:
-        self._index, self._mirror, self._summary = index, mirror, summary
+    def __init__(
+        self,
+        index: RemoteIndex,
+        mirror: Mirror,
+        found: Lookups,
+        ownership: Ownership | None = None,
+        *,
+        verify: bool = False,
+    ) -> None:
+        self._index, self._mirror, self._found = index, mirror, found
+        self._ownership = ownership
+        self._verify = verify
         self._in_step: list[tuple[Product, str]] = []
 
     def __call__(self, writes: Iterator[Action]) -> Iterator[Action]:
         for action in writes:
+            if action.kind is Kind.UPDATE and self._verify:
+                checked = verified_update(
+                    action, self._index, self._mirror, self._found, self._ownership
+                )
+                if checked is not None:
+                    yield checked
+                continue
             if action.kind is not Kind.CREATE:
                 yield action
                 continue
             resolved = adopt_or_create(
-                action, self._index, self._mirror, self._summary, batch=self._in_step
+                action,
+                self._index,
+                self._mirror,
+                self._found,
+                batch=self._in_step,
+                ownership=self._ownership,
             )
             if len(self._in_step) >= self.BATCH:
                 self.flush()
@@ -87,18 +125,55 @@ class Checked:
         self._in_step = []
 
 
+def verified_update(
+    action: Action,
+    index: RemoteIndex,
+    mirror: Mirror,
+    found: Lookups,
+    ownership: Ownership | None = None,
+) -> Action | None:
+    """--verify: an update goes against what the remote holds now, not what was last sent.
+
+    A PATCH carries only the fields changed since they were last sent, so without this a
+    field edited on the CMS stays edited when the source changed another one, and a
+    product deleted there is never noticed when nothing owned changed (no request at all).
+    """
+    product, remote_id = action.product, action.remote_id
+    if product is None or remote_id is None:
+        return action
+    body = index.by_id(remote_id)
+    if body is None:
+        mirror.record_remote_missing(product.key)
+        found.repaired += 1
+        log.warning("verify.missing", key=product.key, remote_id=remote_id)
+        create = Action(Kind.CREATE, product.key, product, line=product.line)
+        return adopt_or_create(create, index, mirror, found, ownership=ownership)
+    sent = mirror.payload(product.key)
+    if sent is not None and (edited := fields.differing(sent, body, ownership or Ownership())):
+        found.repaired += 1
+        log.warning("verify.edited", key=product.key, remote_id=remote_id, fields=edited)
+        mirror.remember_remote(
+            product.key, {k: body[k] for k in {*sent, *product.payload} if k in body}
+        )
+    return action
+
+
 def adopt_or_create(
     action: Action,
     index: RemoteIndex,
     mirror: Mirror,
-    summary: RunSummary,
+    found: Lookups,
     *,
     batch: list[tuple[Product, str]] | None = None,
+    ownership: Ownership | None = None,
 ) -> Action | None:
     """Adopt the one remote product holding this key, report several, or create.
 
-    A product found in step is appended to ``batch`` when given (the caller
-    records the batch), else recorded at once.
+    In step means: the fields skuferry owns match (create-only ones and fields
+    only the remote has are not looked at), and then nothing is written. A
+    product found in step is appended to ``batch`` when given (the caller
+    records the batch), else recorded at once. One that differs is linked with
+    the remote's values as "last sent", so its update carries only what differs.
     """
     product = action.product
     if product is None:
@@ -111,20 +186,23 @@ def adopt_or_create(
     if len(matches) > 1:
         ids = [rid for rid, _ in matches]
         mirror.record_duplicate(product.key, ids)
-        summary.duplicates += 1
-        summary.add_problem(product.key,
-            product.line,
-            f"the remote holds {len(ids)} products with this key ({', '.join(ids[:5])}); "
-            "not creating another — merge them on the remote",
+        found.duplicates += 1
+        found.problems.append(
+            (
+                product.key,
+                product.line,
+                f"the remote holds {len(ids)} products with this key ({', '.join(ids[:5])}); "
+                "not creating another — merge them on the remote",
+            )
         )
         return None
     remote_id, body = matches[0]
-    in_step = not canonical.differs(product.payload, body)
+    in_step = not fields.differing(product.payload, body, ownership or Ownership())
     if in_step and batch is not None:
         batch.append((product, remote_id))
     else:
-        mirror.record_adopted(product, remote_id, in_step=in_step)
-    summary.adopted += 1
+        mirror.record_adopted(product, remote_id, in_step=in_step, remote=body)
+    found.adopted += 1
     log.debug("sync.adopted", key=product.key, remote_id=remote_id, in_step=in_step)
     return (
         None
@@ -134,70 +212,75 @@ def adopt_or_create(
 
 
 def repairs(
-    store: PlanStore, index: RemoteIndex, mirror: Mirror, summary: RunSummary
+    store: PlanStore,
+    index: RemoteIndex,
+    mirror: Mirror,
+    found: Lookups,
+    ownership: Ownership | None = None,
 ) -> Iterator[Action]:
-    """--verify: products deleted or edited on the remote side are put right."""
+    """--verify: products deleted or edited on the remote side are put right.
+
+    Only fields skuferry owns are compared: a create-only field edited on the CMS is its own.
+    """
+    own = ownership or Ownership()
     unchanged = set(store.keys(Kind.UNCHANGED))
-    repaired = 0
     # Materialised: the loop below writes to the products table it would be reading.
-    for key, remote_id, _digest in list(mirror.synced_items()):
+    for key, remote_id, digest in list(mirror.synced_items()):
         if key not in unchanged:
             continue
-        payload = mirror.payload(key)
+        payload = mirror.payload(key)  # the fields last sent
         if payload is None:
             continue
-        product = Product(key=key, payload=payload, digest=canonical.digest(payload), line=0)
+        product = Product(key=key, payload=payload, digest=digest, line=0)
         body = index.by_id(remote_id)
         if body is None:
             mirror.record_remote_missing(key)
-            summary.unchanged -= 1
-            repaired += 1
+            found.repaired += 1
             log.warning("verify.missing", key=key, remote_id=remote_id)
-            resolved = adopt_or_create(Action(Kind.CREATE, key, product), index, mirror, summary)
-        elif canonical.differs(payload, body):
-            summary.unchanged -= 1
-            repaired += 1
-            log.warning(
-                "verify.edited",
-                key=key,
-                remote_id=remote_id,
-                fields=canonical.differs(payload, body),
+            resolved = adopt_or_create(
+                Action(Kind.CREATE, key, product), index, mirror, found, ownership=own
             )
+        elif edited := fields.differing(payload, body, own):
+            found.repaired += 1
+            log.warning("verify.edited", key=key, remote_id=remote_id, fields=edited)
+            # Diffed against what the remote holds, the update carries exactly the edited fields.
+            mirror.remember_remote(key, {k: body[k] for k in payload if k in body})
             resolved = Action(Kind.UPDATE, key, product, remote_id=remote_id)
         else:
             continue
         if resolved is not None:
             yield resolved
-    if repaired:
-        summary.notes.append(
-            f"verify: {repaired} product(s) deleted or edited on the remote were put right"
-        )
 
 
 def second_look(
-    client: Any, writer: Writer, mirror: Mirror, settings: Settings, summary: RunSummary
+    client: RemoteApi, writer: Writer, mirror: Mirror, settings: Settings, found: Lookups
 ) -> None:
     """Creates whose response was lost, products deleted remotely: one fresh walk, then act."""
     results = writer.results
     todo = results.unknown + results.missing
     results.unknown, results.missing = [], []
     log.info("sync.second_look", products=len(todo))
+    ownership = Ownership.from_mapping(settings.mapping)
     index = walk(client, mirror, settings, None)
     try:
         retries: list[Action] = []
         for product in todo:
-            found = index.find(product.key)
-            if len(found) == 1 and mirror.has_intent(product.key):
-                remote_id, body = found[0]
-                if canonical.differs(product.payload, body):
-                    mirror.record_adopted(product, remote_id, in_step=False)
+            matches = index.find(product.key)
+            if len(matches) == 1 and mirror.has_intent(product.key):
+                remote_id, body = matches[0]
+                if fields.differing(product.payload, body, ownership):
+                    mirror.record_adopted(product, remote_id, in_step=False, remote=body)
                     retries.append(Action(Kind.UPDATE, product.key, product, remote_id=remote_id))
                 else:
                     mirror.record_created(product, remote_id)  # our lost POST did land
                     results.created += 1
                 continue
             resolved = adopt_or_create(
-                Action(Kind.CREATE, product.key, product), index, mirror, summary
+                Action(Kind.CREATE, product.key, product),
+                index,
+                mirror,
+                found,
+                ownership=ownership,
             )
             if resolved is not None:
                 retries.append(resolved)

@@ -14,26 +14,32 @@ planned: a source that fails halfway changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from skuferry import errors, logs
+from skuferry.config.keys import fingerprint
 from skuferry.config.load import Settings
-from skuferry.models import Action, Kind, Progress, RunSummary
+from skuferry.models import Action, Kind, Progress, RunOptions, RunSummary
 from skuferry.remote.budget import Budget
-from skuferry.remote.client import RemoteClient
-from skuferry.sources.base import Source, open_source
+from skuferry.remote.client import RemoteApi, RemoteClient
+from skuferry.sources.base import Source
+from skuferry.sources.dispatch import open_source
 from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
-from skuferry.sync import check_then_create
+from skuferry.sync import check_then_create, eta, gone, incremental
+from skuferry.sync.fields import Ownership
+from skuferry.sync.gone import GonePolicy
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.plan import plan
 from skuferry.sync.writer import Writer
@@ -41,6 +47,7 @@ from skuferry.sync.writer import Writer
 log = logs.get(__name__)
 
 GUARD_MIN_UPDATES = 10  # below this many updates the change guard never trips
+_WRITE_KINDS = (Kind.CREATE, Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)
 
 
 @dataclass
@@ -48,21 +55,25 @@ class Adapters:
     """The edges of a run, injectable for tests (in-memory fakes) and benchmarks."""
 
     source: Source | None = None
-    client: Any = None  # RemoteClient-like: iter_pages, create/update/get_product, requests
+    client: RemoteApi | None = None
 
 
 def run_once(
     settings: Settings,
+    options: RunOptions | None = None,
     *,
-    dry_run: bool = False,
-    verify: bool = False,
-    force: bool = False,
-    allow_empty_source: bool = False,
     stop: threading.Event | None = None,
     on_progress: Progress | None = None,
     adapters: Adapters | None = None,
+    **flags: bool,
 ) -> RunSummary:
-    """Run one sync. Raises a SkuferryError when the run as a whole cannot proceed."""
+    """Run one sync. Raises a SkuferryError when the run as a whole cannot proceed.
+
+    ``options`` are the run's flags (``models.RunOptions``); single flags may be given
+    as keywords too (``run_once(settings, verify=True)``), over ``options``.
+    """
+    options = dataclasses.replace(options or RunOptions(), **flags)
+    dry_run = options.dry_run
     stop = stop or threading.Event()
     adapters = adapters or Adapters()
     started = time.monotonic()
@@ -80,9 +91,7 @@ def run_once(
                 mirror,
                 summary,
                 run_id=run_id,
-                verify=verify,
-                force=force,
-                allow_empty_source=allow_empty_source,
+                options=options,
                 stop=stop,
                 on_progress=on_progress,
                 adapters=adapters,
@@ -100,20 +109,19 @@ def run_once(
             raise
         summary.duration_s = time.monotonic() - started
         if run_id is not None:
-            status = (
-                "interrupted" if summary.interrupted else ("ok" if summary.clean else "partial")
-            )
             mirror.finish_run(
-                run_id, status=status, exit_code=exit_code(summary), summary=summary.as_json()
+                run_id,
+                status=summary.status,
+                exit_code=summary.exit_code,
+                summary=summary.as_json(),
             )
     log.info("sync.finished", **{k: v for k, v in summary.as_json().items() if k != "problems"})
     return summary
 
 
 def exit_code(summary: RunSummary) -> int:
-    if summary.interrupted:
-        return errors.EXIT_INTERRUPTED
-    return errors.EXIT_OK if summary.clean else errors.EXIT_PARTIAL
+    """``summary.exit_code`` (kept for callers of the engine's old helper)."""
+    return summary.exit_code
 
 
 def _run(
@@ -122,45 +130,60 @@ def _run(
     summary: RunSummary,
     *,
     run_id: int | None,
-    verify: bool,
-    force: bool,
-    allow_empty_source: bool,
+    options: RunOptions,
     stop: threading.Event,
     on_progress: Progress | None,
     adapters: Adapters,
     stack: ExitStack,
 ) -> None:
     source = adapters.source or open_source(settings.source)
+    pull = _choose_pull(settings, mirror, source, summary, force_full=options.full)
     mapper = Mapper(settings.mapping, source_name=_short_name(source))
-    store = PlanStore(mirror.db.conn)
+    store = mirror.plan_store()
     stack.callback(store.close)
-    log.info("sync.plan.started", source=source.describe())
+    log.info("sync.plan.started", source=source.describe(), pull=pull.kind, why=pull.reason)
     store.fill(
         plan(
-            source.records(),
-            mirror.lookup(),
+            pull.records(source),
+            mirror.known(),
             walked=mirror.walked(),
             seen=mirror.seen_table(),
             mapper=mapper,
+            full=pull.full,  # absence proves nothing in an incremental pull
+            archiving=GonePolicy.from_settings(settings.gone).archiving,  # ARCHIVE, not GONE
         )
     )
     counts = store.counts()
     _count_plan(store, counts, summary)
-    _guards(settings, mirror, store, counts, force=force, allow_empty_source=allow_empty_source)
+    _guards(
+        settings,
+        mirror,
+        store,
+        counts,
+        force=options.force,
+        allow_empty_source=options.allow_empty_source,
+        full=pull.full,
+    )
 
     if summary.dry_run:
-        _dry_run_report(settings, store, counts, summary, verify=verify)
+        _dry_run_report(
+            settings, store, counts, summary, verify=options.verify, conn=mirror.db.conn
+        )
         return
 
-    client = adapters.client or _client(settings, stop, stack)
+    incremental.note_pending(mirror, pull, writes=counts[Kind.CREATE] + counts[Kind.UPDATE])
+    # Gone or drifted products back in step are SYNCED before --verify reads the synced rows,
+    # so a remote edit made while they were away is put right too.
+    mirror.mark_in_step(store.keys(Kind.UNCHANGED))
+    client = adapters.client or _client(settings, stop, stack, on_progress)
     index: RemoteIndex | None = None
     orphans = check_then_create.orphan_intents(store, mirror)
-    if verify or orphans or store.needs_lookup():
+    if options.verify or orphans or store.needs_lookup():
         index = check_then_create.walk(client, mirror, settings, on_progress)
         stack.callback(index.close)
         check_then_create.settle(orphans, index, mirror)
 
-    total = counts[Kind.CREATE] + counts[Kind.UPDATE]
+    total = sum(counts[k] for k in _WRITE_KINDS)
     done = 0
 
     def tick() -> None:
@@ -177,16 +200,21 @@ def _run(
         max_in_flight=settings.api.max_in_flight,
         stop=stop,
         on_done=tick,
+        ownership=Ownership.from_mapping(settings.mapping),
+        gone=GonePolicy.from_settings(settings.gone),
     )
-    writes: Iterator[Action] = store.actions(Kind.CREATE, Kind.UPDATE)
+    writes: Iterator[Action] = store.actions(*_WRITE_KINDS)
     checked: check_then_create.Checked | None = None
+    found = check_then_create.Lookups()  # counted into the summary below
     if index is not None:
-        checked = check_then_create.Checked(index, mirror, summary)
+        checked = check_then_create.Checked(
+            index, mirror, found, writer.ownership, verify=options.verify
+        )
         stack.callback(checked.flush)  # also when the writer stops early
         writes = checked(writes)
-        if verify:
+        if options.verify:
             writes = itertools.chain(
-                writes, check_then_create.repairs(store, index, mirror, summary)
+                writes, check_then_create.repairs(store, index, mirror, found, writer.ownership)
             )
     try:
         writer.run(writes)
@@ -194,15 +222,17 @@ def _run(
             checked.flush()
         results = writer.results
         if results.fatal is None and not stop.is_set() and (results.unknown or results.missing):
-            check_then_create.second_look(client, writer, mirror, settings, summary)
+            check_then_create.second_look(client, writer, mirror, settings, found)
     finally:
+        _count_lookups(found, summary)
         _collect(writer, summary, client)
     mirror.mark_gone(store.keys(Kind.GONE))
     mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
-    mirror.mark_in_step(store.keys(Kind.UNCHANGED))  # gone or drifted products back in step
     summary.interrupted = stop.is_set()
     if writer.results.fatal is not None:
         raise writer.results.fatal
+    # all writes committed: the next window starts at this pull's start
+    incremental.finish(mirror, pull, committed=not summary.interrupted and not summary.failed)
 
 
 def _short_name(source: Source) -> str:
@@ -213,18 +243,16 @@ def _short_name(source: Source) -> str:
     return Path(where).name
 
 
-def _client(settings: Settings, stop: threading.Event, stack: ExitStack) -> RemoteClient:
-    budget = Budget.from_settings(settings.budget, settings.state.path)
+def _client(
+    settings: Settings, stop: threading.Event, stack: ExitStack, on_progress: Progress | None
+) -> RemoteClient:
+    keys = [fingerprint(key) for key in settings.api_keys]
+    budget = Budget.from_settings(settings.budget, settings.state.path, keys=keys)
     stack.callback(budget.close)
-    client = RemoteClient(
-        base_url=settings.api.base_url,
-        api_key=settings.api_key(),
-        timeout_s=settings.api.timeout_s,
-        budget=budget,
-        max_retries=settings.api.max_retries,
-        max_connections=settings.api.max_in_flight + 2,
-        stop=stop,
-    )
+    watch = getattr(on_progress, "watch_budget", None)
+    if watch is not None:  # the terminal bar: time left and waits told by the budget
+        watch(budget)
+    client = RemoteClient.from_settings(settings, stop=stop, budget=budget)
     stack.callback(client.close)
     return client
 
@@ -232,7 +260,7 @@ def _client(settings: Settings, stop: threading.Event, stack: ExitStack) -> Remo
 def _count_plan(store: PlanStore, counts: dict[Kind, int], summary: RunSummary) -> None:
     summary.unchanged = counts[Kind.UNCHANGED]
     summary.rejected = counts[Kind.REJECT] + counts[Kind.STILL_REJECTED]
-    summary.gone = counts[Kind.GONE]
+    summary.gone = counts[Kind.GONE] + counts[Kind.ARCHIVE]
     for action in store.actions(Kind.REJECT, Kind.STILL_REJECTED):
         summary.add_problem(
             action.key,
@@ -244,6 +272,24 @@ def _count_plan(store: PlanStore, counts: dict[Kind, int], summary: RunSummary) 
             f"{counts[Kind.GONE]} product(s) are no longer in the source; they stay on the "
             "remote (the API has no DELETE for products) and are marked gone"
         )
+    if counts[Kind.ARCHIVE]:
+        summary.notes.append(
+            f"{counts[Kind.ARCHIVE]} product(s) left the source: each gets the [gone] patch once"
+        )
+
+
+def _choose_pull(
+    settings: Settings, mirror: Mirror, source: Source, summary: RunSummary, *, force_full: bool
+) -> incremental.Pull:
+    pull = incremental.choose(
+        source,
+        incremental.read(mirror),
+        identity=incremental.config_identity(settings),
+        force_full=force_full,
+        now=datetime.now(UTC),
+    )
+    summary.pull = pull.kind
+    return pull
 
 
 def _guards(
@@ -254,7 +300,10 @@ def _guards(
     *,
     force: bool,
     allow_empty_source: bool,
+    full: bool,
 ) -> None:
+    if not full:  # an incremental pull is small or empty by design
+        return
     known = mirror.count()
     valid = sum(counts[k] for k in (Kind.CREATE, Kind.UPDATE, Kind.UNCHANGED, Kind.STILL_REJECTED))
     if valid == 0 and known and not allow_empty_source:
@@ -276,6 +325,7 @@ def _guards(
             f"more than [safety] max_change_ratio = {ratio}: nothing was written. "
             "Check the export, then run again with --force if the change is real."
         )
+    gone.guard(counts[Kind.ARCHIVE], known, max_ratio=settings.safety.max_gone_ratio, force=force)
 
 
 def _dry_run_report(
@@ -285,15 +335,18 @@ def _dry_run_report(
     summary: RunSummary,
     *,
     verify: bool,
+    conn: sqlite3.Connection | None = None,
 ) -> None:
     summary.created = counts[Kind.CREATE]
     summary.updated = counts[Kind.UPDATE]
-    writes = summary.created + summary.updated
-    per_min = settings.budget.write_per_minute
-    minutes = writes / per_min if per_min else 0.0
+    summary.archived = counts[Kind.ARCHIVE]
+    summary.restored = counts[Kind.RESTORE]
+    writes = summary.created + summary.updated + summary.archived + summary.restored
+    # keys, workspace cap and learnt pace (sync/eta.py)
     summary.notes.append(
-        f"dry run: {summary.created:,} creates and {summary.updated:,} updates at "
-        f"{per_min}/min ≈ {_human_minutes(minutes)}; nothing was written"
+        eta.plan_note(
+            settings, creates=summary.created, updates=writes - summary.created, conn=conn
+        )
     )
     if store.needs_lookup() or verify:
         summary.notes.append(
@@ -301,18 +354,26 @@ def _dry_run_report(
         )
 
 
-def _human_minutes(minutes: float) -> str:
-    if minutes < 1:
-        return f"{minutes * 60:.0f} s"
-    if minutes < 120:
-        return f"{minutes:.0f} min"
-    return f"{minutes / 60:.1f} h"
+def _count_lookups(found: check_then_create.Lookups, summary: RunSummary) -> None:
+    summary.adopted += found.adopted
+    summary.duplicates += found.duplicates
+    summary.unchanged -= found.repaired  # planned unchanged, found otherwise on the remote
+    for key, line, reason in found.problems:
+        summary.add_problem(key, line, reason)
+    if found.repaired:
+        summary.notes.append(
+            f"verify: {found.repaired} product(s) deleted or edited on the remote were put right"
+        )
 
 
-def _collect(writer: Writer, summary: RunSummary, client: Any) -> None:
+def _collect(writer: Writer, summary: RunSummary, client: RemoteApi) -> None:
     results = writer.results
     summary.created += results.created
     summary.updated += results.updated
+    summary.archived += results.archived
+    summary.restored += results.restored
+    summary.adopted += results.adopted
+    summary.unchanged += results.unchanged
     summary.drift += results.drift
     summary.rejected += len(results.rejected)
     for item in results.rejected:
@@ -324,7 +385,6 @@ def _collect(writer: Writer, summary: RunSummary, client: Any) -> None:
     for key, reason in failed.items():
         summary.add_problem(key, None, reason)
     summary.notes.extend(results.notes)
-    requests = getattr(client, "requests", None)
-    if requests:
-        summary.requests = dict(requests)
-    summary.rate_limited = int(getattr(client, "rate_limited", 0))
+    summary.requests = dict(client.requests)
+    summary.requests_by_key = dict(getattr(client, "requests_by_key", {}))  # fingerprints
+    summary.rate_limited = client.rate_limited

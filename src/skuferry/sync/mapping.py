@@ -4,23 +4,33 @@ Pure: no I/O. A ``Mapper`` is built once from ``[mapping]``; every per-field
 converter is chosen in ``__init__`` so that ``map()`` does only the work each
 row needs (it runs once per source row, a million times on a big catalog).
 
+A field is read from a ``column``, a JMESPath ``path`` (compiled once; nested
+records such as Akeneo's ``values``), or is a constant ``value``. Numbers may be
+written with locale separators (``decimal``/``thousands``, see ``numbers.py``);
+floats from SQL and XLSX count by their shortest round-trip text.
+
 A row the mapping cannot turn into a product becomes a ``BadRecord`` whose
-reason names the line and the column, and carries the key when it is known.
+reason names the line and the column (or path), and carries the key when it is known.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any, NoReturn
 
+import jmespath.visitor
+
 from skuferry import canonical
 from skuferry.config.load import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, Product, RawRecord
+from skuferry.sync.numbers import LocaleFormat, float_decimal, float_text
 
 _MISSING: Any = object()
 
@@ -33,6 +43,7 @@ class _Absent:
 
 
 _MISSING_MARK = _Absent()
+_UNSET: Any = object()  # a field without a default
 FINGERPRINT_VERSION = "skuferry-map-1"  # bump when map() changes what it makes of a value
 
 # The JSON number grammar: a decimal column accepts exactly what could be sent as a JSON
@@ -66,6 +77,8 @@ def _show(value: Any) -> str:
     """A value as quoted in a reason: text in quotes, JSON values as JSON, both shortened."""
     if isinstance(value, str):
         return repr(value if len(value) <= 40 else value[:40] + "...")
+    if isinstance(value, float):
+        return repr(value)  # also nan and inf, which JSON cannot write
     text = canonical.dumps(value)
     return text if len(text) <= 40 else text[:40] + "..."
 
@@ -77,7 +90,7 @@ def _kind(value: Any) -> str:
         return "a JSON array"
     if isinstance(value, bool):
         return "a boolean"
-    return "a number" if isinstance(value, int | Decimal) else type(value).__name__
+    return "a number" if isinstance(value, int | Decimal | float) else type(value).__name__
 
 
 def _to_string(value: Any) -> Any:
@@ -85,6 +98,8 @@ def _to_string(value: Any) -> Any:
         return value
     if isinstance(value, int | Decimal):  # bool is an int: JSON true -> "true"
         return canonical.dumps(value)
+    if type(value) is float and math.isfinite(value):
+        return float_text(value)  # an XLSX number cell 12346.0 -> "12346"
     raise _RefusedError(f"{_kind(value)} is not text")
 
 
@@ -102,6 +117,8 @@ def _to_integer(value: Any) -> Any:
         raise _RefusedError(f"{_show(value)} is not an integer")
     if type(value) is int:
         return value
+    if type(value) is float and value.is_integer():  # SQL REAL, XLSX numbers
+        return int(value)
     raise _RefusedError(f"{_show(value)} is not an integer")
 
 
@@ -115,6 +132,8 @@ def _to_decimal(value: Any) -> Any:
         raise _RefusedError(f"{_show(value)} is not a decimal number")
     if type(value) is int or (type(value) is Decimal and value.is_finite()):
         return value
+    if type(value) is float and math.isfinite(value):
+        return float_decimal(value)  # 21.35, never 21.350000000000001
     raise _RefusedError(f"{_show(value)} is not a decimal number")
 
 
@@ -156,13 +175,72 @@ _TYPED: dict[str, Converter] = {
 _CONVERTERS: dict[str, Converter] = {"string": _to_string, **_TYPED}
 
 
+def _locale_converter(spec: FieldSpec) -> Converter:
+    """A decimal/integer converter for text written like ``1.234,50``; numbers as usual."""
+    fraction = spec.type == "decimal"
+    number: Converter = _to_decimal if fraction else _to_integer
+    style = LocaleFormat(spec.decimal, spec.thousands)
+    match = style.pattern(fraction=fraction).fullmatch
+    plain = style.plain
+    expected = (
+        f"{'a decimal number' if fraction else 'an integer'} {style.describe(fraction=fraction)}"
+    )
+
+    def convert(value: Any) -> Any:
+        if type(value) is not str:
+            return number(value)  # already a number (JSON, SQL, XLSX): no separators to read
+        text = value.strip()
+        if not text:
+            return None
+        if match(text) is None:
+            raise _RefusedError(f"{_show(value)} is not {expected}")
+        return Decimal(plain(text)) if fraction else int(plain(text))
+
+    return convert
+
+
+def _converter(spec: FieldSpec) -> Converter | None:
+    """The field's converter; None for a string field (handled inline in map())."""
+    if spec.type in ("decimal", "integer") and (spec.decimal != "." or spec.thousands):
+        return _locale_converter(spec)
+    return _TYPED.get(spec.type)
+
+
+def _as_written(value: Any) -> Any:
+    """A constant ``value`` without a ``type``: as TOML wrote it, a float as a decimal."""
+    return float_decimal(value) if type(value) is float else value
+
+
 def _key_text(value: Any) -> str | None:
     """The key as stripped text; None when the value cannot be a key (bool, object, ...)."""
     if type(value) is str:
         return value.strip()
     if type(value) is int or type(value) is Decimal:
         return str(value)
+    if type(value) is float and math.isfinite(value):
+        return float_text(value)  # a numeric cell: 12346.0 -> "12346"
     return None
+
+
+# One planned field: (target, where (for reasons), column or None, compiled path search
+# or None, converter or None for a string, check (required or has a default), default).
+_Field = tuple[str, str, str | None, Callable[[Any], Any] | None, Converter | None, bool, Any]
+
+
+def _where(spec: FieldSpec) -> str:
+    return f"column {spec.column!r}" if spec.path is None else f"path {spec.path!r}"
+
+
+# ParsedResult.search() builds a new interpreter (and its function table) per call: that
+# was most of a simple path's cost. The interpreter keeps no state between calls.
+_INTERPRETER = jmespath.visitor.TreeInterpreter()
+
+
+def _search(spec: FieldSpec) -> Callable[[Any], Any] | None:
+    """The field's compiled path as a function of the record, or None for a column."""
+    if spec.path is None:
+        return None
+    return functools.partial(_INTERPRETER.visit, jmespath.compile(spec.path).parsed)
 
 
 class Mapper:
@@ -171,14 +249,20 @@ class Mapper:
     def __init__(self, settings: MappingSettings, *, source_name: str = "source") -> None:
         self._key_field = settings.key
         self._source_name = source_name
-        # (target, column, converter or None for a string, required), the key field
-        # excluded: it is done first. None is a string field, handled inline in map().
-        self._plan: list[tuple[str, str, Converter | None, bool]] | None = None
+        # None: pass-through. Else one _Field per target, the key field excluded (done first)
+        # and constants too (they are in ``_constants``, converted once).
+        self._plan: list[_Field] | None = None
+        self._constants: dict[str, Any] = {}
         self._key_column = settings.key
+        self._key_search: Callable[[Any], Any] | None = None
+        self._key_where = f"column {settings.key!r}"
         self._key_convert: Converter = _to_string
         # Fingerprints cover the mapping itself, so a changed [mapping] re-maps every row.
-        self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json()}|"
+        # Unset options are left out: they mean their default, and an option added in a
+        # later release then does not re-map every row once.
+        self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json(exclude_unset=True)}|"
         self._columns: list[str] | None = None  # None: pass-through, every column counts
+        self._searches: list[Callable[[Any], Any]] = []  # path fields: their results count
         if settings.fields is None:
             return  # pass-through: every column as read
         specs = {
@@ -191,18 +275,26 @@ class Mapper:
                 [f"at 'mapping.key': {settings.key!r} is not a field of [mapping.fields] "
                  f"(fields: {', '.join(settings.fields) or 'none'})"]
             )  # fmt: skip
-        if key_spec.type not in _KEY_TYPES:
-            raise ConfigError(
-                [f"at 'mapping.fields.{settings.key}': the key cannot have type {key_spec.type!r} "
-                 f"(use one of {', '.join(_KEY_TYPES)})"]
-            )  # fmt: skip
-        self._key_column = key_spec.column
-        self._key_convert = _CONVERTERS[key_spec.type]
-        self._plan = [
-            (target, spec.column, _TYPED.get(spec.type), spec.required)
-            for target, spec in specs.items()
-        ]
-        self._columns = [self._key_column, *(column for _, column, _, _ in self._plan)]
+        problems = _key_problems(settings.key, key_spec)
+        self._plan = []
+        for target, spec in specs.items():
+            if spec.value is not None:
+                self._constants[target] = _constant(target, spec, problems)
+                continue
+            default = _UNSET if spec.default is None else _default(target, spec, problems)
+            check = spec.required or default is not _UNSET
+            self._plan.append(
+                (target, _where(spec), spec.column, _search(spec), _converter(spec), check, default)
+            )
+        if problems:
+            raise ConfigError(problems)
+        self._key_column = key_spec.column or ""
+        self._key_search = _search(key_spec)
+        self._key_where = _where(key_spec)
+        self._key_convert = _converter(key_spec) or _to_string
+        fields = [(key_spec.column, self._key_search)] + [(f[2], f[3]) for f in self._plan]
+        self._columns = [c for c, search in fields if search is None and c is not None]
+        self._searches = [search for _, search in fields if search is not None]
 
     @property
     def key_field(self) -> str:
@@ -211,29 +303,39 @@ class Mapper:
 
     def key_of(self, record: RawRecord) -> str | None:
         """The key ``map()`` would give this record (None when it has none), without mapping."""
-        return _key_text(record.fields.get(self._key_column, _MISSING)) or None
+        return _key_text(self._raw_key(record.fields)) or None
+
+    def _raw_key(self, fields: dict[str, Any]) -> Any:
+        search = self._key_search
+        if search is None:
+            return fields.get(self._key_column, _MISSING)
+        found = search(fields)
+        return _MISSING if found is None else found
 
     def fingerprint(self, record: RawRecord) -> str:
         """A hash of the values this mapping reads, and of the mapping itself.
 
         Equal fingerprints mean ``map()`` returns the same product, so a row whose
         fingerprint the mirror holds next to a confirmed digest needs no mapping.
-        ``repr`` is deterministic for the values sources yield (str, int, Decimal,
-        bool, None, lists and dicts in source order) and escapes lone surrogates.
+        ``repr`` is deterministic for the values sources yield (str, int, float,
+        Decimal, bool, None, lists and dicts in source order) and escapes lone
+        surrogates. A path field counts by what its path finds.
         """
         fields = record.fields
         if self._columns is None:
             data = repr(sorted(fields.items()))
         else:
             get = fields.get
-            data = repr([get(column, _MISSING_MARK) for column in self._columns])
+            values = [get(column, _MISSING_MARK) for column in self._columns]
+            if self._searches:
+                values += [search(fields) for search in self._searches]
+            data = repr(values)
         return hashlib.blake2b((self._seed + data).encode(), digest_size=16).hexdigest()
 
     def map(self, record: RawRecord) -> Product | BadRecord:
         fields = record.fields
         line = record.line
-        column = self._key_column
-        raw_key = fields.get(column, _MISSING)
+        raw_key = self._raw_key(fields)
         key = _key_text(raw_key)
         if not key:
             return self._bad_key(line, raw_key)
@@ -242,36 +344,40 @@ class Mapper:
         if plan is None:  # pass-through
             payload: dict[str, Any] = dict(fields)
             if type(raw_key) is str:
-                payload[column] = key
+                payload[self._key_column] = key
             return Product(key, payload, canonical.digest(payload), line, self.fingerprint(record))
 
-        payload = {}
         get = fields.get
+        where = self._key_where
         try:
-            payload[self._key_field] = self._key_convert(key)
-            # ``column`` stays the one being converted, so the except below names it.
-            for target, column, convert, required in plan:
-                value = get(column)
-                if value is None:  # absent, or JSON null
-                    if required:
-                        gap = "missing" if column not in fields else "empty"
-                        return self._bad(line, column, f"is required but {gap}", key)
-                    payload[target] = None
+            payload = {self._key_field: self._key_convert(key)}
+            if self._constants:
+                payload.update(self._constants)
+            # ``where`` stays the field being converted, so the except below names it.
+            for target, where, column, search, convert, check, default in plan:
+                value = get(column) if search is None else search(fields)  # type: ignore[arg-type]
+                if value is None:  # absent, JSON null, or a path that finds nothing
+                    if default is not _UNSET:
+                        value = default
+                    elif check:  # required
+                        return self._bad(line, where, _gap(column, fields), key)
+                    payload[target] = value
                     continue
                 if convert is not None:
                     value = convert(value)
                 elif type(value) is not str:  # a string field: text is kept as read
                     value = _to_string(value)
-                if required and (value is None or (type(value) is str and not value.strip())):
-                    return self._bad(line, column, "is required but empty", key)
+                if check and (value is None or (type(value) is str and not value.strip())):
+                    if default is _UNSET:
+                        return self._bad(line, where, "is required but empty", key)
+                    value = default
                 payload[target] = value
         except _RefusedError as exc:
-            return self._bad(line, column, str(exc), key)
+            return self._bad(line, where, str(exc), key)
         return Product(key, payload, canonical.digest(payload), line, self.fingerprint(record))
 
-    def _bad(self, line: int, column: str, problem: str, key: str | None) -> BadRecord:
-        where = f"{self._source_name} line {line}, column {column!r}"
-        return BadRecord(line, f"{where}: {problem}", key)
+    def _bad(self, line: int, where: str, problem: str, key: str | None) -> BadRecord:
+        return BadRecord(line, f"{self._source_name} line {line}, {where}: {problem}", key)
 
     def _bad_key(self, line: int, raw_key: Any) -> BadRecord:
         name = self._key_field
@@ -281,7 +387,44 @@ class Mapper:
             problem = f"the key {name!r} is empty"
         else:
             problem = f"the key {name!r} must be text or a number, not {_kind(raw_key)}"
-        return self._bad(line, self._key_column, problem, None)
+        return self._bad(line, self._key_where, problem, None)
+
+
+def _gap(column: str | None, fields: dict[str, Any]) -> str:
+    if column is None:
+        return "is required but the path finds nothing"
+    return f"is required but {'missing' if column not in fields else 'empty'}"
+
+
+def _key_problems(name: str, spec: FieldSpec) -> list[str]:
+    where = f"at 'mapping.fields.{name}'"
+    if spec.type not in _KEY_TYPES:
+        return [f"{where}: the key cannot have type {spec.type!r} "
+                f"(use one of {', '.join(_KEY_TYPES)})"]  # fmt: skip
+    if spec.value is not None:
+        return [f"{where}: the key cannot be a constant value (every product needs its own)"]
+    if spec.default is not None:
+        return [f"{where}: the key cannot have a default (every product needs its own)"]
+    return []
+
+
+def _constant(target: str, spec: FieldSpec, problems: list[str]) -> Any:
+    """A ``value`` converted once: by its ``type`` when given, else as TOML wrote it."""
+    if "type" not in spec.model_fields_set:
+        return _as_written(spec.value)
+    return _converted(spec.value, spec, f"mapping.fields.{target}.value", problems)
+
+
+def _default(target: str, spec: FieldSpec, problems: list[str]) -> Any:
+    return _converted(spec.default, spec, f"mapping.fields.{target}.default", problems)
+
+
+def _converted(value: Any, spec: FieldSpec, dotted: str, problems: list[str]) -> Any:
+    try:
+        return (_converter(spec) or _to_string)(value)
+    except _RefusedError as exc:
+        problems.append(f"at '{dotted}': {exc}")
+        return None
 
 
 def map_records(

@@ -2,7 +2,9 @@
 
 ``decide()`` is the rule for one product against what the mirror knows;
 ``plan()`` streams a whole catalog through it, rejects bad records and
-duplicate keys, and finally marks keys that left the source as gone.
+duplicate keys, and finally decides for keys that left the source
+(``leaving()``): GONE, or ARCHIVE under ``[gone] action = "patch"``. An
+ARCHIVED product that is back is RESTOREd.
 
 Who may POST without a lookup: only a create whose absence on the remote is
 known, i.e. a full remote walk was recorded (``walked``) and nothing about the
@@ -16,7 +18,17 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, RawRecord, State
+from skuferry.models import (
+    UNMAPPED,
+    Action,
+    BadRecord,
+    Kind,
+    MirrorRow,
+    Product,
+    RawRecord,
+    State,
+    was_mapped,
+)
 
 if TYPE_CHECKING:
     from skuferry.sync.mapping import Mapper
@@ -37,12 +49,7 @@ LOOKAHEAD = 500  # records per batched mirror lookup
 _REJECTED_IN_RUN = ""  # seen-digest marker: this key is rejected for the rest of the run
 # The payload of a product recognised by its fingerprint and never mapped: only
 # its key and digest are known, and an unchanged product needs nothing more.
-_UNMAPPED: dict[str, Any] = {}
-
-
-def was_mapped(product: Product) -> bool:
-    """False for a product recognised by its fingerprint (its payload was never built)."""
-    return product.payload is not _UNMAPPED
+_UNMAPPED = UNMAPPED  # see models.was_mapped (the plan store reads it too)
 
 
 def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
@@ -54,7 +61,10 @@ def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
 
     def create(*, lookup: bool = False) -> Action:
         return Action(
-            Kind.CREATE, product.key, product, line=product.line,
+            Kind.CREATE,
+            product.key,
+            product,
+            line=product.line,
             lookup_first=lookup or not walked,
         )
 
@@ -71,11 +81,17 @@ def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
         return create(lookup=True)  # a POST may have landed: resolve by lookup, never re-POST blind
     if row.state is State.REJECTED:
         if row.digest == product.digest:
-            return Action(Kind.STILL_REJECTED, product.key, product, line=product.line,
-                          reason=row.last_error)
+            return Action(
+                Kind.STILL_REJECTED, product.key, product, line=product.line, reason=row.last_error
+            )
         return update(row.remote_id) if row.remote_id else create()
     if row.state is State.DUPLICATE:
         return create(lookup=True)  # the engine re-checks the remote before anything else
+    if row.state is State.ARCHIVED and row.remote_id is not None:
+        # Back in the source: whatever its digest, the remote holds the [gone] patch.
+        return Action(
+            Kind.RESTORE, product.key, product, remote_id=row.remote_id, line=product.line
+        )
     if row.remote_id is not None:
         if row.state in _IN_STEP_WHEN_EQUAL and row.digest == product.digest:
             return unchanged()
@@ -91,6 +107,8 @@ def plan(
     mirror_keys: Iterable[str] | None = None,
     seen: MutableMapping[str, tuple[str, int]] | None = None,
     mapper: Mapper | None = None,
+    full: bool = True,
+    archiving: str | None = None,
 ) -> Iterator[Action]:
     """Stream the actions that bring the remote in step with ``records``.
 
@@ -105,9 +123,12 @@ def plan(
     - a key repeated with the same digest -> the repeat is ignored; with a
       different digest (or as a bad record) -> REJECT for the key, naming both
       lines and, when known, a differing field;
-    - after the records: GONE for each key of ``mirror_keys`` (default: the
-      mirror's keys) that was not seen and is in the source as far as the mirror
-      knows (not GONE already, not REMOTE_ONLY).
+    - after the records, when the pull was ``full`` (an incremental pull holds
+      only the changed records, so absence proves nothing): GONE for each key of
+      ``mirror_keys`` (default: the mirror's keys) that was not seen and is in
+      the source as far as the mirror knows (not GONE already, not REMOTE_ONLY);
+      with ``archiving`` (the digest of the ``[gone] patch``, see ``gone.py``)
+      such keys with a remote id are ARCHIVEd instead (see ``leaving``).
 
     ``seen`` (key -> (digest, first line)) may be a disk-backed mapping for
     huge catalogs; it is filled as the records stream by.
@@ -124,8 +145,10 @@ def plan(
             if record.key is not None:
                 earlier = seen.get(record.key)
                 if earlier is not None and earlier[0] != _REJECTED_IN_RUN:
-                    reason = (f"duplicate key {record.key!r}: line {record.line} repeats "
-                              f"line {earlier[1]}: {reason}")
+                    reason = (
+                        f"duplicate key {record.key!r}: line {record.line} repeats "
+                        f"line {earlier[1]}: {reason}"
+                    )
                 seen[record.key] = (_REJECTED_IN_RUN, earlier[1] if earlier else record.line)
             yield Action(Kind.REJECT, record.key, reason=reason, line=record.line)
             continue
@@ -142,14 +165,45 @@ def plan(
         if first_digest in (record.digest, _REJECTED_IN_RUN):
             continue  # an exact repeat, or a key already rejected in this run
         seen[record.key] = (_REJECTED_IN_RUN, first_line)
-        yield Action(Kind.REJECT, record.key, line=record.line,
-                     reason=_conflict_reason(record, first_line, recent.get(record.key)))
+        yield Action(
+            Kind.REJECT,
+            record.key,
+            line=record.line,
+            reason=_conflict_reason(record, first_line, recent.get(record.key)),
+        )
+    if not full:
+        return
     for key in mirror if mirror_keys is None else mirror_keys:
         if key in seen:
             continue
         row = mirror.get(key)
-        if row is not None and row.state.in_source:
-            yield Action(Kind.GONE, key, remote_id=row.remote_id)
+        kind = leaving(row, archiving=archiving) if row is not None else None
+        if kind is not None:
+            yield Action(kind, key, remote_id=row.remote_id if row is not None else None)
+
+
+def leaving(row: MirrorRow, *, archiving: str | None) -> Kind | None:
+    """What to do with a key the source no longer holds; None: nothing (already dealt with).
+
+    Without ``archiving`` a product in the source becomes GONE. With it, a
+    product the remote holds under a known id is ARCHIVEd once, also one marked
+    GONE before archiving was turned on; an ARCHIVED row stays as it is, and
+    so does one whose archive the API refused (``row.digest == archiving``)
+    until the patch changes. A create in doubt (open intent), a DUPLICATE or a
+    product never created is only marked GONE.
+    """
+    refused = row.state is State.REJECTED and archiving is not None and row.digest == archiving
+    if refused or row.state in (State.ARCHIVED, State.REMOTE_ONLY):
+        return None
+    can_archive = (
+        archiving is not None
+        and row.remote_id is not None
+        and row.intent_digest is None
+        and row.state is not State.DUPLICATE
+    )
+    if can_archive:
+        return Kind.ARCHIVE
+    return Kind.GONE if row.state.in_source else None
 
 
 def _with_rows(
@@ -166,9 +220,11 @@ def _with_rows(
     while chunk := list(itertools.islice(it, 1 if get_many is None else LOOKAHEAD)):
         keys = [_key(r, mapper) for r in chunk]  # once per record: key_of() is not free
         wanted = [k for k in keys if k is not None]
-        found: Mapping[str, MirrorRow] = get_many(wanted) if get_many is not None else {
-            k: row for k in wanted if (row := mirror.get(k)) is not None
-        }
+        found: Mapping[str, MirrorRow] = (
+            get_many(wanted)
+            if get_many is not None
+            else {k: row for k in wanted if (row := mirror.get(k)) is not None}
+        )
         for item, key in zip(chunk, keys, strict=True):
             if isinstance(item, BadRecord):
                 yield item, None
@@ -226,7 +282,8 @@ def _conflict_reason(
         return reason
     missing = object()
     fields = sorted(
-        k for k in first_payload.keys() | product.payload.keys()
+        k
+        for k in first_payload.keys() | product.payload.keys()
         if first_payload.get(k, missing) != product.payload.get(k, missing)
     )
     return f"{reason} ({', '.join(fields)})" if fields else reason

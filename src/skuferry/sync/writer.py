@@ -5,8 +5,12 @@ HTTP call to a worker, and commits the outcome when the future completes. The
 workers only talk HTTP (their pace is set by the shared budget inside the
 client, not by the pool): ``max_in_flight`` requests overlap their latency.
 
+What an update carries is ``updates.py``'s business (only changed owned fields,
+PUT merged over the product as read); an ARCHIVE sends the ``[gone]`` patch.
+
 Outcomes, per product:
-- created / updated: committed with the remote id and digest;
+- created / updated / archived / restored: committed with the remote id, digest and what
+  was sent;
 - Rejected (4xx): marked rejected with the server's message, not resent until the data change;
 - OutcomeUnknown: the intent stays open; the engine resolves it by lookup, never by re-POST;
 - RateLimited / QuotaExceeded / Interrupted: not applied, marked failed, retried next run;
@@ -19,27 +23,29 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, TypeGuard
 
 from skuferry import errors, logs
-from skuferry.models import Action, Kind, Product
+from skuferry.models import Action, Kind, Product, State
+from skuferry.remote.client import RemoteApi
 from skuferry.state.mirror import Mirror
+from skuferry.sync.fields import Ownership
+from skuferry.sync.gone import GonePolicy
+from skuferry.sync.updates import Outcome, Updater
 
 log = logs.get(__name__)
 
-
-class WriteClient(Protocol):
-    def create_product(self, payload: dict[str, Any]) -> dict[str, Any]: ...
-    def get_product(self, product_id: str) -> dict[str, Any]: ...
-    def update_product(
-        self, product_id: str, payload: dict[str, Any], *, method: Literal["patch", "put"]
-    ) -> dict[str, Any]: ...
+_UPDATES = (Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)  # what PATCH/PUT carry
 
 
 @dataclass
 class WriteResults:
     created: int = 0
     updated: int = 0
+    archived: int = 0
+    restored: int = 0
+    adopted: int = 0  # linked after reading the remote (nothing was known of it)
+    unchanged: int = 0  # planned as updates, but nothing the remote sees had changed
     drift: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # key -> reason
@@ -52,7 +58,7 @@ class WriteResults:
 class Writer:
     def __init__(
         self,
-        client: WriteClient,
+        client: RemoteApi,
         mirror: Mirror,
         *,
         run_id: int | None,
@@ -60,6 +66,8 @@ class Writer:
         max_in_flight: int,
         stop: threading.Event | None = None,
         on_done: Callable[[], None] | None = None,
+        ownership: Ownership | None = None,
+        gone: GonePolicy | None = None,
     ) -> None:
         self._client = client
         self._mirror = mirror
@@ -68,6 +76,14 @@ class Writer:
         self._max = max_in_flight
         self._stop = stop or threading.Event()
         self._on_done = on_done or (lambda: None)
+        self._gone = gone or GonePolicy()
+        self.ownership = ownership or Ownership()
+        self._updater = Updater(
+            client,
+            method="put" if update_method == "put" else "patch",
+            ownership=self.ownership,
+            policy=self._gone,
+        )
         self.results = WriteResults()
         self._updates_confirmed = False  # set by the first update the server accepts
         self._updates_off_reason: str | None = (
@@ -79,8 +95,8 @@ class Writer:
         return self._stop.is_set() or self.results.fatal is not None
 
     def run(self, actions: Iterable[Action]) -> WriteResults:
-        pending: set[Future[dict[str, Any]]] = set()
-        jobs: dict[Future[dict[str, Any]], Action] = {}
+        pending: set[Future[Any]] = set()
+        jobs: dict[Future[Any], Action] = {}
         with ThreadPoolExecutor(max_workers=self._max, thread_name_prefix="skuferry-write") as pool:
             for action in actions:
                 if self.stopped:
@@ -90,7 +106,7 @@ class Writer:
                     for fut in done:
                         self._finish(jobs.pop(fut), fut)
                 probing = (
-                    action.kind is Kind.UPDATE
+                    action.kind in _UPDATES
                     and not self._updates_confirmed
                     and self._updates_off_reason is None  # drift needs no request at all
                 )
@@ -114,45 +130,96 @@ class Writer:
                 self._finish(jobs.pop(fut), fut)
         return self.results
 
-    def _submit(self, pool: ThreadPoolExecutor, action: Action) -> Future[dict[str, Any]] | None:
+    def _submit(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
+        if action.kind is Kind.ARCHIVE:
+            return self._submit_archive(pool, action)
         product = _product(action)
         if action.kind is Kind.CREATE:
             self._mirror.open_intent(product, run_id=self._run_id)  # committed before the POST
             return pool.submit(self._client.create_product, product.payload)
+        restore = action.kind is Kind.RESTORE
+        sent = self._mirror.payload(product.key)
+        if self._updater.nothing_to_send(product, sent, restore=restore):
+            # Only create-only fields (or nothing the remote sees) changed: no request at all.
+            self._mirror.record_updated(product, _remote_id(action), sent=sent)
+            if restore:
+                self.results.restored += 1
+            else:
+                self.results.unchanged += 1
+            self._on_done()
+            return None
         if self._updates_off_reason is not None:
-            self._mirror.record_drift(product, self._updates_off_reason)
+            if restore:  # stays ARCHIVED: the next run restores it again
+                self._mirror.record_unsent(
+                    product.key, self._updates_off_reason, state=State.ARCHIVED
+                )
+            else:
+                self._mirror.record_drift(product, self._updates_off_reason)
             self.results.drift += 1
             self._on_done()
             return None
-        method: Literal["patch", "put"] = "put" if self._method == "put" else "patch"
-        return pool.submit(
-            self._client.update_product, _remote_id(action), product.payload, method=method
-        )
+        return pool.submit(self._updater.update, _remote_id(action), product, sent, restore=restore)
 
-    def _finish(self, action: Action, fut: Future[dict[str, Any]]) -> None:
-        product = _product(action)
+    def _submit_archive(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
+        key = _key(action)
+        if self._updates_off_reason is not None:
+            reason = f"not archived: {self._updates_off_reason}"
+            self._mirror.record_unsent(key, reason, state=State.DRIFT)  # planned again next run
+            self.results.drift += 1
+            self._on_done()
+            return None
+        return pool.submit(self._updater.archive, _remote_id(action), self._mirror.payload(key))
+
+    def _finish(self, action: Action, fut: Future[Any]) -> None:
         try:
             data = fut.result()
         except errors.SkuferryError as exc:
-            self._failed(action, product, exc)
-        else:
-            if action.kind is Kind.UPDATE:
-                self._updates_confirmed = True
-            if action.kind is Kind.CREATE:
-                self._mirror.record_created(product, str(data["id"]))
-                self.results.created += 1
-                log.debug("sync.created", key=product.key, remote_id=data["id"])
+            if action.kind is Kind.ARCHIVE:
+                self._archive_failed(action, exc)
             else:
-                self._mirror.record_updated(product, _remote_id(action))
-                self.results.updated += 1
-                log.debug("sync.updated", key=product.key, remote_id=action.remote_id)
+                self._failed(action, _product(action), exc)
+            self._on_done()
+            return
+        if action.kind is Kind.CREATE:
+            product = _product(action)
+            self._mirror.record_created(product, str(data["id"]))
+            self.results.created += 1
+            log.debug("sync.created", key=product.key, remote_id=data["id"])
+        else:
+            self._applied(action, data)
         self._on_done()
+
+    def _applied(self, action: Action, outcome: Outcome) -> None:
+        """An update, restore or archive went through (or needed no write): commit it."""
+        if outcome.wrote:
+            self._updates_confirmed = True
+        remote_id = _remote_id(action)
+        if action.kind is Kind.ARCHIVE:
+            self._mirror.record_archived(_key(action), outcome.sent)
+            self.results.archived += 1
+            log.info("sync.archived", key=action.key, remote_id=remote_id)
+            return
+        product = _product(action)
+        self._mirror.record_updated(product, remote_id, sent=outcome.sent)
+        self.results.adopted += outcome.adopted
+        if action.kind is Kind.RESTORE:
+            self.results.restored += 1
+            log.info("sync.restored", key=product.key, remote_id=remote_id)
+        elif outcome.wrote:
+            self.results.updated += 1
+            log.debug("sync.updated", key=product.key, remote_id=remote_id)
+        else:
+            self.results.unchanged += 1  # read and found in step: linked without a write
 
     def _failed(self, action: Action, product: Product, exc: errors.SkuferryError) -> None:
         creating = action.kind is Kind.CREATE
+        restoring = action.kind is Kind.RESTORE
         key = product.key
         if isinstance(exc, errors.Rejected):
-            self._mirror.record_rejected(product, exc.message or str(exc))
+            if restoring:  # stays ARCHIVED, so the restore table goes out with the next try
+                self._mirror.record_unsent(key, exc.message or str(exc), state=State.ARCHIVED)
+            else:
+                self._mirror.record_rejected(product, exc.message or str(exc))
             self.results.rejected.append({"key": key, "line": product.line, "reason": str(exc)})
             log.warning(
                 "sync.rejected", key=key, line=product.line, status=exc.status, reason=exc.message
@@ -164,11 +231,13 @@ class Writer:
             log.warning("sync.create.unknown", key=key, error=str(exc))
             if isinstance(exc, errors.BadResponse):
                 self.results.fatal = exc
-        elif isinstance(exc, errors.MethodNotAllowed) or (
-            isinstance(exc, errors.NotFound) and not creating and self._route_missing(action)
-        ):
+        elif self._method_missing(exc, action):
             self._updates_off(exc)
-            self._mirror.record_drift(product, self._updates_off_reason or str(exc))
+            reason = self._updates_off_reason or str(exc)
+            if restoring:
+                self._mirror.record_unsent(key, reason, state=State.ARCHIVED)
+            else:
+                self._mirror.record_drift(product, reason)
             self.results.drift += 1
         elif isinstance(exc, errors.NotFound) and not creating:
             self._mirror.record_remote_missing(key)
@@ -177,14 +246,55 @@ class Writer:
         else:
             if creating:
                 self._mirror.close_intent(key)  # provably not applied: nothing to look up
-            self._mirror.record_failed(key, str(exc), product=product)
-            self.results.failed[key] = str(exc)
-            if isinstance(
-                exc, errors.AuthError | errors.Unreachable | errors.NotFound | errors.TransportError
-            ):
-                self.results.fatal = self.results.fatal or exc
-            elif not isinstance(exc, errors.Interrupted):
-                log.warning("sync.write.failed", key=key, error=str(exc))
+            if restoring:
+                self._mirror.record_unsent(key, str(exc), state=State.ARCHIVED)
+            else:
+                self._mirror.record_failed(key, str(exc), product=product)
+            self._other_failure(key, exc)
+
+    def _archive_failed(self, action: Action, exc: errors.SkuferryError) -> None:
+        """The [gone] patch did not go through; the product stays planned for archiving."""
+        key = _key(action)
+        if isinstance(exc, errors.Rejected):
+            reason = f"the [gone] patch was refused: {exc.message or exc}"
+            digest = self._gone.archiving or ""
+            self._mirror.record_archive_refused(key, reason, patch_digest=digest)
+            self.results.rejected.append({"key": key, "line": None, "reason": reason})
+            log.warning("sync.archive.rejected", key=key, status=exc.status, reason=exc.message)
+        elif self._method_missing(exc, action):
+            self._updates_off(exc)
+            reason = f"not archived: {self._updates_off_reason or exc}"
+            self._mirror.record_unsent(key, reason, state=State.DRIFT)
+            self.results.drift += 1
+        elif isinstance(exc, errors.NotFound):
+            # Deleted on the remote as well: nothing left to archive.
+            self._mirror.record_remote_missing(key)
+            self._mirror.mark_gone([key])
+            log.warning("sync.archive.missing", key=key, remote_id=action.remote_id)
+        else:
+            self._mirror.record_failed(key, str(exc))
+            self._other_failure(key, exc)
+
+    def _other_failure(self, key: str, exc: errors.SkuferryError) -> None:
+        self.results.failed[key] = str(exc)
+        if isinstance(
+            exc, errors.AuthError | errors.Unreachable | errors.NotFound | errors.TransportError
+        ):
+            self.results.fatal = self.results.fatal or exc
+        elif not isinstance(exc, errors.Interrupted):
+            log.warning("sync.write.failed", key=key, error=str(exc))
+
+    def _method_missing(
+        self, exc: errors.SkuferryError, action: Action
+    ) -> TypeGuard[errors.HttpError]:
+        """A 405, or a 404 on PATCH/PUT for a product that exists: the server lacks the route."""
+        if isinstance(exc, errors.MethodNotAllowed):
+            return True
+        return (
+            isinstance(exc, errors.NotFound)
+            and action.kind is not Kind.CREATE
+            and self._route_missing(action)
+        )
 
     def _route_missing(self, action: Action) -> bool:
         """A 404 on PATCH/PUT: is the product gone, or does the server lack the route?"""
@@ -218,13 +328,19 @@ def _product(action: Action) -> Product:
     return action.product
 
 
+def _key(action: Action) -> str:
+    if action.key is None:
+        raise RuntimeError(f"write action without a key: {action}")
+    return action.key
+
+
 def _remote_id(action: Action) -> str:
     if action.remote_id is None:
         raise RuntimeError(f"update action without a remote id: {action.key}")
     return action.remote_id
 
 
-def _as_done(pending: set[Future[dict[str, Any]]]) -> Iterable[Future[dict[str, Any]]]:
+def _as_done(pending: set[Future[Any]]) -> Iterable[Future[Any]]:
     while pending:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         yield from done

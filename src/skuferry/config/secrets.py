@@ -1,0 +1,114 @@
+"""One secret resolver with one precedence: environment > file > inline.
+
+The same order for every secret:
+
+- the API key: ``SKUFERRY_API_KEY`` > ``[api] api_key_file`` >
+  ``$CREDENTIALS_DIRECTORY/api_key`` (systemd ``LoadCredential=``) > ``[api] api_key``;
+- a source secret (``token``, ``password``, ``sftp_password``): ``<key>_env`` (the
+  name of a variable) > ``<key>_file`` > ``<key>`` (the model allows only one of them).
+
+``load_settings`` resolves them all, so ``skuferry check`` names every unreadable
+file and unset variable together with the other problems; a source reads its
+secret again through the same function when it opens. A secret found is masked
+in every log line from then on (``logs.add_secrets``); no message here holds one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, SecretStr
+
+from skuferry import logs
+from skuferry.errors import ConfigError
+
+SOURCE_SECRET_KEYS = ("token", "password", "sftp_password")
+
+
+@dataclass(frozen=True, slots=True)
+class SecretPlaces:
+    """Where one secret may come from, each place with the words a problem names it by."""
+
+    env_var: str | None = None  # the variable holding the secret
+    env_where: str | None = None  # set: the variable must be set (``<key>_env``); else optional
+    files: Sequence[tuple[str, Path]] = ()  # (where, path), the first given is read
+    inline: SecretStr | None = None
+
+
+def resolve(places: SecretPlaces, env: Mapping[str, str]) -> tuple[SecretStr | None, list[str]]:
+    """The secret from the first place given (environment > file > inline), or the problem."""
+    if places.env_var is not None:
+        value = env.get(places.env_var, "").strip()
+        if value:
+            logs.add_secrets([value])
+            return SecretStr(value), []
+        if places.env_where is not None:
+            problem = f"environment variable {places.env_var} is not set or empty"
+            return None, [f"{places.env_where}: {problem}"]
+    for where, path in places.files:
+        text, problem = read_secret_file(path)
+        if problem:
+            return None, [f"{where}: {problem}"]
+        logs.add_secrets([text])
+        return SecretStr(text), []
+    return places.inline, []
+
+
+def read_secret_file(path: Path) -> tuple[str, str]:
+    """(the file's text stripped, "") or ("", the problem); files usually end with a newline."""
+    try:
+        text = path.expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        return "", f"cannot read '{path}': {exc.strerror or exc}"
+    except UnicodeDecodeError:
+        return "", f"'{path}' is not UTF-8 text"
+    if not text:
+        return "", f"'{path}' is empty"
+    return text, ""
+
+
+def source_places(
+    *, key: str, inline: SecretStr | None, file: Path | None, env_name: str | None
+) -> SecretPlaces:
+    """The places of a source secret ``key`` (``token``...) as ``[source]`` names them."""
+    return SecretPlaces(
+        env_var=env_name,
+        env_where=f"at 'source.{key}_env'",
+        files=() if file is None else ((f"at 'source.{key}_file'", file),),
+        inline=inline,
+    )
+
+
+def read_source_secret(
+    *,
+    key: str,
+    inline: SecretStr | None,
+    file: Path | None,
+    env_name: str | None,
+    env: Mapping[str, str],
+) -> SecretStr | None:
+    """A source secret, or ``ConfigError`` naming the place that failed."""
+    secret, problems = resolve(
+        source_places(key=key, inline=inline, file=file, env_name=env_name), env
+    )
+    if problems:
+        raise ConfigError(problems)
+    return secret
+
+
+def source_secret_problems(source: BaseModel, env: Mapping[str, str]) -> list[str]:
+    """Read every secret the ``[source]`` table points at (load time), keep the problems."""
+    problems: list[str] = []
+    for key in SOURCE_SECRET_KEYS:
+        inline, file, env_name = (
+            getattr(source, name, None) for name in (key, f"{key}_file", f"{key}_env")
+        )
+        if inline is None and file is None and env_name is None:
+            continue
+        _secret, found = resolve(
+            source_places(key=key, inline=inline, file=file, env_name=env_name), env
+        )
+        problems.extend(found)
+    return problems

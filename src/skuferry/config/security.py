@@ -1,0 +1,197 @@
+"""The config's security rules: clear text, private CAs, and who may read the secrets.
+
+``problems(settings)`` runs with the other cross-field rules (``config/load.py``)
+and refuses, as ``at 'a.b': message`` lines:
+
+- ``http://`` in ``[api] base_url`` or an http source's ``url`` to a host that is
+  not a loopback literal, unless that table sets ``allow_insecure_http = true``
+  (the API key or the source's token would cross the network in clear text);
+- a ``ca_bundle`` that is not a readable PEM file of CA certificates;
+- a secret file (``*_file``: API key, keys file, token, password, SFTP key or
+  password) that every user of the box may read, as ssh refuses such a key.
+
+``after_load(settings, raw)`` runs once a config is valid: it hands every secret
+the config holds to the log redactor and warns when the config file itself
+holds an inline secret and others may read it.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, SecretStr
+
+from skuferry import files, logs
+from skuferry.sources.origins import insecure_http_problem, parse_allowed
+
+log = logs.get(__name__)
+
+# Keys whose value is the path of a file holding a secret, in any table.
+SECRET_FILE_KEYS = (
+    "api_key_file",
+    "api_keys_file",
+    "token_file",
+    "password_file",
+    "sftp_key_file",
+    "sftp_password_file",
+)
+# Keys whose value is a secret written into the config file itself.
+INLINE_SECRET_KEYS = frozenset({"api_key", "api_keys", "token", "password", "sftp_password"})
+_SECRET_HEADER_HINTS = ("auth", "token", "key", "secret", "cookie", "password")
+
+
+def problems(settings: Any) -> list[str]:
+    """Every security problem of a validated config, as ``at 'a.b': message`` lines."""
+    found: list[str] = []
+    api, source = settings.api, settings.source
+    problem = insecure_http_problem(api.base_url, allow_insecure_http=api.allow_insecure_http)
+    if problem:
+        found.append(f"at 'api.base_url': {problem}")
+    if getattr(source, "type", None) == "http":
+        problem = insecure_http_problem(source.url, allow_insecure_http=source.allow_insecure_http)
+        if problem:
+            found.append(f"at 'source.url': {problem}")
+        try:
+            parse_allowed(source.allowed_origins)
+        except ValueError as exc:
+            found.append(f"at 'source.allowed_origins': {exc}; write https://host[:port]")
+    for table, key, path in _paths(settings, ("ca_bundle",)):
+        problem = ca_bundle_problem(path)
+        if problem:
+            found.append(f"at '{table}.{key}': {problem}")
+    for table, key, path in _paths(settings, SECRET_FILE_KEYS):
+        problem = secret_file_problem(path)
+        if problem:
+            found.append(f"at '{table}.{key}': {problem}")
+    return found
+
+
+def secret_file_problem(path: Path) -> str | None:
+    """Why a file holding a secret may not be used (every user may read it), or None.
+
+    For every ``*_file`` secret, the keys file included: call it where the file is read.
+    """
+    try:
+        with path.open("rb") as f:  # an empty or unreadable file holds nothing to leak
+            holds_something = bool(f.read(4096).strip())
+    except OSError:
+        return None  # the code that reads it reports why it cannot
+    if not holds_something or not files.world_readable(path):
+        return None
+    return (
+        f"'{path}' holds a secret and every user of this machine may read it "
+        f"(mode {files.mode_text(path)}); run: chmod 600 {path}"
+    )
+
+
+def ca_bundle_problem(path: Path) -> str | None:
+    """Why ``path`` cannot serve as a bundle of CA certificates, or None."""
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except FileNotFoundError:
+        return f"'{path}' does not exist"
+    except ssl.SSLError:  # before OSError, its base class
+        return f"'{path}' holds no PEM CA certificate (-----BEGIN CERTIFICATE-----)"
+    except OSError as exc:
+        return f"cannot read '{path}': {exc.strerror or exc}"
+    return None
+
+
+def _paths(settings: Any, keys: tuple[str, ...]) -> Iterator[tuple[str, str, Path]]:
+    """(table, key, path) for every ``keys`` field set to a path in any table."""
+    for table in type(settings).model_fields:
+        section = getattr(settings, table)
+        if not isinstance(section, BaseModel):
+            continue
+        for key in keys:
+            value = getattr(section, key, None)
+            if isinstance(value, Path):
+                yield table, key, value
+
+
+# --- once the config is valid --------------------------------------------------------
+
+
+def after_load(settings: Any, raw: Mapping[str, Any]) -> None:
+    """Register the config's secrets with the log redactor; warn about a readable config."""
+    logs.add_secrets(secret_values(settings))
+    config_path = getattr(settings, "config_path", None)
+    if isinstance(config_path, Path):
+        warning = inline_secret_warning(config_path, raw)
+        if warning:
+            log.warning("config.file.readable", path=str(config_path), message=warning)
+
+
+def secret_values(settings: Any) -> Iterator[str]:
+    """Every secret the settings hold: ``SecretStr`` fields, secret headers, URL passwords.
+
+    Secrets read later from files or the environment (a source's token, an SFTP
+    password) are registered where they are read (``config.sources.read_secret``).
+    """
+    for table in type(settings).model_fields:  # [api] api_keys: every key of a keys file
+        yield from _secrets_in(getattr(settings, table))
+
+
+def _secrets_in(value: Any, name: str = "") -> Iterator[str]:
+    if isinstance(value, SecretStr):
+        yield value.get_secret_value()
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _secrets_in(item, name)
+    elif isinstance(value, BaseModel):
+        for field in type(value).model_fields:
+            yield from _secrets_in(getattr(value, field), field)
+    elif isinstance(value, Mapping) and name == "headers":
+        for header, text in value.items():
+            if any(h in str(header).lower() for h in _SECRET_HEADER_HINTS):
+                yield from _header_secret(str(text))
+    elif isinstance(value, str) and name.endswith("url"):
+        password = _url_password(value)
+        if password:
+            yield password
+
+
+def _header_secret(text: str) -> Iterator[str]:
+    yield text
+    scheme, _, credential = text.partition(" ")  # "Bearer abc": abc alone is the secret too
+    if credential and scheme.isalpha():
+        yield credential
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
+def inline_secret_warning(config_path: Path, raw: Mapping[str, Any]) -> str | None:
+    """A warning when the config file holds a secret inline and others may read it."""
+    where = [f"{table}.{key}" for table, key in _inline_secrets(raw)]
+    if not where or not files.others_can_read(config_path):
+        return None
+    return (
+        f"config file {config_path} holds a secret ({', '.join(where)}) and is readable by "
+        f"other users (mode {files.mode_text(config_path)}); run: chmod 600 {config_path}, "
+        "or move the secret to a *_file, the environment or a systemd credential"
+    )
+
+
+def _inline_secrets(raw: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for table, section in raw.items():
+        if not isinstance(section, Mapping):
+            continue
+        for key, value in section.items():
+            inline = key in INLINE_SECRET_KEYS and bool(value)
+            header = (
+                key == "headers"
+                and isinstance(value, Mapping)
+                and any(h in str(name).lower() for name in value for h in _SECRET_HEADER_HINTS)
+            )
+            in_url = isinstance(value, str) and key.endswith("url") and bool(_url_password(value))
+            if inline or header or in_url:
+                yield table, key

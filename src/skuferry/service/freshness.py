@@ -1,0 +1,84 @@
+"""How fresh the remote is: the oldest source change not yet on it, and the last full pull.
+
+Known changes not yet on the remote:
+
+- a pull whose changes were not all written (a failed write, a stop, a crash):
+  the engine keeps its start in the mirror (``pull.unsynced_since``) until a
+  run commits everything;
+- a file source modified after the last committed pull started: its mtime.
+
+An API or database source changed since the last pull is not known until the
+next pull; then the figure is simply absent (``None``), never a guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from skuferry.config.load import Settings
+from skuferry.sync import incremental
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    oldest_unsynced_change: float | None = None  # unix time
+    last_full_pull: float | None = None  # unix time the last committed full pull started
+
+    def age_s(self, now: float) -> float | None:
+        """Seconds the oldest known change has waited for the remote (None: none known)."""
+        if self.oldest_unsynced_change is None:
+            return None
+        return max(0.0, now - self.oldest_unsynced_change)
+
+
+def from_metas(metas: incremental.Metas, source_file: Path | None) -> Freshness:
+    """The figures from the mirror's meta table and the source file's mtime."""
+    known: list[float] = []
+    unsynced = _float(metas.get_meta(incremental.UNSYNCED_SINCE))
+    if unsynced is not None:
+        known.append(unsynced)
+    if source_file is not None:
+        watermark = metas.get_meta(incremental.WATERMARK)
+        last_pull = datetime.fromisoformat(watermark).timestamp() if watermark else None
+        with contextlib.suppress(OSError):  # a missing file is the next run's problem
+            mtime = source_file.stat().st_mtime
+            if last_pull is None or mtime > last_pull:
+                known.append(mtime)
+    return Freshness(
+        oldest_unsynced_change=min(known) if known else None,
+        last_full_pull=_float(metas.get_meta(incremental.LAST_FULL)),
+    )
+
+
+def read(settings: Settings) -> Freshness | None:
+    """The figures for ``settings``' state file; None when it cannot be read (best effort)."""
+    from skuferry.state.mirror import Mirror
+
+    if not settings.state.path.exists():
+        return None
+    try:
+        mirror = Mirror(settings.state.path, readonly=True)
+    except Exception:  # noqa: BLE001 - StateError or sqlite3.Error; a figure is never worth a failure
+        return None
+    try:
+        return from_metas(mirror, source_file(settings))
+    finally:
+        mirror.close()
+
+
+def source_file(settings: Settings) -> Path | None:
+    """The local file a file source reads (None for URLs, APIs and databases)."""
+    path = getattr(settings.source, "path", None)
+    if path is None or "://" in str(path):
+        return None
+    return Path(path)
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None

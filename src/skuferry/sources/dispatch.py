@@ -1,0 +1,55 @@
+"""``open_source``: the ``[source]`` table's settings to its adapter, one typed branch per type.
+
+A ``match`` over the settings union instead of a registry filled by import side
+effects: a new source type is one model in ``config/sources.py`` plus one branch
+here, and mypy reports a type left without one (``assert_never``). Adapters are
+imported in their branch only, so a csv sync never imports SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from skuferry.config.models import CsvSourceSettings, JsonlSourceSettings, SourceSettings
+from skuferry.config.sources import (
+    FileSourceSettings,
+    HttpSourceSettings,
+    SqlSourceSettings,
+    XlsxSourceSettings,
+    XmlSourceSettings,
+)
+from skuferry.sources.base import Source
+
+
+def open_source(settings: SourceSettings) -> Source:
+    """Build the source the ``[source]`` table describes (nothing is read yet)."""
+    if isinstance(settings, FileSourceSettings) and settings.remote_scheme():
+        from skuferry.sources.fetch import RemoteFileSource  # downloads, then opens it here
+
+        return RemoteFileSource(settings, open_local=open_source)
+    match settings:
+        case CsvSourceSettings():
+            from skuferry.sources.csv import open_csv
+
+            return open_csv(settings)
+        case JsonlSourceSettings():
+            from skuferry.sources.jsonl import open_jsonl
+
+            return open_jsonl(settings)
+        case HttpSourceSettings():
+            from skuferry.sources.http import open_http_source
+
+            return open_http_source(settings)
+        case SqlSourceSettings():
+            from skuferry.sources.sql import open_sql_source
+
+            return open_sql_source(settings)
+        case XmlSourceSettings():
+            from skuferry.sources.xml import open_xml
+
+            return open_xml(settings)
+        case XlsxSourceSettings():
+            from skuferry.sources.xlsx import open_xlsx
+
+            return open_xlsx(settings)
+    assert_never(settings)  # mypy: a source type without a branch here is an error

@@ -1,0 +1,84 @@
+"""Download an ``https://`` (or ``http://``) remote file, streamed to disk.
+
+Redirects are followed by hand so that each hop is checked by the origin rule
+(``sources/origins.py``) before anything, the ``headers`` included, is sent
+there. The body must arrive whole: a connection closed early or a body shorter
+than its ``Content-Length`` is a ``SourceError``, never a short catalog.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import httpx
+
+from skuferry import tls
+from skuferry.config.sources import FileSourceSettings
+from skuferry.errors import SourceError
+from skuferry.sources.http import safe_url
+from skuferry.sources.origins import Origin, parse_allowed
+from skuferry.sources.pinned import send_pinned
+
+MAX_REDIRECTS = 5
+_CHUNK = 1 << 16
+
+
+def download_http(
+    settings: FileSourceSettings, dest: BinaryIO, *, transport: httpx.BaseTransport | None = None
+) -> int:
+    """Write the body at ``settings.path`` to ``dest``; the number of bytes written."""
+    url = str(settings.path)
+    shown = safe_url(url)
+    allowed = parse_allowed(settings.allowed_origins)  # validated with the config
+    client = httpx.Client(
+        headers=settings.headers,
+        timeout=settings.timeout_s,
+        follow_redirects=False,
+        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
+        transport=transport,
+    )
+    try:
+        with client:
+            response = _open(client, url, allowed)
+            try:
+                return _save(response, dest, shown)
+            finally:
+                response.close()
+    except httpx.HTTPError as exc:
+        raise SourceError(f"downloading {shown} failed: {_reason(exc)}") from None
+
+
+def _open(client: httpx.Client, url: str, allowed: frozenset[Origin]) -> httpx.Response:
+    """The streamed response at the end of the redirects; every hop checked first."""
+    return send_pinned(
+        client,
+        client.build_request("GET", url),
+        home=url,
+        allowed=allowed,
+        where=f"downloading {safe_url(url)}",
+        max_redirects=MAX_REDIRECTS,
+    )
+
+
+def _save(response: httpx.Response, dest: BinaryIO, shown: str) -> int:
+    if response.status_code != 200:
+        raise SourceError(
+            f"downloading {shown} failed: HTTP {response.status_code} "
+            f"{response.reason_phrase}".rstrip()
+        )
+    written = 0
+    for chunk in response.iter_bytes(_CHUNK):
+        dest.write(chunk)
+        written += len(chunk)
+    declared = response.headers.get("Content-Length", "")
+    received = response.num_bytes_downloaded  # as sent, before any Content-Encoding is undone
+    if declared.isdigit() and received != int(declared):
+        raise SourceError(
+            f"downloading {shown} was cut short: {received} of {declared} bytes arrived"
+        )
+    return written
+
+
+def _reason(exc: httpx.HTTPError) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text

@@ -1,0 +1,268 @@
+"""``[source] type = "xlsx"``: one sheet of an Excel workbook, one product per row.
+
+openpyxl in read-only mode streams the sheet's XML row by row, so memory stays
+flat in the row count; ``data_only`` gives formula cells their cached value
+(what Excel last computed and showed). ``sheet`` is a name or a 1-based
+position, ``header_row`` the row holding the column names; rows above it (a
+title, notes) are ignored, and so are rows that are entirely empty. A record's
+line is its spreadsheet row number.
+
+Values arrive typed: text as text (leading zeros kept), numbers as ``int`` or
+``float`` (the mapping turns them into exact decimals), booleans as ``bool``,
+dates as ISO text (``2024-03-01``, or ``2024-03-01T08:30:00`` with a time).
+
+Header cells: an empty one leaves its column unread; a name that appears more
+than once is *ambiguous*. The unique columns still work, but asking a record
+for an ambiguous one (a mapping ``column``, a ``path``) is a ``ConfigError``
+naming the columns that share the name: guessing which one was meant would send
+the wrong value without a word.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+import zipfile
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from openpyxl.reader.excel import SHARED_STRINGS, ExcelReader
+from openpyxl.utils import get_column_letter
+from openpyxl.utils.exceptions import InvalidFileException
+
+from skuferry import logs
+from skuferry.config.sources import XlsxSourceSettings
+from skuferry.errors import ConfigError, SourceError
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.base import Source
+from skuferry.sources.compression import as_plain_file
+from skuferry.sources.xml import hardened_parser
+
+log = logs.get(__name__)
+
+_MISSING: Any = object()
+
+
+class AmbiguousRow(dict[str, Any]):
+    """A row of a sheet whose header repeats a name: looking that name up is an error."""
+
+    __slots__ = ("_ambiguous",)
+
+    def __init__(self, values: dict[str, Any], ambiguous: dict[str, str]) -> None:
+        super().__init__(values)
+        self._ambiguous = ambiguous  # name -> the message naming its columns
+
+    def _refuse(self, key: object) -> None:
+        if isinstance(key, str) and key in self._ambiguous:
+            raise ConfigError([self._ambiguous[key]])
+
+    def __missing__(self, key: str) -> Any:
+        self._refuse(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = super().get(key, _MISSING)
+        if value is _MISSING:
+            self._refuse(key)
+            return default
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if super().__contains__(key):
+            return True
+        self._refuse(key)
+        return False
+
+
+def cell_value(value: Any) -> Any:
+    """A cell's value as a record holds it: dates and times become ISO text."""
+    if isinstance(value, dt.datetime):
+        if value.time() == dt.time(0) and value.tzinfo is None:
+            return value.date().isoformat()
+        return value.isoformat()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    return value
+
+
+class XlsxSource(Source):
+    """Rows of one worksheet as ``RawRecord`` keyed by the header row's names."""
+
+    def __init__(self, path: Path | str, *, sheet: str | int = 1, header_row: int = 1) -> None:
+        self.path = Path(path)
+        self.sheet = sheet
+        self.header_row = header_row
+        self._name = self.path.name
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        with tempfile.TemporaryDirectory(prefix="skuferry-xlsx-") as scratch:
+            try:
+                with as_plain_file(self.path, Path(scratch) / "workbook.xlsx") as plain:
+                    yield from self._read(plain)
+            except OSError as exc:
+                raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
+
+    def _read(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
+        try:
+            reader = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
+            reader.read()
+            book = reader.wb
+        except (InvalidFileException, zipfile.BadZipFile, KeyError, ValueError) as exc:
+            raise SourceError(f"{self.path} is not a readable .xlsx workbook: {exc}") from None
+        try:
+            sheet = self._sheet(book)
+            sheet.reset_dimensions()  # exporters often write a wrong <dimension>: read all rows
+            rows = sheet.iter_rows(min_row=self.header_row, values_only=True)
+            header = next(rows, None)
+            if header is None or not any(_filled(v) for v in header):
+                raise SourceError(
+                    f"{self.path} sheet {sheet.title!r}: row {self.header_row} (header_row) "
+                    "is empty; set header_row to the row holding the column names"
+                )
+            columns, ambiguous = self._header(header, sheet.title)
+            for number, row in enumerate(rows, start=self.header_row + 1):
+                values = {
+                    name: cell_value(row[i])
+                    for i, name in columns
+                    if i < len(row) and _filled(row[i])
+                }
+                if not values:
+                    continue  # an empty row
+                yield RawRecord(number, AmbiguousRow(values, ambiguous) if ambiguous else values)
+        finally:
+            book.close()
+
+    def _sheet(self, book: Any) -> Any:
+        names: list[str] = book.sheetnames
+        if isinstance(self.sheet, int):
+            if self.sheet > len(names):
+                raise ConfigError(
+                    [
+                        f"at 'source.sheet': {self.path} has {len(names)} sheet(s), "
+                        f"not {self.sheet}: {', '.join(map(repr, names))}"
+                    ]
+                )
+            name = names[self.sheet - 1]
+        elif self.sheet in names:
+            name = self.sheet
+        else:
+            raise ConfigError(
+                [
+                    f"at 'source.sheet': {self.path} has no sheet {self.sheet!r}; its sheets are "
+                    f"{', '.join(map(repr, names))}"
+                ]
+            )
+        sheet = book[name]
+        if not hasattr(sheet, "iter_rows"):
+            raise ConfigError([f"at 'source.sheet': sheet {name!r} of {self.path} is a chart"])
+        return sheet
+
+    def _header(
+        self, cells: tuple[Any, ...], title: str
+    ) -> tuple[list[tuple[int, str]], dict[str, str]]:
+        """The readable (position, name) columns and, per ambiguous name, its message."""
+        positions: dict[str, list[int]] = {}
+        for i, cell in enumerate(cells):
+            if _filled(cell):
+                positions.setdefault(str(cell_value(cell)).strip(), []).append(i)
+        columns = [(where[0], name) for name, where in positions.items() if len(where) == 1]
+        ambiguous = {}
+        for name, where in positions.items():
+            if len(where) > 1:
+                letters = " and ".join(get_column_letter(i + 1) for i in where)
+                ambiguous[name] = (
+                    f"at 'mapping': column {name!r} is ambiguous in {self._name} sheet "
+                    f"{title!r}: columns {letters} of row {self.header_row} share the name; "
+                    "rename one of them in the sheet"
+                )
+                log.warning(
+                    "source.xlsx.header.ambiguous",
+                    path=str(self.path),
+                    sheet=title,
+                    column=name,
+                    columns=letters,
+                )
+        columns.sort()
+        return columns, ambiguous
+
+
+class SharedStrings(Sequence[str]):
+    """An .xlsx shared-strings table kept as one UTF-8 buffer and an offset array.
+
+    Excel stores every distinct text of a workbook once, in a table the rows
+    index into; a reader must hold it all. openpyxl's own reader keeps a ``str``
+    object per entry (and an XML element per entry while it parses); this keeps
+    the bytes and 8 bytes of offset, a fraction of that for a catalog of
+    distinct names.
+    """
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._ends = array("Q")
+
+    def append(self, text: str) -> None:
+        self._data += text.encode("utf-8", "surrogatepass")
+        self._ends.append(len(self._data))
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        start = self._ends[index - 1] if index > 0 else 0
+        return self._data[start : self._ends[index]].decode("utf-8", "surrogatepass")
+
+    @classmethod
+    def parse(cls, source: Any) -> SharedStrings:
+        """Read ``xl/sharedStrings.xml``: each ``<si>``'s text runs, phonetic guides left out."""
+        table = cls()
+        parts: list[str] = []
+        depth = {"si": 0, "t": 0, "rPh": 0}
+
+        def start(name: str, _attrs: list[str]) -> None:
+            local = name.rpartition("}")[2]
+            if local in depth:
+                depth[local] += 1
+                if local == "si":
+                    parts.clear()
+
+        def end(name: str) -> None:
+            local = name.rpartition("}")[2]
+            if local in depth:
+                depth[local] -= 1
+                if local == "si":  # as openpyxl does: drop the _x005F_ escape of "_"
+                    table.append("".join(parts).replace("x005F_", ""))
+
+        def data(text: str) -> None:
+            if depth["t"] and not depth["rPh"]:
+                parts.append(text)
+
+        parser = hardened_parser()
+        parser.StartElementHandler, parser.EndElementHandler = start, end
+        parser.CharacterDataHandler = data
+        parser.ParseFile(source)
+        return table
+
+
+class _CompactReader(ExcelReader):  # type: ignore[misc]
+    """openpyxl's workbook reader with the shared strings in a ``SharedStrings`` table."""
+
+    def read_strings(self) -> None:
+        part = self.package.find(SHARED_STRINGS)
+        if part is not None:
+            with self.archive.open(part.PartName[1:]) as source:
+                self.shared_strings = SharedStrings.parse(source)
+
+
+def _filled(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
+def open_xlsx(settings: XlsxSourceSettings) -> Source:
+    return XlsxSource(settings.path, sheet=settings.sheet, header_row=settings.header_row)

@@ -1,0 +1,160 @@
+"""Full or incremental: which pull a run makes, and the watermark a run earns.
+
+An incremental pull asks the source only for what changed since the start of
+the last pull whose writes were all committed (the *watermark*), minus
+``overlap_s`` for clock skew and edits in flight. It proves nothing about
+absent keys, so only a full pull may decide that a product is gone; the
+engine passes ``Pull.full`` to the planner and the guards as one flag.
+
+A run is full when asked (``sync --full``), when the source cannot filter,
+when there is no watermark yet, when the source or mapping config changed
+since the watermark was earned, or every ``full_every``-th run.
+
+The watermark lives in the mirror's meta table and moves only in ``commit``,
+called once the run's writes are committed: a crash, a stop or a failed write
+leaves it where it was, so the next run repeats the window instead of
+skipping it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from skuferry import canonical
+from skuferry.config.load import Settings
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.base import IncrementalSource, Source
+
+WATERMARK = "pull.watermark"  # ISO 8601: start of the last pull whose writes were committed
+IDENTITY = "pull.identity"  # hash of the source + mapping config that watermark belongs to
+INCREMENTAL_RUNS = "pull.incremental_runs"  # incremental pulls since the last full one
+LAST_FULL = "pull.last_full_at"  # unix time the last committed full pull started
+UNSYNCED_SINCE = "pull.unsynced_since"  # unix time: oldest pull whose changes are not all sent
+KEYS = (WATERMARK, IDENTITY, INCREMENTAL_RUNS, LAST_FULL, UNSYNCED_SINCE)
+
+
+class Metas(Protocol):
+    def get_meta(self, name: str) -> str | None: ...
+
+    def set_metas(self, values: Mapping[str, str | None]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Pull:
+    """What this run asks the source for."""
+
+    full: bool
+    started_at: datetime  # the watermark this pull earns once its writes are committed
+    since: datetime | None = None  # incremental: the start of the window asked for
+    reason: str = ""
+    identity: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "full" if self.full else "incremental"
+
+    def records(self, source: Source) -> Iterator[RawRecord | BadRecord]:
+        if self.since is not None and isinstance(source, IncrementalSource):
+            return source.records_since(self.since)
+        return source.records()
+
+
+def config_identity(settings: Settings) -> str:
+    """Changes when the source or the mapping config changes (secrets masked, so stable)."""
+    # how often and how wide the windows are does not change what a record is
+    source = settings.source.model_dump(mode="json", exclude={"full_every", "since_overlap_s"})
+    data = {"source": source, "mapping": settings.mapping.model_dump(mode="json")}
+    return hashlib.sha256(canonical.dumps(data).encode()).hexdigest()[:16]
+
+
+def choose(
+    source: Source,
+    metas: Mapping[str, str | None],
+    *,
+    identity: str,
+    force_full: bool,
+    now: datetime,
+) -> Pull:
+    """Decide the pull from what the mirror remembers. Pure."""
+
+    def full(reason: str) -> Pull:
+        return Pull(full=True, started_at=now, reason=reason, identity=identity)
+
+    if not isinstance(source, IncrementalSource) or not source.incremental:
+        return full("the source has no change filter")
+    if force_full:
+        return full("asked for (--full)")
+    watermark = _parse_time(metas.get(WATERMARK))
+    if watermark is None:
+        return full("no earlier pull to continue from")
+    if metas.get(IDENTITY) != identity:
+        return full("the source or mapping config changed")
+    runs = _int(metas.get(INCREMENTAL_RUNS))
+    if runs + 1 >= source.full_every:
+        return full(f"every {source.full_every} runs ([source] full_every)")
+    since = watermark - timedelta(seconds=source.overlap_s)
+    return Pull(
+        full=False,
+        started_at=now,
+        since=since,
+        identity=identity,
+        reason=f"changes since {since.isoformat(timespec='seconds')}",
+    )
+
+
+def read(mirror: Metas) -> dict[str, str | None]:
+    return {name: mirror.get_meta(name) for name in KEYS}
+
+
+def note_pending(mirror: Metas, pull: Pull, *, writes: int) -> None:
+    """Before the writes: remember that changes are seen but not yet on the remote."""
+    if writes and mirror.get_meta(UNSYNCED_SINCE) is None:
+        mirror.set_metas({UNSYNCED_SINCE: str(pull.started_at.timestamp())})
+
+
+def finish(mirror: Metas, pull: Pull, *, committed: bool) -> None:
+    """At the end of a run that got through its writes; ``committed``: all of them landed.
+
+    A run with a failed write keeps the watermark (the next window still holds the
+    product), but an incremental one still counts toward ``full_every``, so that a
+    product failing for days cannot put off the full pull that decides gone.
+    """
+    if committed:
+        commit(mirror, pull)
+    elif not pull.full:
+        runs = _int(mirror.get_meta(INCREMENTAL_RUNS)) + 1
+        mirror.set_metas({INCREMENTAL_RUNS: str(runs)})
+
+
+def commit(mirror: Metas, pull: Pull) -> None:
+    """After the run's writes are committed, all of them: the pull's start is the new watermark."""
+    values: dict[str, str | None] = {
+        WATERMARK: pull.started_at.astimezone(UTC).isoformat(),
+        IDENTITY: pull.identity,
+        INCREMENTAL_RUNS: "0" if pull.full else str(_int(mirror.get_meta(INCREMENTAL_RUNS)) + 1),
+        UNSYNCED_SINCE: None,
+    }
+    if pull.full:
+        values[LAST_FULL] = str(pull.started_at.timestamp())
+    mirror.set_metas(values)
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0

@@ -1,0 +1,168 @@
+"""``[daemon] listen``: /metrics read by Prometheus' own parser; /healthz flips on a failed run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from skuferry.errors import ConfigError, SourceError, StateError
+from skuferry.models import RunSummary
+from skuferry.service.daemon import Daemon
+from skuferry.service.http_endpoint import Board, Endpoint
+from skuferry.service.metrics import RunOutcome
+from tests.unit.test_daemon import FakeJob, make_settings, started, wait_until
+
+__all__ = ["started"]  # the daemon fixture, shared with test_daemon.py
+
+SECRET = "sk-live-Qw7pL2zR9xK4"
+Started = Callable[..., tuple[Daemon, Any, dict[str, int]]]
+
+
+def samples(url: str) -> dict[tuple[str, str], float]:
+    response = httpx.get(f"{url}/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {
+        (s.name, ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+
+
+def test_metrics_are_the_textfile_s_names_and_count_the_daemon_s_runs(
+    tmp_path: Path, started: Started
+) -> None:
+    textfile = tmp_path / "skuferry.prom"
+    settings = make_settings(
+        tmp_path, daemon={"listen": "127.0.0.1:0"}, metrics={"textfile": str(textfile)}
+    )
+    job = FakeJob(RunSummary(created=3, requests={"read": 2, "write": 3}))
+    daemon, _, _ = started(settings, job)
+    url = daemon.endpoint_url
+    assert url is not None and url.startswith("http://127.0.0.1:")
+    wait_until(lambda: len(job.calls) >= 3 and daemon.last_outcome is not None, "three runs")
+    daemon.request_stop()
+    wait_until(lambda: not daemon.run_in_flight, "the runs to end")
+    # after the stop the endpoint is closed: read what the last run left
+    exposed = daemon.board.metrics_text()
+    from_http = {
+        s.name for family in text_string_to_metric_families(exposed) for s in family.samples
+    }
+    from_file = {
+        s.name
+        for family in text_string_to_metric_families(textfile.read_text())
+        for s in family.samples
+    }
+    assert from_http == from_file
+    runs = [
+        s
+        for f in text_string_to_metric_families(exposed)
+        for s in f.samples
+        if s.name == "skuferry_runs_total" and s.labels["result"] == "success"
+    ]
+    assert runs[0].value == len(job.calls)
+
+
+def test_metrics_over_http_parse_and_show_the_run(tmp_path: Path, started: Started) -> None:
+    settings = make_settings(tmp_path, daemon={"listen": "127.0.0.1:0"})
+    job = FakeJob(RunSummary(created=3, requests={"read": 2, "write": 3}))
+    daemon, _, _ = started(settings, job, interval_s=3600)
+    wait_until(lambda: daemon.last_outcome is not None, "the first run")
+    found = samples(str(daemon.endpoint_url))
+    assert found[("skuferry_runs_total", "result=success")] == 1
+    assert found[("skuferry_requests_total", "tier=write")] == 3
+    assert found[("skuferry_last_run_exit_code", "")] == 0
+    assert found[("skuferry_budget_per_minute", "tier=write")] == 60
+    assert httpx.get(f"{daemon.endpoint_url}/nothing").status_code == 404
+
+
+def test_healthz_flips_on_a_failed_run_and_says_why_without_secrets(
+    tmp_path: Path, started: Started
+) -> None:
+    failing = {"now": False}
+
+    def step(**_kw: Any) -> RunSummary:
+        if failing["now"]:
+            raise SourceError(f"http://pim.example/?token={SECRET}: HTTP 500")
+        return RunSummary()
+
+    settings = make_settings(tmp_path, daemon={"listen": "127.0.0.1:0"})
+    job = FakeJob(step)
+    daemon, _, _ = started(settings, job)
+    url = str(daemon.endpoint_url)
+    wait_until(lambda: daemon.last_outcome is not None, "a first run")
+    healthy = httpx.get(f"{url}/healthz")
+    assert healthy.status_code == 200
+    assert healthy.json()["status"] == "ok"
+
+    failing["now"] = True
+    wait_until(lambda: httpx.get(f"{url}/healthz").status_code == 503, "healthz to flip")
+    body = httpx.get(f"{url}/healthz").json()
+    assert body["status"] == "failing"
+    assert body["problems"] == ["the last run failed (exit 3, SourceError)"]
+    assert SECRET not in json.dumps(body)
+    assert SECRET not in httpx.get(f"{url}/metrics").text
+
+    failing["now"] = False
+    wait_until(lambda: httpx.get(f"{url}/healthz").status_code == 200, "healthz to recover")
+
+
+def test_healthz_is_503_when_the_schedule_is_dead(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    problem = {"why": None}
+    board = Board(lambda: settings, lambda: problem["why"])
+    board.record(RunOutcome.from_summary(RunSummary(), duration_s=1, finished_at=10))
+    assert board.health()[0] == 200
+    problem["why"] = "the scheduler is not running"
+    status, body = board.health()
+    assert (status, body["problems"]) == (503, ["the scheduler is not running"])
+
+
+def test_before_any_run_metrics_still_parse(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    endpoint = Endpoint("127.0.0.1:0", Board(lambda: settings, lambda: None)).start()
+    try:
+        found = samples(endpoint.url)
+        assert found[("skuferry_runs_total", "result=success")] == 0
+        assert ("skuferry_last_run_exit_code", "") not in found
+        assert httpx.get(f"{endpoint.url}/healthz").json() == {"status": "ok", "problems": []}
+    finally:
+        endpoint.stop()
+
+
+def test_a_port_in_use_is_a_config_error_naming_daemon_listen(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    first = Endpoint("127.0.0.1:0", Board(lambda: settings, lambda: None))
+    taken = first.url.rpartition(":")[2]
+    try:
+        with pytest.raises(ConfigError, match=r"daemon\.listen"):
+            Endpoint(f"127.0.0.1:{taken}", Board(lambda: settings, lambda: None))
+    finally:
+        first.stop()
+
+
+@pytest.mark.parametrize("bad", ["9347", "localhost:", "127.0.0.1:http", "127.0.0.1:70000"])
+def test_listen_must_be_host_and_port(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ValueError, match="host:port"):
+        make_settings(tmp_path, daemon={"listen": bad})
+
+
+def test_state_file_errors_and_freshness_are_counted(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    board = Board(lambda: settings, lambda: None)
+    board.record(RunOutcome.from_error(StateError("disk full"), duration_s=1, finished_at=10))
+    board.record(RunOutcome.from_summary(RunSummary(), duration_s=1, finished_at=20))
+    found = {
+        s.name: s.value
+        for family in text_string_to_metric_families(board.metrics_text())
+        for s in family.samples
+        if not s.labels
+    }
+    assert found["skuferry_state_errors_total"] == 1
+    assert found["skuferry_last_success_timestamp_seconds"] == 20

@@ -1,0 +1,59 @@
+"""The progress bar's time left comes from the budget, and a wait for budget is said aloud."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from skuferry.remote.budget import Budget
+from skuferry.service.progress import PacedProgress
+
+START = 1_700_000_000.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float, stop: threading.Event | None) -> None:
+        self.now += seconds
+
+
+def test_time_left_is_the_budgets_and_does_not_freeze_during_a_wait(tmp_path: Path) -> None:
+    # The issue's new user: 300 products at write_per_minute = 100, a 3-window run.
+    clock = FakeClock()
+    shown: list[tuple[int, int]] = []
+    view = PacedProgress(lambda done, total: shown.append((done, total)), clock=clock)
+    seen_while_waiting: list[str] = []
+
+    def wait(seconds: float, stop: threading.Event | None) -> None:
+        seen_while_waiting.append(view.text())  # what the bar says as the wait starts...
+        clock.now += 17
+        seen_while_waiting.append(view.text())  # ...and 17 s into it
+        clock.now += seconds - 17
+
+    with Budget(tmp_path / "state.db", limits={"write": 100}, clock=clock, wait=wait) as budget:
+        assert view.text() == ""  # nothing to tell before the writes start
+        view.watch_budget(budget)
+        for done in range(1, 101):
+            budget.acquire("write")
+            view(done, 300)
+        assert shown[-1] == (100, 300)
+        assert view.text() == "0:02:01 left"  # two more windows of 60.5 s, not "0:00:01"
+        clock.now += 30
+        assert view.text() == "0:01:31 left"  # counts down while the window waits
+        budget.acquire("write")  # the 101st waits for the oldest send to age out
+    assert seen_while_waiting == [
+        "waiting for the write budget: 31 s",
+        "waiting for the write budget: 14 s",
+    ]
+
+
+def test_short_waits_are_pacing_not_news() -> None:
+    clock = FakeClock()
+    view = PacedProgress(lambda done, total: None, clock=clock)
+    view.waiting("write", 0.4)
+    assert view.text() == ""

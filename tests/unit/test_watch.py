@@ -1,0 +1,160 @@
+"""Runs triggered by a new export: one settled version of the file, one call, one run."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skuferry.models import RunSummary
+from skuferry.service.daemon import Daemon
+from skuferry.service.watch import FileWatch
+from tests.unit.test_daemon import FakeJob, make_settings, started, wait_until
+
+__all__ = ["started"]  # the daemon fixture, shared with test_daemon.py
+
+SETTLE_S = 0.4
+HEADER = "sku,name,price\n"
+
+
+def replace_atomically(path: Path, text: str) -> None:
+    """What an ERP export does: write a temporary file beside it, then rename it over."""
+    tmp = path.with_name(f".{path.name}.part")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def rows(n: int, version: int = 0) -> str:
+    return HEADER + "".join(f"W-{i:03d},Wall plug {i},0.{i + version:02d}\n" for i in range(n))
+
+
+class Calls:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sizes: list[int] = []
+        self.lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.sizes.append(self.path.stat().st_size)
+
+
+@pytest.fixture(params=[False, True], ids=["inotify", "polling"])
+def watch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[FileWatch, Calls]]:
+    path = tmp_path / "products.csv"
+    path.write_text(rows(3), encoding="utf-8")
+    calls = Calls(path)
+    watcher = FileWatch(
+        path, calls, settle_s=SETTLE_S, poll_s=0.05, force_polling=request.param
+    ).start()
+    yield watcher, calls
+    watcher.stop()
+
+
+def quiet_for(seconds: float) -> None:
+    """Give a wrong second call the time it would need to show up."""
+    time.sleep(seconds)
+
+
+def test_an_atomic_replace_triggers_exactly_one_call(watch: tuple[FileWatch, Calls]) -> None:
+    watcher, calls = watch
+    replace_atomically(watcher.path, rows(50, version=1))
+    wait_until(lambda: len(calls.sizes) >= 1, "the call")
+    quiet_for(SETTLE_S * 3)
+    assert calls.sizes == [watcher.path.stat().st_size]
+
+
+def test_a_slow_append_triggers_one_call_once_the_file_is_complete(
+    watch: tuple[FileWatch, Calls],
+) -> None:
+    watcher, calls = watch
+    with watcher.path.open("a", encoding="utf-8") as out:
+        for i in range(8):  # a new chunk every quarter of the settle time
+            out.write(f"X-{i:03d},Toggle bolt {i},1.{i:02d}\n")
+            out.flush()
+            time.sleep(SETTLE_S / 4)
+    final = watcher.path.stat().st_size
+    wait_until(lambda: len(calls.sizes) >= 1, "the call")
+    quiet_for(SETTLE_S * 3)
+    assert calls.sizes == [final], "one call, and only after the last chunk"
+
+
+def test_an_unchanged_file_and_other_files_trigger_nothing(
+    watch: tuple[FileWatch, Calls],
+) -> None:
+    watcher, calls = watch
+    (watcher.path.parent / "state.db").write_bytes(b"x" * 100)  # the state beside the export
+    os.utime(watcher.path.parent / "state.db")
+    quiet_for(SETTLE_S * 3)
+    assert calls.sizes == []
+
+
+def test_a_file_that_appears_later_is_picked_up(tmp_path: Path) -> None:
+    path = tmp_path / "later.csv"
+    calls = Calls(path)
+    watcher = FileWatch(path, calls, settle_s=0.1, poll_s=0.05).start()
+    try:
+        replace_atomically(path, rows(2))
+        wait_until(lambda: len(calls.sizes) == 1, "the call")
+    finally:
+        watcher.stop()
+
+
+def append_slowly(path: Path, text: str) -> None:
+    """What a slow ERP export does: the file grows in chunks, closer together than the settle."""
+    with path.open("a", encoding="utf-8") as out:
+        for line in text.splitlines(keepends=True):
+            out.write(line)
+            out.flush()
+            time.sleep(SETTLE_S / 8)
+
+
+@pytest.mark.parametrize("export_by", [replace_atomically, append_slowly])
+def test_the_daemon_runs_once_per_new_export_besides_the_schedule(
+    tmp_path: Path,
+    started: Callable[..., tuple[Daemon, Any, dict[str, int]]],
+    export_by: Callable[[Path, str], None],
+) -> None:
+    export = tmp_path / "products.csv"
+    export.write_text(rows(3), encoding="utf-8")
+    settings = make_settings(
+        tmp_path, schedule={"watch": True, "watch_settle_s": SETTLE_S, "run_at_start": False}
+    )
+    lines_seen: list[int] = []
+
+    def run(**_kw: Any) -> RunSummary:
+        lines_seen.append(len(export.read_text(encoding="utf-8").splitlines()))
+        return RunSummary()
+
+    job = FakeJob(run)
+    daemon, _, _ = started(settings, job, interval_s=3600)
+    quiet_for(SETTLE_S)
+    assert job.calls == []
+    export_by(
+        export, rows(12, version=2)[len(HEADER) :] if export_by is append_slowly else rows(12)
+    )
+    wait_until(lambda: len(job.calls) == 1 and not daemon.run_in_flight, "the triggered run")
+    quiet_for(SETTLE_S * 3)
+    assert len(job.calls) == 1
+    assert lines_seen == [len(export.read_text(encoding="utf-8").splitlines())], "the whole file"
+    assert daemon.next_run() is not None, "the schedule goes on"
+
+
+def test_watch_needs_a_local_file_source(tmp_path: Path) -> None:
+    from skuferry.config.load import settings_from_dict
+    from skuferry.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"schedule\.watch"):
+        settings_from_dict(
+            {
+                "api": {"base_url": "http://127.0.0.1:9", "api_key": "k"},
+                "source": {"type": "http", "url": "http://127.0.0.1:9/products"},
+                "schedule": {"watch": True},
+                "state": {"path": str(tmp_path / "s.db")},
+            }
+        )
