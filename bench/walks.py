@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from bench.common import KEY, WORKSPACE, Result, client, payload, settings, write_csv
-from skuferry.remote.budget import WINDOW_S, window_allowance
 from skuferry.remote.client import RemoteClient
+from skuferry.remote.scopes import WINDOW_S, window_allowance
 from skuferry.sandbox import Sandbox, SandboxConfig
 from skuferry.sync.engine import Adapters, run_once
 

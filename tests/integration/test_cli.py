@@ -417,3 +417,5 @@ def test_demo_syncs_the_sample_catalog_twice_and_exits_0(tmp_path: Path, run_cli
     assert 'PATCH HT-00004 {"price":48.20}' in out, "each update carries only what changed"
     assert "description of HT-00004 survived the sync" in out, "create_only: the CMS's"
     assert (tmp_path / "demo" / "skuferry.db").exists()
+    for name in ("skuferry.db", "skuferry.toml", "catalog.csv"):  # catalog data and the key
+        assert (tmp_path / "demo" / name).stat().st_mode & 0o077 == 0, name

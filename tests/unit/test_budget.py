@@ -22,8 +22,9 @@ from structlog.testing import capture_logs
 
 from skuferry.config.load import BudgetSettings
 from skuferry.errors import Interrupted
-from skuferry.remote.budget import Budget, planned_eta
+from skuferry.remote.budget import Budget
 from skuferry.remote.pace import Pace, learn, window_eta
+from skuferry.sync.eta import planned_eta
 
 START = 1_700_000_000.0
 TOL = 1e-6

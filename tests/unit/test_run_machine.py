@@ -5,14 +5,19 @@ catalog, lets staff edit, delete and create products on the remote, arms faults 
 the next run (lost responses, timeouts, 429s, the process dying on either side of
 the server's commit or before any transaction of the mirror, a failing walk) and
 runs ``run_once`` (plain or ``verify``) on one state file that outlives every crash.
+Each example draws PATCH or PUT, 1 or 3 writes in flight, a create-only column or
+none, and ``[gone]`` archiving or none.
 
-After every step: no key is ever on the remote twice, and no POST went out for a
-key whose earlier create was left in doubt (checked by ``tests.faults`` at POST
-time). After a run in which nothing went wrong: every valid source product is on the
-remote once with the source's fields (except staff edits a plain run cannot see),
-and a run right after it, with nothing changed, writes nothing.
+After every step: no key is ever on the remote twice, no POST went out for a key
+whose earlier create was left in doubt (checked by ``tests.faults`` at POST time),
+and a create-only value staff wrote is never overwritten. After a run in which
+nothing went wrong: every valid source product is on the remote once with the
+source's owned fields (except staff edits a plain run cannot see), products that
+left the source are archived and those back are restored, and a run right after it,
+with nothing changed, writes nothing.
 
-``SKUFERRY_MACHINE_EXAMPLES=2000`` runs it longer than CI does.
+What it found is kept below as plain examples (fixed ones pass, the others are
+strict xfails naming the bug). ``SKUFERRY_MACHINE_EXAMPLES=2000`` runs it longer.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -58,7 +64,7 @@ BLURBS = ("Soft light", "Oak top")  # a column that may be create-only
 COLUMNS = ("sku", "name", "price", "blurb")  # the source's: what skuferry sends on create
 OWNED = ("sku", "name", "price")  # what skuferry keeps in step (plus blurb unless create-only)
 ARCHIVED, ACTIVE = {"status": "archived"}, {"status": "active"}  # [gone] patch and restore
-EXAMPLES = int(os.environ.get("SKUFERRY_MACHINE_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("SKUFERRY_MACHINE_EXAMPLES", "100"))
 
 keys = st.sampled_from(KEYS)
 names = st.sampled_from(NAMES)
@@ -199,8 +205,11 @@ class RunMachine(RuleBasedStateMachine):
         Not after a walk for a key the mirror has no remote id for: the planner then takes
         the key as absent and POSTs without looking (by design, a walk per create would
         cost 1 read per 100 products each run), so that duplicate is staff's, not a bug.
+        Not with archiving either: see ``test_a_product_recreated_after_its_archive_404d``.
         """
-        if self.remote.by_key(key) or (self._walked() and not self._linked(key)):
+        if self.archiving or self.remote.by_key(key):
+            return
+        if self._walked() and not self._linked(key):
             return
         self.remote.seed({"sku": key, "name": name, "price": price})
         self.staff_touched.add(key)
@@ -251,6 +260,7 @@ class RunMachine(RuleBasedStateMachine):
     def _run(self, *, verify: bool, allow_empty: bool, crash_at: int | None = None) -> None:
         assert self.settings is not None
         settled, writes_before = self.settled, self.remote.requests["write"]
+        in_doubt = {key for (key,) in self._state("SELECT key FROM intents")}
         fired: list[str] = []
         failure: BaseException | None = None
         try:
@@ -281,8 +291,12 @@ class RunMachine(RuleBasedStateMachine):
         self.staff_touched -= self.remote.written
         if verify:  # put right, except what the source cannot send (refused, contradictory)
             self.staff_touched -= {k for k, r in self._valid_rows().items() if r["name"]}
-        self._assert_in_step()
-        self.settled = not self.staff_touched  # else a --verify run still has work to do
+        late = self._assert_in_step(in_doubt)
+        # Else the next run still has work to do: --verify repairs, a late archive, and
+        # (a known bug, see test_a_refused_restore_is_not_resent_unchanged) a refused restore.
+        refused = self._state("SELECT key FROM products WHERE state = 'archived'")
+        refused_restore = {k for (k,) in refused} & set(self._source_keys())
+        self.settled = not self.staff_touched and not late and not refused_restore
 
     def _explain(self, failure: BaseException, fired: list[str], *, allow_empty: bool) -> None:
         """A run may only end early for a reason the test gave it."""
@@ -301,7 +315,8 @@ class RunMachine(RuleBasedStateMachine):
                 by_key.setdefault(r["sku"], []).append(r)
         return {k: rs[0] for k, rs in by_key.items() if all(r == rs[0] for r in rs)}
 
-    def _assert_in_step(self) -> None:
+    def _assert_in_step(self, in_doubt: set[str]) -> set[str]:
+        """Returns the keys archived only by the next run (see ``_assert_archived``)."""
         for key, row in self._valid_rows().items():
             held = self.remote.by_key(key)
             if not row["name"]:
@@ -313,20 +328,26 @@ class RunMachine(RuleBasedStateMachine):
             got = {f: held[0].get(f) for f in self.owned}
             assert got == {f: row[f] for f in self.owned}, f"{key}: remote {got} != source {row}"
             assert held[0].get("status") != "archived", f"{key} is back but still archived"
-        if self.archiving:
-            self._assert_archived()
+        return self._assert_archived(in_doubt) if self.archiving else set()
 
-    def _assert_archived(self) -> None:
-        """Every product skuferry made or linked whose key left the source is archived."""
+    def _assert_archived(self, in_doubt: set[str]) -> set[str]:
+        """Every product skuferry made or linked whose key left the source is archived.
+
+        Except a lost create the run found on the remote (its intent was open): it is
+        linked and marked gone, and archived by the next run (``plan.leaving``).
+        """
         linked = self._state(
             "SELECT remote_id, key FROM products WHERE remote_id IS NOT NULL "
             "AND state != 'remote_only'"
         )
-        in_source = set(self._source_keys())
+        in_source, late = set(self._source_keys()), set()
         for rid, key in linked:
             product = self.remote.products.get(rid)
-            if key not in in_source and product is not None:
-                assert product.get("status") == "archived", f"{key} left but is not archived"
+            if key in in_source or product is None or product.get("status") == "archived":
+                continue
+            assert key in in_doubt, f"{key} left the source but is not archived"
+            late.add(key)
+        return late
 
     # -- after every step ---------------------------------------------------------------
 
@@ -358,9 +379,10 @@ TestRunMachine = RunMachine.TestCase
 # -- what the machine found, as plain examples -----------------------------------------
 
 
-def _settings(tmp_path: Path) -> Settings:
+def _settings(tmp_path: Path, **over: Any) -> Settings:
     return settings_from_dict(
         {
+            **over,
             "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test", "max_in_flight": 1},
             "source": {"type": "csv", "path": str(tmp_path / "unused.csv")},
             "mapping": {"key": "sku"},
@@ -379,6 +401,10 @@ def _owned(remote: FakeRemote, key: str) -> list[dict[str, Any]]:
     return [{f: p.get(f) for f in OWNED} for p in remote.by_key(key)]
 
 
+def _edit_on_the_cms(remote: FakeRemote, key: str) -> None:
+    remote.products[remote.by_key(key)[0]["id"]]["name"] = "edited on the CMS"
+
+
 LAMP = {"sku": "A", "name": "Lamp", "price": "1.00"}
 DESK = {"sku": "B", "name": "Desk", "price": "1.00"}
 
@@ -386,7 +412,7 @@ DESK = {"sku": "B", "name": "Desk", "price": "1.00"}
 def test_verify_puts_right_a_product_edited_while_it_was_out_of_the_source(tmp_path: Path) -> None:
     settings, remote = _settings(tmp_path), FakeRemote()
     _sync(settings, remote, [LAMP, DESK], verify=False)
-    remote.products[remote.by_key("A")[0]["id"]]["name"] = "edited on the CMS"
+    _edit_on_the_cms(remote, "A")
     _sync(settings, remote, [DESK], verify=False)  # A leaves the source: gone
     _sync(settings, remote, [LAMP, DESK], verify=True)  # back unchanged: planned UNCHANGED
     assert _owned(remote, "A") == [LAMP]
@@ -397,7 +423,7 @@ def test_verify_puts_right_an_edited_field_when_the_source_changed_another(
 ) -> None:
     settings, remote = _settings(tmp_path), FakeRemote()
     _sync(settings, remote, [LAMP], verify=False)
-    remote.products[remote.by_key("A")[0]["id"]]["name"] = "edited on the CMS"
+    _edit_on_the_cms(remote, "A")
     changed = {**LAMP, "price": "2.50"}
     _sync(settings, remote, [changed], verify=True)  # a PATCH of the price alone kept the edit
     assert _owned(remote, "A") == [changed]
@@ -413,3 +439,63 @@ def test_verify_finds_a_deleted_product_whose_update_has_nothing_new_to_send(
     # Back to what was last sent: the update has nothing to send, so no request met the 404.
     _sync(settings, remote, [LAMP], verify=True)
     assert _owned(remote, "A") == [LAMP]
+
+
+def test_a_source_of_returning_archived_products_is_not_refused_as_empty(
+    tmp_path: Path,
+) -> None:
+    gone = {"action": "patch", "patch": ARCHIVED, "restore": ACTIVE}
+    settings, remote = _settings(tmp_path, gone=gone), FakeRemote()
+    _sync(settings, remote, [LAMP, DESK], verify=False)
+    _sync(settings, remote, [DESK], verify=False)  # A archived
+    _sync(settings, remote, [LAMP], verify=False)  # A restored, B archived: not "empty"
+    assert remote.by_key("A")[0]["status"] == "active"
+    assert remote.by_key("B")[0]["status"] == "archived"
+
+
+def test_a_verify_run_cut_short_before_its_repair_leaves_the_repair_planned(
+    tmp_path: Path,
+) -> None:
+    settings, remote = _settings(tmp_path), FakeRemote()
+    _sync(settings, remote, [LAMP], verify=False)
+    _edit_on_the_cms(remote, "A")
+
+    def die(op: str, payload: dict[str, Any]) -> None:
+        raise Crash(f"killed before the {op} reached the server")
+
+    remote.pre = die
+    with pytest.raises(Crash):
+        _sync(settings, remote, [LAMP], verify=True)  # found the edit, died before the PATCH
+    remote.pre = None
+    _sync(settings, remote, [LAMP], verify=False)  # "last sent" now holds the edit: update
+    assert _owned(remote, "A") == [LAMP]
+
+
+# -- found by the machine, not fixed here (issue 11's [gone] archiving) ----------------
+
+GONE = {"action": "patch", "patch": ARCHIVED, "restore": ACTIVE}
+
+
+@pytest.mark.xfail(strict=True, reason="a refused restore stays ARCHIVED and is re-sent each run")
+def test_a_refused_restore_is_not_resent_unchanged(tmp_path: Path) -> None:
+    settings, remote = _settings(tmp_path, gone=GONE), FakeRemote()
+    _sync(settings, remote, [LAMP, DESK], verify=False)
+    _sync(settings, remote, [DESK], verify=False)  # A archived
+    back = [{**LAMP, "name": ""}, DESK]
+    _sync(settings, remote, back, verify=False)  # the restore is refused: 422
+    writes = remote.requests["write"]
+    _sync(settings, remote, back, verify=False)  # nothing changed
+    assert remote.requests["write"] == writes, "the refused restore went out again"
+
+
+@pytest.mark.xfail(strict=True, reason="an archive's 404 forgets that the product may be back")
+def test_a_product_recreated_after_its_archive_404d_is_adopted_not_duplicated(
+    tmp_path: Path,
+) -> None:
+    settings, remote = _settings(tmp_path, gone=GONE), FakeRemote()
+    _sync(settings, remote, [LAMP, DESK], verify=False)
+    del remote.products[remote.by_key("A")[0]["id"]]  # deleted on the CMS ...
+    remote.seed(dict(LAMP))  # ... and made again there, under another id
+    _sync(settings, remote, [DESK], verify=False)  # A left: its archive PATCH answers 404
+    _sync(settings, remote, [LAMP, DESK], verify=False)  # A is back
+    assert len(remote.by_key("A")) == 1

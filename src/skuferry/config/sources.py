@@ -65,7 +65,10 @@ def read_secret(
     key: str,
     env: Mapping[str, str] | None = None,
 ) -> SecretStr | None:
-    """The secret from ``<key>_env`` > ``<key>_file`` > inline (config/secrets.py), or ConfigError."""
+    """The secret from ``<key>_env`` > ``<key>_file`` > inline (``config/secrets.py``).
+
+    Raises ConfigError when the named file or variable cannot be read.
+    """
     environ = os.environ if env is None else env
     return read_source_secret(key=key, inline=inline, file=file, env_name=env_name, env=environ)
 

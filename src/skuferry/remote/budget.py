@@ -43,7 +43,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -52,18 +51,24 @@ from skuferry.config.load import BudgetSettings
 from skuferry.errors import Interrupted, StateError
 from skuferry.remote import pace as pacing
 from skuferry.remote.pace import Pace
+from skuferry.remote.scopes import (
+    EGRESS,
+    PACE_META,
+    WINDOW_S,
+    Scope,
+    bucket_capacity,
+    bucket_rate,
+    pace_rows,
+    refill,
+    window_allowance,
+    workspace_cap,
+)
 from skuferry.state.schema import open_state
 
 log = logs.get(__name__)
 
-EGRESS = "egress"
-WINDOW_S = 60.0  # the server's limits are per minute
 PENALTY_GUARD_S = 0.1  # Retry-After is whole seconds, counted by the server's clock
 WORKSPACE = "workspace"
-# The spec's per-workspace caps (§8); a cap below one key's own limit is raised to it,
-# so one key configured above the spec's numbers is not throttled by a default.
-WORKSPACE_DEFAULTS = {"read": 900, "write": 180, EGRESS: 40}
-PACE_META = "budget.pace."  # meta rows: learnt pace per scope, JSON
 _MIN_WAIT_S = 0.001  # float rounding can leave a hair of shortfall: never spin on it
 _LOG_WAIT_FROM_S = 1.0
 _BUSY_TIMEOUT_MS = 2000  # per attempt; between attempts a stop request is honoured
@@ -73,41 +78,6 @@ _EPS = 1e-9
 Wait = Callable[[float, threading.Event | None], None]
 OnWait = Callable[[str, float], None]  # (tier, seconds): e.g. the progress bar's notice
 T = TypeVar("T")
-
-
-def window_allowance(per_minute: int) -> int:
-    """Sends allowed in one sliding window of ``60 + clock_skew_s`` seconds: all N."""
-    return max(1, per_minute)
-
-
-def bucket_capacity(per_minute: int, clock_skew_s: float) -> int:
-    """Bucket size: the server's, less what it refills during our clock uncertainty."""
-    return max(1, math.floor(per_minute - per_minute / WINDOW_S * clock_skew_s + _EPS))
-
-
-def bucket_rate(per_minute: int, safety_margin: float) -> float:
-    """Tokens per second."""
-    return per_minute / WINDOW_S * (1 - safety_margin)
-
-
-def refill(
-    tokens: float, updated_at: float, now: float, *, capacity: float, rate: float
-) -> tuple[float, float]:
-    """The bucket at ``now``: ``(tokens, as_of)``, clamped to ``capacity``.
-
-    A stamp in the future (a penalty, or another process's clock running ahead)
-    earns nothing until it is reached, and is kept so the time is not counted twice.
-    """
-    if now > updated_at:
-        return min(capacity, tokens + (now - updated_at) * rate), now
-    return min(float(capacity), tokens), updated_at
-
-
-def workspace_cap(configured: int | None, tier: str, per_key: int) -> int:
-    """All keys' cap: as configured, else the spec's, never below one key's own limit."""
-    if configured is not None:
-        return configured
-    return max(WORKSPACE_DEFAULTS.get(tier, per_key), per_key)
 
 
 def _default_wait(seconds: float, stop: threading.Event | None) -> None:
@@ -120,24 +90,6 @@ def _default_wait(seconds: float, stop: threading.Event | None) -> None:
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    """One counted thing: a key's tier, or the workspace's."""
-
-    name: str  # row name in budget_bucket / budget_sends
-    tier: str
-    per_minute: int
-    allowance: int  # window limiter
-    capacity: int  # bucket limiter
-    rate: float  # bucket limiter, tokens per second
-    charged: bool = True  # False: a workspace cap that cannot bind; only its blocks count
-
-    @property
-    def limit(self) -> int:
-        """What the scope may send at once: the capacity a learnt burst starts from."""
-        return self.allowance
 
 
 class Budget:
@@ -182,7 +134,7 @@ class Budget:
             for fp in self.keys
             for tier, n in per_minute.items()
         }
-        self._workspace: dict[str, _Scope] = {}
+        self._workspace: dict[str, Scope] = {}
         if several:
             for tier, n in per_minute.items():
                 cap = workspace_cap(workspace.get(tier), tier, n)
@@ -205,8 +157,8 @@ class Budget:
             self._conn.close()
             raise StateError(f"cannot prepare the budget state in {state_path}: {exc}") from exc
 
-    def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> _Scope:
-        return _Scope(
+    def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> Scope:
+        return Scope(
             name=name,
             tier=tier,
             per_minute=n,
@@ -357,7 +309,7 @@ class Budget:
             now = self._clock()
             paces = self._paces(conn, now)
             keys = [self._key_scopes[(fp, tier)] for fp in self.keys]
-            groups: list[list[_Scope]] = [keys]
+            groups: list[list[Scope]] = [keys]
             workspace = self._workspace.get(tier)
             if workspace is not None and workspace.charged:
                 groups.append([workspace])
@@ -447,7 +399,7 @@ class Budget:
                 self._put_bucket(conn, f"{s.name}~pace", tokens - 1, as_of)
         return 0.0, fp
 
-    def _wait_for(self, conn: sqlite3.Connection, scope: _Scope, now: float) -> float:
+    def _wait_for(self, conn: sqlite3.Connection, scope: Scope, now: float) -> float:
         row = self._row(conn, scope.name)
         blocked = (row[2] - now) if row else 0.0
         if not scope.charged:
@@ -458,7 +410,7 @@ class Budget:
         short = (as_of - now) + (1 - tokens) / scope.rate if tokens < 1 else 0.0
         return max(blocked, short)
 
-    def _charge(self, conn: sqlite3.Connection, scope: _Scope, now: float) -> None:
+    def _charge(self, conn: sqlite3.Connection, scope: Scope, now: float) -> None:
         if self._limiter == "window":
             conn.execute("INSERT INTO budget_sends (tier, ts) VALUES (?, ?)", (scope.name, now))
         else:
@@ -468,7 +420,7 @@ class Budget:
     def _available(
         self,
         conn: sqlite3.Connection,
-        scope: _Scope,
+        scope: Scope,
         row: tuple[float, float, float] | None,
         now: float,
     ) -> tuple[float, float]:
@@ -479,7 +431,7 @@ class Budget:
             )
         return float(scope.capacity), self._bucket_at(row, scope, now)[0]
 
-    def _block(self, conn: sqlite3.Connection, scope: _Scope, until: float, now: float) -> None:
+    def _block(self, conn: sqlite3.Connection, scope: Scope, until: float, now: float) -> None:
         row = self._row(conn, scope.name)
         tokens, updated_at, blocked_until = row if row else (float(scope.capacity), now, 0.0)
         if self._limiter == "bucket":
@@ -504,7 +456,7 @@ class Budget:
                 out[scope] = learnt
         return out
 
-    def _learn(self, conn: sqlite3.Connection, scope: _Scope, now: float, until: float) -> Pace:
+    def _learn(self, conn: sqlite3.Connection, scope: Scope, now: float, until: float) -> Pace:
         previous = self._paces(conn, now).get(scope.name)
         tokens = self._pace_bucket(conn, scope, previous, now)[0] if previous else None
         if self._limiter == "window":
@@ -525,7 +477,7 @@ class Budget:
         return learnt
 
     def _pace_bucket(
-        self, conn: sqlite3.Connection, scope: _Scope, learnt: Pace, now: float
+        self, conn: sqlite3.Connection, scope: Scope, learnt: Pace, now: float
     ) -> tuple[float, float]:
         burst = math.floor(learnt.burst_at(now, scope.limit) + _EPS)
         rate = scope.per_minute / WINDOW_S * learnt.factor_at(now)
@@ -551,7 +503,7 @@ class Budget:
         )
 
     def _bucket_at(
-        self, row: tuple[float, float, float] | None, scope: _Scope, now: float
+        self, row: tuple[float, float, float] | None, scope: Scope, now: float
     ) -> tuple[float, float]:
         if row is None:  # a brand-new bucket starts full
             return float(scope.capacity), now
@@ -567,7 +519,7 @@ class Budget:
         ).fetchone()[0]
         return count
 
-    def _window_wait(self, conn: sqlite3.Connection, scope: _Scope, now: float) -> float:
+    def _window_wait(self, conn: sqlite3.Connection, scope: Scope, now: float) -> float:
         """Seconds until one more send fits the window (0: now); prunes aged sends."""
         cutoff = now - self._window_s
         conn.execute("DELETE FROM budget_sends WHERE tier = ? AND ts <= ?", (scope.name, cutoff))
@@ -583,7 +535,7 @@ class Budget:
         return float(ts) + self._window_s - now
 
     def _group_eta(
-        self, conn: sqlite3.Connection, scopes: list[_Scope], n: int, now: float
+        self, conn: sqlite3.Connection, scopes: list[Scope], n: int, now: float
     ) -> float:
         """ETA of n sends shared by ``scopes`` (the keys together, or the workspace)."""
         if self._limiter == "window":
@@ -640,71 +592,3 @@ class Budget:
                 conn.execute("ROLLBACK")
             raise
         return result
-
-
-def planned_eta(
-    writes: int,
-    settings: BudgetSettings,
-    *,
-    keys: int,
-    paces: Sequence[Pace] = (),
-    now: float | None = None,
-) -> tuple[float, float]:
-    """``plan``'s estimate: ``(seconds, writes per minute)`` for a fresh budget.
-
-    All keys together, capped by the workspace; a learnt pace (of any key) slows
-    every key alike, which is what a gateway in front of the workspace does.
-    """
-    per_key = settings.write_per_minute
-    cap = workspace_cap(settings.workspace_write_per_minute, "write", per_key)
-    rate = float(min(cap, per_key * keys) if keys > 1 else per_key)
-    burst: float | None = None
-    when = time.time() if now is None else now
-    if paces:
-        factor = min(p.factor_at(when) for p in paces)
-        burst = min(p.burst_at(when, per_key) for p in paces) * max(keys, 1)
-        rate *= factor
-    window_s = WINDOW_S + settings.clock_skew_s
-    seconds = pacing.fresh_eta(
-        writes, per_minute=rate, limiter=settings.limiter, window_s=window_s, burst=burst
-    )
-    return seconds, rate
-
-
-def pace_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    """``(scope, json)`` of every learnt pace in the state's ``meta`` (none if unreadable)."""
-    try:
-        rows = conn.execute(
-            "SELECT name, value FROM meta WHERE name >= ? AND name < ?",
-            (PACE_META, PACE_META[:-1] + "/"),
-        ).fetchall()
-    except sqlite3.Error:
-        return []
-    return [(str(name)[len(PACE_META) :], str(value)) for name, value in rows]
-
-
-def learnt_paces(
-    conn: sqlite3.Connection, limits: Mapping[str, int], now: float
-) -> dict[str, dict[str, float]]:
-    """Paces that still bind, by scope (``write``, ``write@<fp>``), for ``status``."""
-    out: dict[str, dict[str, float]] = {}
-    for scope, value in pace_rows(conn):
-        limit = limits.get(scope.partition("@")[0])
-        learnt = Pace.loads(value)
-        if limit is not None and learnt is not None and not learnt.forgotten(now, limit):
-            out[scope] = {
-                "burst": round(learnt.burst_at(now, limit), 1),
-                "rate_factor": round(learnt.factor_at(now), 3),
-            }
-    return out
-
-
-def read_paces(conn: sqlite3.Connection, tier: str = "write") -> list[Pace]:
-    """Learnt paces of ``tier`` found in a state file's ``meta`` (for ``plan``)."""
-    out = []
-    for scope, value in pace_rows(conn):
-        if scope == tier or scope.startswith(f"{tier}@"):
-            learnt = Pace.loads(value)
-            if learnt is not None:
-                out.append(learnt)
-    return out

@@ -14,6 +14,11 @@ schedule goes on. Stopping sets the ``stop`` event the engine polls, so the
 request in flight finishes and its result is committed; runs execute in
 daemon threads, so a run that overstays the stop deadline cannot keep the
 process alive (its open write intent is resolved by lookup on the next start).
+
+Besides the schedule: ``[schedule] watch`` starts a run when the source file
+settles after a change (service/watch.py), and ``[daemon] listen`` serves
+/metrics and /healthz (service/http_endpoint.py). Both only ask the main loop
+for a run (``request_run``), which starts it once no run is going.
 """
 
 from __future__ import annotations

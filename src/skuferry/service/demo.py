@@ -21,6 +21,7 @@ from rich.console import Console
 
 from skuferry import canonical
 from skuferry.config.load import Settings, load_settings
+from skuferry.files import create_private
 from skuferry.models import RunSummary
 from skuferry.service import report
 from skuferry.sync import engine
@@ -83,6 +84,7 @@ def run_demo(
 
     out = console or Console(highlight=False, soft_wrap=True)
     folder = workdir or Path(tempfile.mkdtemp(prefix="skuferry-demo-"))
+    create_private(folder / "catalog.csv")  # catalog data is private, like the state file
     shutil.copyfile(catalog_path(), folder / "catalog.csv")
     config = SandboxConfig(
         keys={DEMO_KEY: "demo"},
@@ -192,6 +194,7 @@ def _drop(path: Path, key: str) -> None:
 
 def _write_rows(path: Path, rows: list[dict[str, str]]) -> None:
     tmp = path.with_suffix(".tmp")
+    create_private(tmp)  # replaced in place, as an ERP does; private like the original
     with tmp.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

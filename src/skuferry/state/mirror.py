@@ -398,7 +398,9 @@ class Mirror:
                 key,
                 State.DUPLICATE,
                 {
-                    "last_error": f"the remote holds {len(remote_ids)} products with this key: {shown}",
+                    "last_error": (
+                        f"the remote holds {len(remote_ids)} products with this key: {shown}"
+                    ),
                 },
             )
             conn.execute("DELETE FROM intents WHERE key = ?", (key,))
@@ -473,7 +475,11 @@ class Mirror:
         """What the remote was found to hold (``--verify``): the next update is diffed
         against it, so it carries exactly the fields edited there."""
         with self._write() as conn:
-            self._upsert(conn, key, None, {"sent": canonical.dumps(dict(values))})
+            # The remote no longer holds ``digest``: unknown until the update lands, so a run
+            # cut short before it plans the update again instead of taking it as unchanged.
+            self._upsert(conn, key, None, {
+                "sent": canonical.dumps(dict(values)), "digest": None, "source_fingerprint": None,
+            })
 
     def archived(self, limit: int = 20) -> list[dict[str, Any]]:
         """Archived products, most recent first (for ``status``)."""

@@ -37,7 +37,7 @@ class Lookups:
 
     adopted: int = 0  # creates whose product the remote already held (linked, not POSTed)
     duplicates: int = 0  # creates whose key the remote holds several times (not POSTed)
-    repaired: int = 0  # --verify: unchanged products deleted or edited on the remote
+    repaired: int = 0  # --verify: products found deleted or edited on the remote
     problems: list[tuple[str, int | None, str]] = field(default_factory=list)  # key, line, why
 
 

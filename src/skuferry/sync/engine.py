@@ -305,7 +305,10 @@ def _guards(
     if not full:  # an incremental pull is small or empty by design
         return
     known = mirror.count()
-    valid = sum(counts[k] for k in (Kind.CREATE, Kind.UPDATE, Kind.UNCHANGED, Kind.STILL_REJECTED))
+    valid = sum(
+        counts[k]
+        for k in (Kind.CREATE, Kind.UPDATE, Kind.UNCHANGED, Kind.STILL_REJECTED, Kind.RESTORE)
+    )
     if valid == 0 and known and not allow_empty_source:
         what = (
             "the source is empty"

@@ -9,10 +9,13 @@ the window limiter sends a whole minute's allowance at once and then waits, so
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Sequence
 
-from skuferry.config.load import Settings
-from skuferry.remote.budget import planned_eta, read_paces, workspace_cap
-from skuferry.remote.pace import human_seconds
+from skuferry.config.load import BudgetSettings, Settings
+from skuferry.remote import pace as pacing
+from skuferry.remote.pace import Pace, human_seconds
+from skuferry.remote.scopes import WINDOW_S, read_paces, workspace_cap
 
 
 def plan_note(
@@ -34,3 +37,32 @@ def plan_note(
         f"dry run: {creates:,} creates and {updates:,} updates at {rate:.0f}/min "
         f"({', '.join(why)}) ≈ {human_seconds(seconds)}; nothing was written"
     )
+
+
+def planned_eta(
+    writes: int,
+    settings: BudgetSettings,
+    *,
+    keys: int,
+    paces: Sequence[Pace] = (),
+    now: float | None = None,
+) -> tuple[float, float]:
+    """``plan``'s estimate: ``(seconds, writes per minute)`` for a fresh budget.
+
+    All keys together, capped by the workspace; a learnt pace (of any key) slows
+    every key alike, which is what a gateway in front of the workspace does.
+    """
+    per_key = settings.write_per_minute
+    cap = workspace_cap(settings.workspace_write_per_minute, "write", per_key)
+    rate = float(min(cap, per_key * keys) if keys > 1 else per_key)
+    burst: float | None = None
+    when = time.time() if now is None else now
+    if paces:
+        factor = min(p.factor_at(when) for p in paces)
+        burst = min(p.burst_at(when, per_key) for p in paces) * max(keys, 1)
+        rate *= factor
+    window_s = WINDOW_S + settings.clock_skew_s
+    seconds = pacing.fresh_eta(
+        writes, per_minute=rate, limiter=settings.limiter, window_s=window_s, burst=burst
+    )
+    return seconds, rate

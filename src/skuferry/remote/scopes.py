@@ -1,0 +1,116 @@
+"""The arithmetic of one counted scope, and the learnt paces as the state file keeps them.
+
+``budget.py`` decides and charges inside its transactions; this module holds
+what it needs that is no transaction: per-scope limits (window allowance,
+bucket capacity and rate), the workspace cap's default, and the ``meta`` rows
+of learnt paces that ``plan`` and ``status`` read without opening a budget.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from skuferry.remote.pace import Pace
+
+EGRESS = "egress"
+WINDOW_S = 60.0  # the server's limits are per minute
+# The spec's per-workspace caps (§8); a cap below one key's own limit is raised to it,
+# so one key configured above the spec's numbers is not throttled by a default.
+WORKSPACE_DEFAULTS = {"read": 900, "write": 180, EGRESS: 40}
+PACE_META = "budget.pace."  # meta rows: learnt pace per scope, JSON
+_EPS = 1e-9
+
+
+def window_allowance(per_minute: int) -> int:
+    """Sends allowed in one sliding window of ``60 + clock_skew_s`` seconds: all N."""
+    return max(1, per_minute)
+
+
+def bucket_capacity(per_minute: int, clock_skew_s: float) -> int:
+    """Bucket size: the server's, less what it refills during our clock uncertainty."""
+    return max(1, math.floor(per_minute - per_minute / WINDOW_S * clock_skew_s + _EPS))
+
+
+def bucket_rate(per_minute: int, safety_margin: float) -> float:
+    """Tokens per second."""
+    return per_minute / WINDOW_S * (1 - safety_margin)
+
+
+def refill(
+    tokens: float, updated_at: float, now: float, *, capacity: float, rate: float
+) -> tuple[float, float]:
+    """The bucket at ``now``: ``(tokens, as_of)``, clamped to ``capacity``.
+
+    A stamp in the future (a penalty, or another process's clock running ahead)
+    earns nothing until it is reached, and is kept so the time is not counted twice.
+    """
+    if now > updated_at:
+        return min(capacity, tokens + (now - updated_at) * rate), now
+    return min(float(capacity), tokens), updated_at
+
+
+def workspace_cap(configured: int | None, tier: str, per_key: int) -> int:
+    """All keys' cap: as configured, else the spec's, never below one key's own limit."""
+    if configured is not None:
+        return configured
+    return max(WORKSPACE_DEFAULTS.get(tier, per_key), per_key)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """One counted thing: a key's tier, or the workspace's."""
+
+    name: str  # row name in budget_bucket / budget_sends
+    tier: str
+    per_minute: int
+    allowance: int  # window limiter
+    capacity: int  # bucket limiter
+    rate: float  # bucket limiter, tokens per second
+    charged: bool = True  # False: a workspace cap that cannot bind; only its blocks count
+
+    @property
+    def limit(self) -> int:
+        """What the scope may send at once: the capacity a learnt burst starts from."""
+        return self.allowance
+
+
+def pace_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """``(scope, json)`` of every learnt pace in the state's ``meta`` (none if unreadable)."""
+    try:
+        rows = conn.execute(
+            "SELECT name, value FROM meta WHERE name >= ? AND name < ?",
+            (PACE_META, PACE_META[:-1] + "/"),
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    return [(str(name)[len(PACE_META) :], str(value)) for name, value in rows]
+
+
+def learnt_paces(
+    conn: sqlite3.Connection, limits: Mapping[str, int], now: float
+) -> dict[str, dict[str, float]]:
+    """Paces that still bind, by scope (``write``, ``write@<fp>``), for ``status``."""
+    out: dict[str, dict[str, float]] = {}
+    for scope, value in pace_rows(conn):
+        limit = limits.get(scope.partition("@")[0])
+        learnt = Pace.loads(value)
+        if limit is not None and learnt is not None and not learnt.forgotten(now, limit):
+            out[scope] = {
+                "burst": round(learnt.burst_at(now, limit), 1),
+                "rate_factor": round(learnt.factor_at(now), 3),
+            }
+    return out
+
+
+def read_paces(conn: sqlite3.Connection, tier: str = "write") -> list[Pace]:
+    """Learnt paces of ``tier`` found in a state file's ``meta`` (for ``plan``)."""
+    out = []
+    for scope, value in pace_rows(conn):
+        if scope == tier or scope.startswith(f"{tier}@"):
+            learnt = Pace.loads(value)
+            if learnt is not None:
+                out.append(learnt)
+    return out
