@@ -77,6 +77,8 @@ class MirrorRow:
     key: str
     state: State
     digest: str | None = None  # digest last confirmed on the remote (SYNCED) or refused (REJECTED)
+    # ARCHIVED: the [gone] patch's digest while its answer is in doubt, a product's digest
+    # whose restore was refused, else None (archived for sure)
     remote_id: str | None = None
     intent_digest: str | None = None  # an open create intent: outcome unknown until looked up
     last_error: str | None = None

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,7 +93,7 @@ def mariadb() -> Iterator[int]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _connect(port: int, proc: subprocess.Popen[bytes], log: Path) -> object:
+def _connect(port: int, proc: subprocess.Popen[bytes], log: Path) -> Any:  # pymysql: untyped
     """The root connection, once the server answers (it needs a few seconds to start)."""
     deadline = time.monotonic() + 60
     while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -101,7 +102,11 @@ def started() -> Iterator[Callable[..., tuple[Daemon, RecordingNotifier, dict[st
         if thread.is_alive():
             daemon.request_stop()
         thread.join(15)
-        wait_until(lambda d=daemon: not d.run_in_flight, "the last run to end")
+        wait_until(functools.partial(_idle, daemon), "the last run to end")
+
+
+def _idle(daemon: Daemon) -> bool:
+    return not daemon.run_in_flight
 
 
 def stop(daemon: Daemon, result: dict[str, int]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gc
 import json
+from collections.abc import Generator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -232,6 +233,7 @@ def test_stopping_early_closes_the_file(tmp_path: Path) -> None:
     # filterwarnings=error turns an unclosed file's ResourceWarning into a failure.
     path = _write(tmp_path / "p.csv", b"sku\nA-1\nB-2\n")
     stream = CsvSource(path).records()
+    assert isinstance(stream, Generator)  # closing a generator closes the file it holds
     assert next(stream) == RawRecord(2, {"sku": "A-1"})
     stream.close()
     gc.collect()

@@ -3,6 +3,8 @@ and the guard."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from skuferry import canonical
@@ -20,12 +22,12 @@ def product(key: str, price: str = "1.00") -> Product:
     return Product(key, payload, canonical.digest(payload), line=2)
 
 
-def row(key: str, state: State, **kw: object) -> MirrorRow:
+def row(key: str, state: State, **kw: Any) -> MirrorRow:
     fields = {"digest": product(key).digest, "remote_id": f"r-{key}", **kw}
     return MirrorRow(key, state, **fields)
 
 
-def kinds(source: list[Product], mirror: dict[str, MirrorRow], **kw: object) -> dict[str, Kind]:
+def kinds(source: list[Product], mirror: dict[str, MirrorRow], **kw: Any) -> dict[str, Kind]:
     return {a.key: a.kind for a in plan(source, mirror, walked=True, **kw) if a.key}
 
 
@@ -43,7 +45,7 @@ def test_with_archiving_a_product_that_leaves_is_archived_once() -> None:
 
 
 def test_an_archived_product_that_comes_back_is_restored_even_unchanged() -> None:
-    mirror = {"B": row("B", State.ARCHIVED)}
+    mirror = {"B": row("B", State.ARCHIVED, digest=None)}  # archived for sure: no digest
     (action,) = plan([product("B")], mirror, walked=True, archiving=ARCHIVING)
     assert (action.kind, action.remote_id) == (Kind.RESTORE, "r-B")
     assert kinds([product("B", "2.00")], mirror, archiving=ARCHIVING) == {"B": Kind.RESTORE}
@@ -61,7 +63,11 @@ def test_an_archived_product_that_comes_back_is_restored_even_unchanged() -> Non
         (State.ARCHIVED, {}, None),
         (State.REMOTE_ONLY, {}, None),  # never ours
         (State.DUPLICATE, {}, Kind.GONE),  # which one would we archive?
-        (State.PENDING, {"remote_id": None}, Kind.GONE),  # never created
+        # its remote id answered 404: staff may make it again, so it stays PENDING and
+        # its return is looked up before any POST
+        (State.PENDING, {"remote_id": None}, None),
+        (State.ARCHIVED, {"digest": ARCHIVING}, Kind.ARCHIVE),  # the archive is in doubt
+        (State.ARCHIVED, {"digest": "refused restore"}, None),
         (State.PENDING, {"intent_digest": "d"}, Kind.GONE),  # a create in doubt
     ],
 )
@@ -115,3 +121,16 @@ def test_metrics_count_archived_and_restored_products_across_runs() -> None:
     assert second[("skuferry_archived_total", None)] == 6
     assert second[("skuferry_restored_total", None)] == 2
     assert second[("skuferry_products", "archived")] == 5
+
+
+def test_a_refused_restore_is_still_rejected_until_its_data_change() -> None:
+    mirror = {"B": row("B", State.ARCHIVED)}  # digest: the restore the API refused
+    assert kinds([product("B")], mirror, archiving=ARCHIVING) == {"B": Kind.STILL_REJECTED}
+    assert kinds([product("B", "2.00")], mirror, archiving=ARCHIVING) == {"B": Kind.RESTORE}
+
+
+def test_a_key_whose_product_answered_404_is_looked_up_when_it_comes_back() -> None:
+    mirror = {"B": row("B", State.PENDING, remote_id=None, digest=None)}
+    assert kinds([], mirror, archiving=ARCHIVING) == {}  # stays PENDING while away
+    (action,) = plan([product("B")], mirror, walked=True, archiving=ARCHIVING)
+    assert (action.kind, action.lookup_first) == (Kind.CREATE, True)

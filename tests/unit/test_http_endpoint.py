@@ -115,7 +115,7 @@ def test_healthz_flips_on_a_failed_run_and_says_why_without_secrets(
 
 def test_healthz_is_503_when_the_schedule_is_dead(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
-    problem = {"why": None}
+    problem: dict[str, str | None] = {"why": None}
     board = Board(lambda: settings, lambda: problem["why"])
     board.record(RunOutcome.from_summary(RunSummary(), duration_s=1, finished_at=10))
     assert board.health()[0] == 200

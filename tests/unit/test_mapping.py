@@ -26,8 +26,8 @@ def _mapper(
         MappingSettings(
             key="sku",
             fields={
-                "sku": FieldSpec(column="ItemNo", type=key_type),  # type: ignore[arg-type]
-                "value": FieldSpec(column="Value", type=column_type, required=required),  # type: ignore[arg-type]
+                "sku": FieldSpec(column="ItemNo", type=key_type),
+                "value": FieldSpec(column="Value", type=column_type, required=required),
             },
         ),
         source_name="products.csv",

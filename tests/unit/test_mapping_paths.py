@@ -335,7 +335,7 @@ def test_an_integral_float_is_an_integer(value: float, expected: int) -> None:
     ],
 )
 def test_floats_that_do_not_fit_are_rejected(kind: str, value: float, problem: str) -> None:
-    mapper = _mapper(sku="s", v=FieldSpec(column="v", type=kind))  # type: ignore[arg-type]
+    mapper = _mapper(sku="s", v=FieldSpec(column="v", type=kind))
     assert problem in _bad(mapper.map(RawRecord(4, {"s": "A", "v": value}))).reason
 
 

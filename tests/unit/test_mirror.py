@@ -15,7 +15,8 @@ from skuferry.errors import StateError
 from skuferry.models import MirrorRow, Product, State
 from skuferry.state import reads as mirror_module
 from skuferry.state import schema
-from skuferry.state.mirror import Mirror, SeenTable
+from skuferry.state.mirror import Mirror
+from skuferry.state.reads import SeenTable
 
 
 def prod(key: str, line: int = 1, **fields: Any) -> Product:
@@ -195,6 +196,20 @@ def test_duplicate_and_remote_missing(mirror: Mirror) -> None:
         "B", State.PENDING, last_error="remote id r3 no longer exists"
     )
     assert mirror.payload("B") is None
+
+
+def test_an_archive_is_journalled_in_doubt_before_its_patch(mirror: Mirror) -> None:
+    a = prod("A", price=1)
+    mirror.record_created(a, "r1")
+    mirror.record_archive_sent("A", patch_digest="patch")  # committed before the PATCH
+    assert mirror.known()["A"] == MirrorRow("A", State.ARCHIVED, digest="patch", remote_id="r1")
+    mirror.record_archived("A", {"sku": "A", "price": 1})  # the answer came: archived for sure
+    assert mirror.known()["A"] == MirrorRow("A", State.ARCHIVED, remote_id="r1")
+    back = prod("A", price=0)
+    mirror.record_restore_refused(back, "price must be positive")
+    assert mirror.known()["A"] == MirrorRow(
+        "A", State.ARCHIVED, digest=back.digest, remote_id="r1", last_error="price must be positive"
+    )
 
 
 def test_mark_gone_counts_only_changes(mirror: Mirror) -> None:

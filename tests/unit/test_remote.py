@@ -11,7 +11,7 @@ import io
 import json
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -489,7 +489,7 @@ def test_update_uses_the_chosen_method(
 ) -> None:
     patch = router.patch(f"{PRODUCTS}/7").mock(return_value=ok({"id": "7", "v": 2}))
     put = router.put(f"{PRODUCTS}/7").mock(return_value=ok({"id": "7", "v": 2}))
-    data = make_client().update_product("7", {"v": 2}, method=method)  # type: ignore[arg-type]
+    data = make_client().update_product("7", {"v": 2}, method=method)
     assert data == {"id": "7", "v": 2}
     assert (patch.call_count, put.call_count) == ((1, 0) if verb == "PATCH" else (0, 1))
     sent = (patch if verb == "PATCH" else put).calls.last.request
@@ -531,7 +531,11 @@ def test_stop_prevents_new_attempts(
     router: respx.MockRouter, make_client: Any, sleeps: list[float]
 ) -> None:
     stop = threading.Event()
-    route = router.get(f"{PRODUCTS}/1").mock(side_effect=lambda request: (stop.set(), fail(503))[1])
+    def stop_then_fail(request: httpx.Request) -> httpx.Response:
+        stop.set()
+        return fail(503)
+
+    route = router.get(f"{PRODUCTS}/1").mock(side_effect=stop_then_fail)
     client = make_client(stop=stop)
     with pytest.raises(errors.Interrupted):
         client.get_product("1")
@@ -652,11 +656,12 @@ def test_key_never_in_logs_nor_errors(
     router.get(f"{PRODUCTS}/2").mock(return_value=httpx.Response(200, text=f"<p>{KEY}</p>"))
     client = make_client()
     raised: list[str] = []
-    for call in (
+    calls: tuple[Callable[[], object], ...] = (
         lambda: client.get_product("1"),
         lambda: client.create_product({"a": 1}),
         lambda: client.get_product("2"),
-    ):
+    )
+    for call in calls:
         with pytest.raises(errors.ApiError) as info:
             call()
         raised.append(str(info.value))

@@ -205,9 +205,8 @@ class RunMachine(RuleBasedStateMachine):
         Not after a walk for a key the mirror has no remote id for: the planner then takes
         the key as absent and POSTs without looking (by design, a walk per create would
         cost 1 read per 100 products each run), so that duplicate is staff's, not a bug.
-        Not with archiving either: see ``test_a_product_recreated_after_its_archive_404d``.
         """
-        if self.archiving or self.remote.by_key(key):
+        if self.remote.by_key(key):
             return
         if self._walked() and not self._linked(key):
             return
@@ -292,11 +291,8 @@ class RunMachine(RuleBasedStateMachine):
         if verify:  # put right, except what the source cannot send (refused, contradictory)
             self.staff_touched -= {k for k, r in self._valid_rows().items() if r["name"]}
         late = self._assert_in_step(in_doubt)
-        # Else the next run still has work to do: --verify repairs, a late archive, and
-        # (a known bug, see test_a_refused_restore_is_not_resent_unchanged) a refused restore.
-        refused = self._state("SELECT key FROM products WHERE state = 'archived'")
-        refused_restore = {k for (k,) in refused} & set(self._source_keys())
-        self.settled = not self.staff_touched and not late and not refused_restore
+        # Else the next run still has work to do: --verify repairs, a late archive.
+        self.settled = not self.staff_touched and not late
 
     def _explain(self, failure: BaseException, fired: list[str], *, allow_empty: bool) -> None:
         """A run may only end early for a reason the test gave it."""
@@ -471,12 +467,11 @@ def test_a_verify_run_cut_short_before_its_repair_leaves_the_repair_planned(
     assert _owned(remote, "A") == [LAMP]
 
 
-# -- found by the machine, not fixed here (issue 11's [gone] archiving) ----------------
+# -- found by the machine in issue 11's [gone] archiving, fixed -------------------------
 
 GONE = {"action": "patch", "patch": ARCHIVED, "restore": ACTIVE}
 
 
-@pytest.mark.xfail(strict=True, reason="a refused restore stays ARCHIVED and is re-sent each run")
 def test_a_refused_restore_is_not_resent_unchanged(tmp_path: Path) -> None:
     settings, remote = _settings(tmp_path, gone=GONE), FakeRemote()
     _sync(settings, remote, [LAMP, DESK], verify=False)
@@ -486,9 +481,12 @@ def test_a_refused_restore_is_not_resent_unchanged(tmp_path: Path) -> None:
     writes = remote.requests["write"]
     _sync(settings, remote, back, verify=False)  # nothing changed
     assert remote.requests["write"] == writes, "the refused restore went out again"
+    assert remote.by_key("A")[0]["status"] == "archived"
+    _sync(settings, remote, [LAMP, DESK], verify=False)  # the data changed: restored
+    assert _owned(remote, "A") == [LAMP]
+    assert remote.by_key("A")[0]["status"] == "active"
 
 
-@pytest.mark.xfail(strict=True, reason="an archive's 404 forgets that the product may be back")
 def test_a_product_recreated_after_its_archive_404d_is_adopted_not_duplicated(
     tmp_path: Path,
 ) -> None:
@@ -499,3 +497,50 @@ def test_a_product_recreated_after_its_archive_404d_is_adopted_not_duplicated(
     _sync(settings, remote, [DESK], verify=False)  # A left: its archive PATCH answers 404
     _sync(settings, remote, [LAMP, DESK], verify=False)  # A is back
     assert len(remote.by_key("A")) == 1
+
+
+def test_verify_puts_right_an_edit_of_a_product_restored_in_the_same_run(tmp_path: Path) -> None:
+    settings, remote = _settings(tmp_path, gone=GONE), FakeRemote()
+    _sync(settings, remote, [LAMP, DESK], verify=False)
+    _sync(settings, remote, [DESK], verify=False)  # A archived
+    _edit_on_the_cms(remote, "A")
+    _sync(settings, remote, [LAMP, DESK], verify=True)  # the restore carried the status alone
+    assert _owned(remote, "A") == [LAMP]
+    assert remote.by_key("A")[0]["status"] == "active"
+
+
+def test_an_archive_whose_answer_was_lost_is_restored_when_the_product_is_back(
+    tmp_path: Path,
+) -> None:
+    settings, remote = _settings(tmp_path, gone=GONE), FakeRemote()
+    _sync(settings, remote, [LAMP, DESK], verify=False)
+
+    def lose_answer(op: str, payload: dict[str, Any]) -> None:
+        raise errors.OutcomeUnknown(f"{op}: read timeout after the server applied it")
+
+    remote.post = lose_answer
+    _sync(settings, remote, [DESK], verify=False)  # A's archive PATCH landed, answer lost
+    remote.post = None
+    assert remote.by_key("A")[0]["status"] == "archived"
+    _sync(settings, remote, [LAMP, DESK], verify=False)  # A is back: "maybe archived", restored
+    assert remote.by_key("A")[0]["status"] == "active"
+
+
+def test_an_archive_whose_answer_was_lost_is_sent_again_while_the_product_stays_away(
+    tmp_path: Path,
+) -> None:
+    settings, remote = _settings(tmp_path, gone=GONE), FakeRemote()
+    _sync(settings, remote, [LAMP, DESK], verify=False)
+
+    def time_out(op: str, payload: dict[str, Any]) -> None:
+        raise errors.OutcomeUnknown(f"{op}: timed out before the server applied it")
+
+    remote.pre = time_out
+    _sync(settings, remote, [DESK], verify=False)  # A's archive PATCH never landed
+    remote.pre = None
+    assert remote.by_key("A")[0].get("status") != "archived"
+    _sync(settings, remote, [DESK], verify=False)  # "maybe archived": sent again
+    assert remote.by_key("A")[0]["status"] == "archived"
+    writes = remote.requests["write"]
+    _sync(settings, remote, [DESK], verify=False)  # archived for sure: not again
+    assert remote.requests["write"] == writes

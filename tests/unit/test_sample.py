@@ -49,8 +49,10 @@ def test_sampled_keeps_the_first_n_and_passes_everything_on() -> None:
     mapper = Mapper(MappingSettings(key="sku", fields={"sku": "s", "p": FieldSpec(
         column="p", type="decimal")}))  # fmt: skip
     unreadable = BadRecord(3, "c.csv line 3: 4 fields, the header has 3")
-    records = [RawRecord(2, {"s": "A", "p": "1.50"}), unreadable, RawRecord(4, {"s": "B",
-               "p": "x"}), RawRecord(5, {"s": "C", "p": "2"})]  # fmt: skip
+    records: list[RawRecord | BadRecord] = [
+        RawRecord(2, {"s": "A", "p": "1.50"}), unreadable,
+        RawRecord(4, {"s": "B", "p": "x"}), RawRecord(5, {"s": "C", "p": "2"}),
+    ]  # fmt: skip
     kept: list[Sample] = []
     results = list(sampled(records, mapper, keep=3, into=kept))
     assert len(results) == 4 and len(kept) == 3

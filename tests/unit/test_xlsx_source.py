@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import zipfile
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,9 @@ class TestXlsxContract(SourceContract):
         return XlsxSource(path), str(path)
 
     def make_large_source(self, tmp_path: Path, n: int) -> Source:
-        rows = ([f"SKU-{i:06d}", f"Product {i}", i % 100 + 0.5] for i in range(n))
+        rows: Iterator[list[Any]] = (
+            [f"SKU-{i:06d}", f"Product {i}", i % 100 + 0.5] for i in range(n)
+        )
         return XlsxSource(write_xlsx_rows(tmp_path / "large.xlsx", [HEADER, *rows]))
 
     @pytest.mark.slow  # openpyxl under tracemalloc: about a minute on a busy 2-core box
@@ -63,7 +66,7 @@ class TestXlsxContract(SourceContract):
 @pytest.fixture
 def erp_workbook(tmp_path: Path) -> Path:
     """Data on the 4th sheet under a title, a duplicated header, formulas, numeric keys, EANs."""
-    products = [
+    products: list[list[Any]] = [
         ["Artikelliste Frühjahr", None, None, None, None, None, None, None],
         [None],
         ["Artikelnummer", "Name", "EAN", "Preis", "Menge", "Gesamt", "Name", "Seit"],

@@ -37,6 +37,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class SourceCommon(_Strict):
+    """Keys every ``[source]`` type takes, whatever it reads."""
+
+    # rows in which all these source columns are empty or absent are skipped, not
+    # rejected (Shopify's image-only rows): skip_if_empty = ["Variant SKU"]
+    skip_if_empty: list[str] = Field(default_factory=list)
+
+    @field_validator("skip_if_empty")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        if any(not name.strip() for name in value):
+            raise ValueError("a column name must not be empty")
+        return value
+
+
 def _config_dir(info: ValidationInfo) -> Path | None:
     ctx = info.context
     if isinstance(ctx, Mapping) and ctx.get("config_dir") is not None:
@@ -91,7 +106,7 @@ def _one_secret(
         raise ValueError(f"{why} needs one of {key}, {key}_file or {key}_env")
 
 
-class HttpSourceSettings(_Strict):
+class HttpSourceSettings(SourceCommon):
     """A JSON API walked page by page (a PIM's REST endpoint)."""
 
     type: Literal["http"]
@@ -199,7 +214,7 @@ class HttpSourceSettings(_Strict):
         return value
 
 
-class SqlSourceSettings(_Strict):
+class SqlSourceSettings(SourceCommon):
     """A table or query in a database SQLAlchemy can reach.
 
     A relative ``sqlite:///catalog.db`` is relative to the config file's folder.
@@ -308,7 +323,7 @@ def _file_or_url(value: Any) -> Path | str:
     return value
 
 
-class FileSourceSettings(_Strict):
+class FileSourceSettings(SourceCommon):
     """What every file source shares: ``path`` is a local file or a remote file's URL.
 
     A remote file is downloaded whole to a private temporary file before the

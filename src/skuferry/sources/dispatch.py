@@ -19,14 +19,19 @@ from skuferry.config.sources import (
     XmlSourceSettings,
 )
 from skuferry.sources.base import Source
+from skuferry.sources.skip import skip_empty_rows
 
 
 def open_source(settings: SourceSettings) -> Source:
     """Build the source the ``[source]`` table describes (nothing is read yet)."""
+    return skip_empty_rows(_open(settings), settings.skip_if_empty)  # every type, once
+
+
+def _open(settings: SourceSettings) -> Source:
     if isinstance(settings, FileSourceSettings) and settings.remote_scheme():
         from skuferry.sources.fetch import RemoteFileSource  # downloads, then opens it here
 
-        return RemoteFileSource(settings, open_local=open_source)
+        return RemoteFileSource(settings, open_local=_open)
     match settings:
         case CsvSourceSettings():
             from skuferry.sources.csv import open_csv

@@ -16,7 +16,8 @@ Column meaning, kept so the planner can trust ``MirrorRow.digest``:
 ``digest`` is the source product the remote is in step with and ``sent`` the
 values skuferry last sent or found there (NULL when unknown);
 ``rejected_digest`` is what the API refused, read as ``MirrorRow.digest`` while
-the row is REJECTED.
+the row is REJECTED; while it is ARCHIVED, it is the [gone] patch's digest when
+the archive is in doubt, or a refused restore's digest (``record_archive_sent``).
 
 sqlite-utils serves the reads that return rows as dicts (``db.query``); the
 writes stay plain SQL: each is one ``BEGIN IMMEDIATE`` transaction, which
@@ -445,6 +446,35 @@ class Mirror:
                     "rejected_digest": None,
                     "synced_at": self._clock(),
                 },
+            )
+
+    def record_archive_sent(self, key: str, *, patch_digest: str) -> None:
+        """The journal of an archive, committed before its PATCH: ARCHIVED, in doubt.
+
+        ``rejected_digest`` holds the patch's digest until the answer comes
+        (``record_archived`` clears it): an answer lost, or a crash, leaves a product that
+        may be archived, so while it stays away the patch is sent again, and if it comes
+        back the restore table goes with its update.
+        """
+        with self._write() as conn:
+            self._upsert(conn, key, State.ARCHIVED, {"rejected_digest": patch_digest})
+
+    def record_restore_refused(self, product: Product, reason: str) -> None:
+        """The API refused a restore: still ARCHIVED (the remote holds the [gone] patch), with
+        the refused digest, so it is not resent until the data change (then restored)."""
+        with self._write() as conn:
+            self._upsert(
+                conn,
+                product.key,
+                State.ARCHIVED,
+                {
+                    "rejected_digest": product.digest,
+                    "last_error": reason,
+                    "source_line": product.line,
+                },
+            )
+            conn.execute(
+                "UPDATE products SET attempts = attempts + 1 WHERE key = ?", (product.key,)
             )
 
     def record_unsent(self, key: str, reason: str, *, state: State) -> None:

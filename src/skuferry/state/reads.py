@@ -36,7 +36,8 @@ def _to_row(r: RowTuple) -> MirrorRow:
     return MirrorRow(
         key=key,
         state=st,
-        digest=rejected_digest if st is State.REJECTED else digest,
+        # ARCHIVED: what is in doubt or refused, if anything (see Mirror.record_archive_sent)
+        digest=rejected_digest if st in (State.REJECTED, State.ARCHIVED) else digest,
         remote_id=remote_id,
         intent_digest=intent_digest,
         last_error=last_error,

@@ -97,7 +97,7 @@ class Checked:
 
     def __call__(self, writes: Iterator[Action]) -> Iterator[Action]:
         for action in writes:
-            if action.kind is Kind.UPDATE and self._verify:
+            if action.kind in (Kind.UPDATE, Kind.RESTORE) and self._verify:
                 checked = verified_update(
                     action, self._index, self._mirror, self._found, self._ownership
                 )
@@ -132,7 +132,8 @@ def verified_update(
     found: Lookups,
     ownership: Ownership | None = None,
 ) -> Action | None:
-    """--verify: an update goes against what the remote holds now, not what was last sent.
+    """--verify: an update (or restore) goes against what the remote holds now, not what was
+    last sent.
 
     A PATCH carries only the fields changed since they were last sent, so without this a
     field edited on the CMS stays edited when the source changed another one, and a

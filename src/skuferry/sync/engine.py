@@ -33,6 +33,7 @@ from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteApi, RemoteClient
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
+from skuferry.sources.skip import skip_notes
 from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
@@ -155,6 +156,7 @@ def _run(
     )
     counts = store.counts()
     _count_plan(store, counts, summary)
+    summary.notes.extend(skip_notes(source))  # [source] skip_if_empty: counted, not rejected
     _guards(
         settings,
         mirror,

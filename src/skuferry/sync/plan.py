@@ -88,7 +88,12 @@ def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
     if row.state is State.DUPLICATE:
         return create(lookup=True)  # the engine re-checks the remote before anything else
     if row.state is State.ARCHIVED and row.remote_id is not None:
-        # Back in the source: whatever its digest, the remote holds the [gone] patch.
+        # Back in the source: the remote holds (or may hold) the [gone] patch, so whatever
+        # the digest it is restored, unless this very data was refused as a restore.
+        if row.digest == product.digest:
+            return Action(
+                Kind.STILL_REJECTED, product.key, product, line=product.line, reason=row.last_error
+            )
         return Action(
             Kind.RESTORE, product.key, product, remote_id=row.remote_id, line=product.line
         )
@@ -187,13 +192,18 @@ def leaving(row: MirrorRow, *, archiving: str | None) -> Kind | None:
 
     Without ``archiving`` a product in the source becomes GONE. With it, a
     product the remote holds under a known id is ARCHIVEd once, also one marked
-    GONE before archiving was turned on; an ARCHIVED row stays as it is, and
-    so does one whose archive the API refused (``row.digest == archiving``)
-    until the patch changes. A create in doubt (open intent), a DUPLICATE or a
-    product never created is only marked GONE.
+    GONE before archiving was turned on; an ARCHIVED row stays as it is (unless
+    its archive is in doubt: ``row.digest == archiving``, sent again), and so
+    does one whose archive the API refused (REJECTED, ``row.digest ==
+    archiving``) until the patch changes. A create in doubt (open intent), a
+    DUPLICATE or a product never created is only marked GONE. A PENDING row
+    without a remote id (its product answered 404: it may be re-created on the
+    CMS) stays PENDING, so its return looks the key up before any POST.
     """
+    in_doubt = row.state is State.ARCHIVED and archiving is not None and row.digest == archiving
     refused = row.state is State.REJECTED and archiving is not None and row.digest == archiving
-    if refused or row.state in (State.ARCHIVED, State.REMOTE_ONLY):
+    lost_id = row.state is State.PENDING and row.remote_id is None and row.intent_digest is None
+    if refused or lost_id or (row.state in (State.ARCHIVED, State.REMOTE_ONLY) and not in_doubt):
         return None
     can_archive = (
         archiving is not None

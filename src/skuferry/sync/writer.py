@@ -168,6 +168,8 @@ class Writer:
             self.results.drift += 1
             self._on_done()
             return None
+        # Journalled before the PATCH: an answer lost leaves a product that may be archived.
+        self._mirror.record_archive_sent(key, patch_digest=self._gone.archiving or "")
         return pool.submit(self._updater.archive, _remote_id(action), self._mirror.payload(key))
 
     def _finish(self, action: Action, fut: Future[Any]) -> None:
@@ -216,8 +218,8 @@ class Writer:
         restoring = action.kind is Kind.RESTORE
         key = product.key
         if isinstance(exc, errors.Rejected):
-            if restoring:  # stays ARCHIVED, so the restore table goes out with the next try
-                self._mirror.record_unsent(key, exc.message or str(exc), state=State.ARCHIVED)
+            if restoring:  # stays ARCHIVED: restored (restore table and all) when data change
+                self._mirror.record_restore_refused(product, exc.message or str(exc))
             else:
                 self._mirror.record_rejected(product, exc.message or str(exc))
             self.results.rejected.append({"key": key, "line": product.line, "reason": str(exc)})
@@ -267,12 +269,14 @@ class Writer:
             self._mirror.record_unsent(key, reason, state=State.DRIFT)
             self.results.drift += 1
         elif isinstance(exc, errors.NotFound):
-            # Deleted on the remote as well: nothing left to archive.
+            # Deleted on the remote: nothing left to archive. PENDING without a remote id, so
+            # if the key comes back it is looked up first (staff may have made it again).
             self._mirror.record_remote_missing(key)
-            self._mirror.mark_gone([key])
             log.warning("sync.archive.missing", key=key, remote_id=action.remote_id)
         else:
-            self._mirror.record_failed(key, str(exc))
+            if not isinstance(exc, errors.OutcomeUnknown | errors.BadResponse):
+                self._mirror.record_failed(key, str(exc))  # provably not applied
+            # else the journal stays: ARCHIVED in doubt (see Mirror.record_archive_sent)
             self._other_failure(key, exc)
 
     def _other_failure(self, key: str, exc: errors.SkuferryError) -> None:
