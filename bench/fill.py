@@ -34,7 +34,13 @@ class Fill:
 
 
 def first_sync(
-    n: int, *, writes: int, reads: int, mode: Mode, limiter: str, latency_s: float = 0.0,
+    n: int,
+    *,
+    writes: int,
+    reads: int,
+    mode: Mode,
+    limiter: str,
+    latency_s: float = 0.0,
     max_in_flight: int = 4,
 ) -> Fill:
     """Sync n new products into an empty sandbox whose limits equal the client's budget."""
@@ -42,13 +48,22 @@ def first_sync(
         folder = Path(tmp)
         write_csv(folder / "catalog.csv", n)
         config = SandboxConfig(
-            keys={KEY: WORKSPACE}, key_limits={"read": reads, "write": writes},
-            workspace_limits={"read": reads, "write": writes}, mode=mode,
-            latency_s=latency_s, updates="both",
+            keys={KEY: WORKSPACE},
+            key_limits={"read": reads, "write": writes},
+            workspace_limits={"read": reads, "write": writes},
+            mode=mode,
+            latency_s=latency_s,
+            updates="both",
         )
         with Sandbox(config) as sandbox:
-            conf = settings(folder, sandbox.url, reads=reads, writes=writes, limiter=limiter,
-                            max_in_flight=max_in_flight)
+            conf = settings(
+                folder,
+                sandbox.url,
+                reads=reads,
+                writes=writes,
+                limiter=limiter,
+                max_in_flight=max_in_flight,
+            )
             started = time.perf_counter()
             summary = run_once(conf)
             wall = time.perf_counter() - started
@@ -58,8 +73,10 @@ def first_sync(
 def _check_created(fill: Fill, n: int, notes: list[str]) -> bool:
     ok = fill.summary.created == n and fill.stats.products.get(WORKSPACE, 0) == n
     if not ok:
-        notes.append(f"created {fill.summary.created}, sandbox holds "
-                     f"{fill.stats.products.get(WORKSPACE, 0)} (wanted {n})")
+        notes.append(
+            f"created {fill.summary.created}, sandbox holds "
+            f"{fill.stats.products.get(WORKSPACE, 0)} (wanted {n})"
+        )
     return ok
 
 
@@ -92,8 +109,9 @@ def window(quick: bool) -> Result:
 def latency(quick: bool) -> Result:
     """0.5 s per response: only requests in flight can keep up with the budget's rate."""
     n, per_minute, delay = (120, 120, 0.5) if quick else (240, 240, 0.5)
-    fill = first_sync(n, writes=per_minute, reads=300, mode="window", limiter="window",
-                      latency_s=delay)
+    fill = first_sync(
+        n, writes=per_minute, reads=300, mode="window", limiter="window", latency_s=delay
+    )
     budget_min = n * 60.0 / per_minute  # the budget's steady rate; see the note
     elapsed = fill.span_s + delay  # the last write's answer arrives `delay` after admission
     ratio = elapsed / budget_min
@@ -106,8 +124,13 @@ def latency(quick: bool) -> Result:
         f"429s {fill.rate_limited}",
     ]
     ok = _check_created(fill, n, notes) and ratio <= 1.10 and fill.rate_limited == 0
-    return Result("latency-bound fill", f"{ratio:.3f}x, {fill.rate_limited} x 429",
-                  "<= 1.10x, 0 x 429", ok, notes)
+    return Result(
+        "latency-bound fill",
+        f"{ratio:.3f}x, {fill.rate_limited} x 429",
+        "<= 1.10x, 0 x 429",
+        ok,
+        notes,
+    )
 
 
 def requests(quick: bool) -> Result:
@@ -124,5 +147,10 @@ def requests(quick: bool) -> Result:
         "durable intent, POST, durable confirmation)",
     ]
     ok = _check_created(fill, n, notes) and writes == n and reads <= allowed_reads
-    return Result("requests per created product", f"{writes / n:.3f} writes, {reads} reads",
-                  f"1 write each, <= {allowed_reads} reads", ok, notes)
+    return Result(
+        "requests per created product",
+        f"{writes / n:.3f} writes, {reads} reads",
+        f"1 write each, <= {allowed_reads} reads",
+        ok,
+        notes,
+    )

@@ -25,8 +25,10 @@ def run_child(args: list[str], cwd: Path) -> tuple[float, float, int, dict[str, 
     """(wall s, peak RSS MiB, exit code, the JSON summary, CPU s) of one ``skuferry`` command."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skuferry", *args], cwd=cwd,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "skuferry", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     assert proc.stdout is not None
     out = proc.stdout.read()
@@ -47,12 +49,14 @@ def noop(quick: bool) -> Result:
         folder = Path(tmp)
         write_csv(folder / "catalog.csv", n)
         limits = {"read": 300, "write": 60}
-        with Sandbox(SandboxConfig(keys={KEY: WORKSPACE}, key_limits=limits,
-                                   workspace_limits=limits)) as sandbox:
+        with Sandbox(
+            SandboxConfig(keys={KEY: WORKSPACE}, key_limits=limits, workspace_limits=limits)
+        ) as sandbox:
             conf = toml(folder, sandbox.url, reads=300, writes=60)
             built = build_mirror(settings(folder, sandbox.url), n)
-            samples = [run_child(["sync", "--config", str(conf), "--json"], folder)
-                       for _ in range(runs)]
+            samples = [
+                run_child(["sync", "--config", str(conf), "--json"], folder) for _ in range(runs)
+            ]
             stats = sandbox.stats()
     walls = [s[0] for s in samples]
     cpu = statistics.median(s[4] for s in samples)
@@ -71,8 +75,13 @@ def noop(quick: bool) -> Result:
         f"{sorted(u for u in unchanged if u is not None)}; requests seen by the sandbox {requests}",
     ]
     ok = wall <= 3.0 and rss <= 150 and requests == 0 and codes == {0} and unchanged == {n}
-    return Result("no-op run", f"{wall:.2f} s median, {rss:.0f} MiB, {requests} requests",
-                  "<= 3 s, <= 150 MiB, 0 writes, 0 reads", ok, notes)
+    return Result(
+        "no-op run",
+        f"{wall:.2f} s median, {rss:.0f} MiB, {requests} requests",
+        "<= 3 s, <= 150 MiB, 0 writes, 0 reads",
+        ok,
+        notes,
+    )
 
 
 def plan_large(quick: bool) -> Result:
@@ -84,8 +93,9 @@ def plan_large(quick: bool) -> Result:
         conf = toml(folder, url, reads=300, writes=60)
         built = build_mirror(settings(folder, url), n)
         write_csv(folder / "catalog.csv", n, changed_every=100)  # 1% changed
-        samples = [run_child(["plan", "--config", str(conf), "--json"], folder)
-                   for _ in range(runs)]
+        samples = [
+            run_child(["plan", "--config", str(conf), "--json"], folder) for _ in range(runs)
+        ]
     walls = [s[0] for s in samples]
     cpu = statistics.median(s[4] for s in samples)
     rss = max(s[1] for s in samples)
@@ -100,5 +110,10 @@ def plan_large(quick: bool) -> Result:
         f"{sorted(u for u in updated if u is not None)}",
     ]
     ok = wall <= 30 and rss <= 300 and updated == {n // 100}
-    return Result("plan of a large catalog", f"{wall:.1f} s median, {rss:.0f} MiB",
-                  "<= 30 s, <= 300 MiB", ok, notes)
+    return Result(
+        "plan of a large catalog",
+        f"{wall:.1f} s median, {rss:.0f} MiB",
+        "<= 30 s, <= 300 MiB",
+        ok,
+        notes,
+    )

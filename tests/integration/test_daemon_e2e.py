@@ -47,19 +47,24 @@ def test_daemon_syncs_on_schedule_reloads_and_stops_cleanly(tmp_path: Path) -> N
     config, err, textfile = tmp_path / "config.toml", tmp_path / "stderr", tmp_path / "m.prom"
 
     with sandbox_mod.Sandbox() as sandbox:
-        good = (f'[api]\nbase_url = "{sandbox.url}"\n'
-                f'[source]\ntype = "csv"\npath = "{source}"\n'
-                f'[state]\npath = "{tmp_path / "state.db"}"\n'
-                f'[schedule]\ninterval_minutes = 0.02\n'  # 1.2 s
-                f'[metrics]\ntextfile = "{textfile}"\n')
+        good = (
+            f'[api]\nbase_url = "{sandbox.url}"\n'
+            f'[source]\ntype = "csv"\npath = "{source}"\n'
+            f'[state]\npath = "{tmp_path / "state.db"}"\n'
+            f"[schedule]\ninterval_minutes = 0.02\n"  # 1.2 s
+            f'[metrics]\ntextfile = "{textfile}"\n'
+        )
         config.write_text(good)
         env = {**os.environ, "SKUFERRY_API_KEY": sandbox_mod.DEFAULT_KEY}
 
         def finished_runs() -> int:
             return sum(1 for e in events(err) if e.get("event") == "daemon.run.finished")
 
-        with tempfile.TemporaryDirectory(prefix="sdn") as short, \
-                socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, err.open("wb") as err_f:
+        with (
+            tempfile.TemporaryDirectory(prefix="sdn") as short,
+            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock,
+            err.open("wb") as err_f,
+        ):
             address = str(Path(short) / "notify")
             sock.bind(address)
             sock.settimeout(0.05)
@@ -76,19 +81,34 @@ def test_daemon_syncs_on_schedule_reloads_and_stops_cleanly(tmp_path: Path) -> N
             reader = threading.Thread(target=drain)
             reader.start()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "skuferry", "--log-format", "json", "run",
-                 "--config", str(config)],
-                env={**env, "NOTIFY_SOCKET": address}, stderr=err_f, stdout=subprocess.DEVNULL)
+                [
+                    sys.executable,
+                    "-m",
+                    "skuferry",
+                    "--log-format",
+                    "json",
+                    "run",
+                    "--config",
+                    str(config),
+                ],
+                env={**env, "NOTIFY_SOCKET": address},
+                stderr=err_f,
+                stdout=subprocess.DEVNULL,
+            )
             try:
                 wait_until(lambda: finished_runs() >= 2, "two scheduled runs")
                 assert messages[0].startswith("READY=1")
-                wait_until(lambda: any(m.startswith("STATUS=last run success") for m in messages),
-                           "a STATUS line")
+                wait_until(
+                    lambda: any(m.startswith("STATUS=last run success") for m in messages),
+                    "a STATUS line",
+                )
 
                 config.write_text("[api\nbroken")
                 proc.send_signal(signal.SIGHUP)
-                wait_until(lambda: any(e.get("event") == "daemon.reload.failed"
-                                       for e in events(err)), "the failed reload")
+                wait_until(
+                    lambda: any(e.get("event") == "daemon.reload.failed" for e in events(err)),
+                    "the failed reload",
+                )
                 count = finished_runs()
                 wait_until(lambda: finished_runs() > count, "a run on the old config")
 
@@ -108,9 +128,14 @@ def test_daemon_syncs_on_schedule_reloads_and_stops_cleanly(tmp_path: Path) -> N
     config.write_text(good)
     status = subprocess.run(
         [sys.executable, "-m", "skuferry", "status", "--json", "--config", str(config)],
-        env=env, capture_output=True, text=True, timeout=60, check=True)
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     data = json.loads(status.stdout.splitlines()[-1])
     assert data["products"] == {"synced": 3}
     assert data["open_intents"] == []
     assert data["daemon"]["pid"] is None  # the daemon said goodbye
-    assert "skuferry_runs_total{result=\"success\"}" in textfile.read_text()
+    assert 'skuferry_runs_total{result="success"}' in textfile.read_text()

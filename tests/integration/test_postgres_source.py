@@ -52,8 +52,14 @@ class Postgres:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/postgres"
 
     def execute(self, *statements: str) -> None:
-        with psycopg.connect(host="127.0.0.1", port=self.port, user=USER, password=PASSWORD,
-                             dbname="postgres", autocommit=True) as conn:
+        with psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=USER,
+            password=PASSWORD,
+            dbname="postgres",
+            autocommit=True,
+        ) as conn:
             for statement in statements:
                 conn.execute(statement)
 
@@ -65,8 +71,10 @@ class Postgres:
 
 
 def _binaries() -> Path | None:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
-                   key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0,
+    )
     if found:
         return found[-1].parent
     on_path = shutil.which("initdb")
@@ -116,10 +124,25 @@ def postgres() -> Iterator[Postgres]:
     port = _free_port()
     pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data)]
     try:
-        _run([str(bindir / "initdb"), "-D", str(data), "-U", USER, "--auth=scram-sha-256",
-              f"--pwfile={pwfile}", "--no-sync", "--encoding=UTF8", "--locale=C"], log)
-        options = (f"-p {port} -c listen_addresses=127.0.0.1 -k {root} -c fsync=off "
-                   "-c full_page_writes=off -c synchronous_commit=off")
+        _run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                USER,
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "--no-sync",
+                "--encoding=UTF8",
+                "--locale=C",
+            ],
+            log,
+        )
+        options = (
+            f"-p {port} -c listen_addresses=127.0.0.1 -k {root} -c fsync=off "
+            "-c full_page_writes=off -c synchronous_commit=off"
+        )
         _run([*pg_ctl, "-l", str(log), "-o", options, "-w", "-t", "30", "start"], log)
         try:
             yield Postgres(port)
@@ -139,35 +162,42 @@ class TestContract(SourceContract):
 
     def _table(self, columns: str, *inserts: str) -> str:
         name = f"products_{next(_names)}"
-        self.pg.execute(f"CREATE TABLE {name} ({columns})",
-                        *(f"INSERT INTO {name} {i}" for i in inserts))
+        self.pg.execute(
+            f"CREATE TABLE {name} ({columns})", *(f"INSERT INTO {name} {i}" for i in inserts)
+        )
         return name
 
     def make_source(self, tmp_path: Path, records: list[dict[str, Any]]) -> Source:
         rows = ", ".join(f"('{r['sku']}', '{r['name']}', {r['price']})" for r in records)
-        name = self._table("sku text, name text, price numeric(10,2)",
-                           *([f"VALUES {rows}"] if rows else []))
+        name = self._table(
+            "sku text, name text, price numeric(10,2)", *([f"VALUES {rows}"] if rows else [])
+        )
         return self.pg.source(query=f"SELECT * FROM {name} ORDER BY sku")
 
     def make_source_with_bad_record(self, tmp_path: Path) -> tuple[Source, int]:
         name = self._table(
             "n int, sku text, name bytea",
-            *(f"VALUES ({i}, '{r['sku']}', convert_to('{r['name']}', 'UTF8'))"
-              for i, r in enumerate(GOOD)),
+            *(
+                f"VALUES ({i}, '{r['sku']}', convert_to('{r['name']}', 'UTF8'))"
+                for i, r in enumerate(GOOD)
+            ),
             "VALUES (1, 'X-9', '\\xfffe'::bytea)",
         )
         return self.pg.source(query=f"SELECT * FROM {name} ORDER BY n, sku"), 1
 
     def make_unreachable_source(self, tmp_path: Path) -> tuple[Source, str]:
         port = _free_port()
-        settings = SqlSourceSettings(type="sql", url=f"postgresql://{USER}@127.0.0.1:{port}/x",
-                                     table="products")
+        settings = SqlSourceSettings(
+            type="sql", url=f"postgresql://{USER}@127.0.0.1:{port}/x", table="products"
+        )
         return SqlSource(settings), f"127.0.0.1:{port}"
 
     def make_large_source(self, tmp_path: Path, n: int) -> Source:
-        name = self._table("sku text, name text, price numeric(10,2)",
-                           f"SELECT 'SKU-' || i, 'Product ' || i, i % 1000 + 0.99 "
-                           f"FROM generate_series(1, {n}) AS i")
+        name = self._table(
+            "sku text, name text, price numeric(10,2)",
+            f"SELECT 'SKU-' || i, 'Product ' || i, i % 1000 + 0.99 "
+            f"FROM generate_series(1, {n}) AS i",
+        )
         return self.pg.source(table=name)
 
 
@@ -196,11 +226,16 @@ def test_rows_come_through_a_server_side_cursor(postgres: Postgres) -> None:
     records = postgres.source(table="streamed", batch_size=100).records()
     first = next(records)
     try:
-        with psycopg.connect(host="127.0.0.1", port=postgres.port, user=USER,
-                             password=PASSWORD, dbname="postgres") as watcher:
-            queries = [row[0] for row in watcher.execute(
-                "SELECT query FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                "AND backend_type = 'client backend'")]
+        with psycopg.connect(
+            host="127.0.0.1", port=postgres.port, user=USER, password=PASSWORD, dbname="postgres"
+        ) as watcher:
+            queries = [
+                row[0]
+                for row in watcher.execute(
+                    "SELECT query FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                    "AND backend_type = 'client backend'"
+                )
+            ]
         # psycopg's server cursor: DECLARE ... CURSOR, then FETCH FORWARD n at a time.
         assert any(q.lstrip().upper().startswith(("DECLARE", "FETCH")) for q in queries), queries
         assert isinstance(first, RawRecord) and first.line == 1
@@ -221,8 +256,7 @@ def test_wrong_password_is_a_source_error_without_the_password(postgres: Postgre
 def test_a_query_error_mid_catalog_fails_the_pull(postgres: Postgres) -> None:
     # 1/(n-3) divides by zero on the fourth row: the stream must raise, not end early.
     postgres.execute("CREATE TABLE divs AS SELECT i AS n FROM generate_series(1, 10) i")
-    source = postgres.source(query="SELECT n, 1 / (n - 4) AS x FROM divs ORDER BY n",
-                             batch_size=1)
+    source = postgres.source(query="SELECT n, 1 / (n - 4) AS x FROM divs ORDER BY n", batch_size=1)
     seen: list[object] = []
     with pytest.raises(SourceError, match="division by zero"):
         seen.extend(source.records())
@@ -230,7 +264,8 @@ def test_a_query_error_mid_catalog_fails_the_pull(postgres: Postgres) -> None:
 
 
 def test_server_stays_on_loopback(postgres: Postgres) -> None:
-    with psycopg.connect(host="127.0.0.1", port=postgres.port, user=USER, password=PASSWORD,
-                         dbname="postgres") as conn:
+    with psycopg.connect(
+        host="127.0.0.1", port=postgres.port, user=USER, password=PASSWORD, dbname="postgres"
+    ) as conn:
         row = conn.execute("SHOW listen_addresses").fetchone()
     assert row == ("127.0.0.1",)

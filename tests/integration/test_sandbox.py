@@ -72,8 +72,12 @@ def test_post_echoes_the_stored_product_with_a_server_id(
     assert response.headers["content-type"] == "application/json"
     body = response.json()
     assert body["data"]["id"].startswith("p_")
-    assert body["data"] | {"id": "x"} == {"id": "x", "sku": "A-1", "name": "Product A-1",
-                                          "colour": "red"}
+    assert body["data"] | {"id": "x"} == {
+        "id": "x",
+        "sku": "A-1",
+        "name": "Product A-1",
+        "colour": "red",
+    }
     assert sandbox.products() == [body["data"]]
     got = client.get(f"{PRODUCTS}/{body['data']['id']}")
     assert got.json()["data"] == body["data"]
@@ -84,9 +88,7 @@ def test_empty_list_has_zero_pages(client: httpx.Client) -> None:
     assert body == {"data": [], "meta": {"pages": 0, "page": 1, "limit": 20, "total": 0}}
 
 
-def test_pages_of_250_products_in_insertion_order(
-    client: httpx.Client, sandbox: Sandbox
-) -> None:
+def test_pages_of_250_products_in_insertion_order(client: httpx.Client, sandbox: Sandbox) -> None:
     sandbox.seed_products({"sku": f"S{i:03d}", "name": "n"} for i in range(250))
     first = client.get(PRODUCTS, params={"limit": 100}).json()
     assert first["meta"] == {"pages": 3, "page": 1, "limit": 100, "total": 250}
@@ -143,7 +145,11 @@ def test_patch_merges_and_put_replaces_keeping_the_id(
     patched = client.patch(f"{PRODUCTS}/{product_id}", json={"colour": "blue", "id": "p_x"})
     assert patched.status_code == 200
     assert patched.json()["data"] == {
-        "id": product_id, "sku": "A", "name": "Product A", "colour": "blue", "size": "M"
+        "id": product_id,
+        "sku": "A",
+        "name": "Product A",
+        "colour": "blue",
+        "size": "M",
     }
     put = client.put(f"{PRODUCTS}/{product_id}", json={"sku": "A", "name": "Whole"})
     assert put.json()["data"] == {"id": product_id, "sku": "A", "name": "Whole"}
@@ -155,8 +161,12 @@ def test_patch_merges_and_put_replaces_keeping_the_id(
 
 def test_validation_and_bad_json(client: httpx.Client, sandbox: Sandbox) -> None:
     unlimited(sandbox)
-    for payload, field in (({"name": "n"}, "sku"), ({"sku": "A"}, "name"),
-                           ({"sku": "", "name": "n"}, "sku"), ({"sku": 5, "name": "n"}, "sku")):
+    for payload, field in (
+        ({"name": "n"}, "sku"),
+        ({"sku": "A"}, "name"),
+        ({"sku": "", "name": "n"}, "sku"),
+        ({"sku": 5, "name": "n"}, "sku"),
+    ):
         response = client.post(PRODUCTS, json=payload)
         assert response.status_code == 422
         assert response.json()["error"]["code"] == "VALIDATION_ERROR"
@@ -215,8 +225,7 @@ def test_over_the_limit_is_429_with_retry_after_and_early_retries_recorded(
 def test_workspace_limit_spans_keys(sandbox: Sandbox, client: httpx.Client) -> None:
     for sku in ("A", "B", "C"):
         post(client, sku)
-    with httpx.Client(base_url=sandbox.url,
-                      headers={"Authorization": "Bearer other-key"}) as other:
+    with httpx.Client(base_url=sandbox.url, headers={"Authorization": "Bearer other-key"}) as other:
         assert post(other, "D").status_code == 201  # the workspace's 4th write
         assert post(other, "E").status_code == 429  # key has budget, workspace has not
     sandbox.add_key("new-key", "elsewhere")
@@ -303,9 +312,7 @@ def test_latency_delays_every_response(sandbox: Sandbox) -> None:
     assert sandbox.stats().responses == {200: 1}
 
 
-def test_faults_on_every_request_when_scoped_to_all(
-    sandbox: Sandbox, client: httpx.Client
-) -> None:
+def test_faults_on_every_request_when_scoped_to_all(sandbox: Sandbox, client: httpx.Client) -> None:
     sandbox.set_faults(Faults(error_before_commit=1.0, scope="all"))
     assert client.get(PRODUCTS).status_code == 500
 

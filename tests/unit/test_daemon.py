@@ -67,9 +67,14 @@ class FakeJob:
         self.script = list(script) or [RunSummary()]
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(self, settings: Settings, *, verify: bool = False,
-                 stop: threading.Event | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> RunSummary:
+    def __call__(
+        self,
+        settings: Settings,
+        *,
+        verify: bool = False,
+        stop: threading.Event | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> RunSummary:
         step = self.script[min(len(self.calls), len(self.script) - 1)]
         self.calls.append({"settings": settings, "verify": verify, "stop": stop})
         if isinstance(step, Exception):
@@ -84,8 +89,9 @@ def started() -> Iterator[Callable[..., tuple[Daemon, RecordingNotifier, dict[st
     """Start a daemon serving in a thread; always stopped at the end."""
     running: list[tuple[Daemon, threading.Thread]] = []
 
-    def start(settings: Settings | Callable[[Path | None], Settings], job: Any, **kw: Any
-              ) -> tuple[Daemon, RecordingNotifier, dict[str, int]]:
+    def start(
+        settings: Settings | Callable[[Path | None], Settings], job: Any, **kw: Any
+    ) -> tuple[Daemon, RecordingNotifier, dict[str, int]]:
         notifier = kw.pop("notifier", None) or RecordingNotifier()
         load = settings if callable(settings) else (lambda _path: settings)
         kw.setdefault("interval_s", FAST)
@@ -201,16 +207,25 @@ def test_runs_on_schedule_and_stop_lets_the_run_in_flight_finish(
 
 
 def test_failed_runs_keep_the_schedule_and_are_logged(tmp_path: Path, started: Any) -> None:
-    job = FakeJob(SourceError("export missing"), AuthError(401, "UNAUTHORIZED", "bad key"),
-                  AuthError(401, "UNAUTHORIZED", "bad key"), ValueError("a bug"),
-                  LockHeld("held by 42"), RunSummary())
+    job = FakeJob(
+        SourceError("export missing"),
+        AuthError(401, "UNAUTHORIZED", "bad key"),
+        AuthError(401, "UNAUTHORIZED", "bad key"),
+        ValueError("a bug"),
+        LockHeld("held by 42"),
+        RunSummary(),
+    )
     with capture_logs() as logs:
         daemon, _notifier, result = started(make_settings(tmp_path), job)
         wait_until(lambda: daemon.last_outcome is not None and len(job.calls) >= 6, "six runs")
         stop(daemon, result)
     failed = [e for e in logs if e["event"] == "daemon.run.failed"]
     assert [(e["exit_code"], e["error_type"]) for e in failed] == [
-        (3, "SourceError"), (3, "AuthError"), (3, "AuthError"), (70, "ValueError")]
+        (3, "SourceError"),
+        (3, "AuthError"),
+        (3, "AuthError"),
+        (70, "ValueError"),
+    ]
     assert all(e["log_level"] == "error" for e in failed)
     assert all("hint" in e for e in failed if e["error_type"] == "AuthError")  # every run
     skipped = [e for e in logs if e["event"] == "daemon.run.skipped"]
@@ -247,7 +262,8 @@ def test_after_a_run_metrics_status_and_state_meta_are_written(
         conn.execute("BEGIN")
         conn.executemany(
             "INSERT INTO products(key, state, first_seen, updated_at) VALUES (?, ?, 0, 0)",
-            [("a", "synced"), ("b", "synced"), ("c", "rejected")])
+            [("a", "synced"), ("b", "synced"), ("c", "rejected")],
+        )
     conn.close()
     job = FakeJob(RunSummary(created=2, requests={"read": 1, "write": 2}))
     daemon, notifier, result = started(settings, job, interval_s=3600.0)
@@ -283,8 +299,13 @@ def test_progress_feeds_the_watchdog_and_idle_timer_too(tmp_path: Path, started:
         return RunSummary()
 
     notifier = RecordingNotifier(watchdog_usec=1)  # a tiny interval: every call may ping
-    daemon, _n, result = started(make_settings(tmp_path), FakeJob(run), notifier=notifier,
-                                 interval_s=3600.0, idle_tick_s=0.01)
+    daemon, _n, result = started(
+        make_settings(tmp_path),
+        FakeJob(run),
+        notifier=notifier,
+        interval_s=3600.0,
+        idle_tick_s=0.01,
+    )
     wait_until(lambda: daemon.last_outcome is not None, "the first run")
     assert "STATUS=run 1: 1/10 products" in notifier.sent
     during_run = notifier.sent.index("STATUS=run 1: 1/10 products")
@@ -350,8 +371,9 @@ def test_reload_with_a_bad_cron_keeps_the_old_one(tmp_path: Path) -> None:
     good = make_settings(tmp_path, schedule={"run_at_start": False})
     bad = make_settings(tmp_path, schedule={"cron": "not a cron at all"})
     configs = [good, bad]
-    daemon = Daemon(None, job=FakeJob(), load=lambda _p: configs.pop(0),
-                    notifier=RecordingNotifier())
+    daemon = Daemon(
+        None, job=FakeJob(), load=lambda _p: configs.pop(0), notifier=RecordingNotifier()
+    )
     daemon.start()
     try:
         assert not daemon.reload()
@@ -399,9 +421,11 @@ sys.exit(daemon.serve(Path(sys.argv[1]), job=job, load=load, interval_s=0.1))
 
 
 def config_text(tmp_path: Path, base_url: str) -> str:
-    return (f'[api]\nbase_url = "{base_url}"\napi_key = "k"\n'
-            f'[source]\ntype = "csv"\npath = "{tmp_path / "p.csv"}"\n'
-            f'[state]\npath = "{tmp_path / "state.db"}"\n')
+    return (
+        f'[api]\nbase_url = "{base_url}"\napi_key = "k"\n'
+        f'[source]\ntype = "csv"\npath = "{tmp_path / "p.csv"}"\n'
+        f'[state]\npath = "{tmp_path / "state.db"}"\n'
+    )
 
 
 def test_real_process_signals_and_notify(tmp_path: Path) -> None:
@@ -412,8 +436,11 @@ def test_real_process_signals_and_notify(tmp_path: Path) -> None:
     def seen() -> list[str]:
         return runs.read_text().splitlines()
 
-    with tempfile.TemporaryDirectory(prefix="sdn") as short, \
-            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, err.open("wb") as err_f:
+    with (
+        tempfile.TemporaryDirectory(prefix="sdn") as short,
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock,
+        err.open("wb") as err_f,
+    ):
         sock.bind(str(Path(short) / "notify"))
         sock.settimeout(0.05)
         messages: list[str] = []
@@ -429,8 +456,9 @@ def test_real_process_signals_and_notify(tmp_path: Path) -> None:
         reader = threading.Thread(target=drain)
         reader.start()
         env = {**os.environ, "NOTIFY_SOCKET": str(Path(short) / "notify")}
-        proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(config), str(runs)],
-                                env=env, stderr=err_f)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, str(config), str(runs)], env=env, stderr=err_f
+        )
         try:
             wait_until(lambda: len(seen()) >= 2, "two runs")
             assert messages[0].startswith("READY=1")  # before the first run
@@ -467,7 +495,9 @@ def test_overlapping_fire_times_are_logged_as_skipped(tmp_path: Path, started: A
 
     with capture_logs() as logs:
         daemon, _n, result = started(make_settings(tmp_path), FakeJob(slow))
-        wait_until(lambda: any(e["event"] == "daemon.run.overlap_skipped" for e in logs),
-                   "a skipped fire time")
+        wait_until(
+            lambda: any(e["event"] == "daemon.run.overlap_skipped" for e in logs),
+            "a skipped fire time",
+        )
         release.set()
         stop(daemon, result)

@@ -96,11 +96,14 @@ def test_one_key_keeps_todays_names(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("places", "expected"),
     [
+        # environment > file > inline, the several-keys form first at each level
         ({"env_keys", "env_key", "file", "inline", "one", "creds"}, "env_keys"),
         ({"env_key", "file", "inline", "one", "creds"}, "env_key"),
         ({"file", "inline", "one", "creds"}, "file"),
-        ({"inline", "one", "creds"}, "inline"),
-        ({"one", "creds"}, "one"),
+        ({"inline", "one", "creds"}, "creds"),
+        ({"inline", "one"}, "inline"),
+        ({"one", "creds"}, "creds"),
+        ({"one"}, "one"),
         ({"creds"}, "creds"),
     ],
 )

@@ -187,9 +187,12 @@ def listener() -> Iterator[Listener]:
 
 
 def settings_for(base: str) -> MonitorSettings:
-    return MonitorSettings(start_url=f"{base}/ping/SECRET-UUID/start",
-                           success_url=f"{base}/ping/SECRET-UUID",
-                           failure_url=f"{base}/ping/SECRET-UUID/fail", timeout_s=5)
+    return MonitorSettings(
+        start_url=f"{base}/ping/SECRET-UUID/start",
+        success_url=f"{base}/ping/SECRET-UUID",
+        failure_url=f"{base}/ping/SECRET-UUID/fail",
+        timeout_s=5,
+    )
 
 
 def test_start_and_success_pings_carry_the_summary(listener: Listener) -> None:
@@ -206,8 +209,9 @@ def test_start_and_success_pings_carry_the_summary(listener: Listener) -> None:
 
 
 def test_failure_ping_carries_error_and_exit_code(listener: Listener) -> None:
-    outcome = RunOutcome.from_error(AuthError(401, "UNAUTHORIZED", "bad key"),
-                                    duration_s=0.1, finished_at=1.0)
+    outcome = RunOutcome.from_error(
+        AuthError(401, "UNAUTHORIZED", "bad key"), duration_s=0.1, finished_at=1.0
+    )
     assert monitor.ping_finish(settings_for(listener.base), outcome)
     path, raw = listener.hits[0]
     assert path == "/ping/SECRET-UUID/fail"
@@ -227,8 +231,11 @@ def test_partial_run_pings_failure_and_lock_pings_success(listener: Listener) ->
 
 def test_long_problem_lists_are_cut() -> None:
     problems = [{"key": str(i), "line": i, "reason": "bad"} for i in range(50)]
-    body = monitor.ping_body(RunOutcome.from_summary(summary(rejected=50, problems=problems),
-                                                     duration_s=0, finished_at=0))
+    body = monitor.ping_body(
+        RunOutcome.from_summary(
+            summary(rejected=50, problems=problems), duration_s=0, finished_at=0
+        )
+    )
     assert len(body["summary"]["problems"]) == monitor.MAX_PROBLEMS
     assert body["summary"]["problems_omitted"] == 50 - monitor.MAX_PROBLEMS
 

@@ -531,6 +531,7 @@ def test_stop_prevents_new_attempts(
     router: respx.MockRouter, make_client: Any, sleeps: list[float]
 ) -> None:
     stop = threading.Event()
+
     def stop_then_fail(request: httpx.Request) -> httpx.Response:
         stop.set()
         return fail(503)

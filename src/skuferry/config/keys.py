@@ -2,17 +2,18 @@
 
 The spec limits requests per key and per workspace, and a workspace may hold
 several keys; spreading a sync over them fills the workspace's budget. Keys are
-found in this order, the first place that has any winning:
+found in this order, the first place that has any winning (environment > file >
+inline, as for every secret; at each level several keys before one):
 
-1. ``SKUFERRY_API_KEYS`` (comma- or newline-separated)
-2. ``SKUFERRY_API_KEY`` (one key; an operator's override of any file)
-3. ``[api] api_keys_file`` (one key per line; blank lines and ``#`` comments ignored)
-4. ``[api] api_keys`` (a list in the file)
-5. ``[api] api_key``, then ``[api] api_key_file`` (one key, as always)
-6. ``$CREDENTIALS_DIRECTORY/api_keys`` (systemd ``LoadCredential=api_keys:PATH``),
+1. ``SKUFERRY_API_KEYS`` (comma- or newline-separated), then ``SKUFERRY_API_KEY``
+2. ``[api] api_keys_file`` (one key per line; blank lines and ``#`` comments ignored),
+   then ``[api] api_key_file``
+3. ``$CREDENTIALS_DIRECTORY/api_keys`` (systemd ``LoadCredential=api_keys:PATH``),
    then ``$CREDENTIALS_DIRECTORY/api_key``
+4. ``[api] api_keys`` (a list in the config file), then ``[api] api_key``
 
-Places 2 and 5 are the one-key chain of ``load.py``; this module handles the rest.
+The one-key places are resolved by the one-key chain of ``load.py``; this module
+decides whether a several-keys place comes first.
 A key is never printed: messages name a file and a line, logs a ``fingerprint``.
 """
 
@@ -41,11 +42,21 @@ def fingerprint(key: SecretStr | str) -> str:
 def resolve_api_keys(api: dict[str, Any], *, env: Mapping[str, str], problems: list[str]) -> bool:
     """Put several keys into ``api['api_keys']`` (and the first into ``api_key``).
 
-    Returns False when the one-key chain decides (``SKUFERRY_API_KEY``, ``api_key``,
-    ``api_key_file``, or nothing found here); ``api_keys`` is then emptied so that
-    the key found there is the only one. Problems are appended, never raised.
+    One order for every secret: environment > file > inline, and at each level the
+    several-keys form before the one-key form::
+
+        SKUFERRY_API_KEYS > SKUFERRY_API_KEY
+        > api_keys_file > api_key_file > $CREDENTIALS_DIRECTORY/api_keys > .../api_key
+        > api_keys > api_key
+
+    Returns False when a one-key place decides (or nothing is found here); ``api_keys``
+    is then emptied so that the one-key chain's key is the only one. Problems are
+    appended, never raised.
     """
     keys: list[str] | None = None
+    folder = env.get("CREDENTIALS_DIRECTORY", "")
+    creds = Path(folder) / CREDENTIAL_KEYS if folder else None
+    one_key_credential = bool(folder) and (Path(folder) / "api_key").exists()
     if env.get(ENV_API_KEYS, "").strip():
         entries = _parse((part, None) for part in _SPLIT.split(env[ENV_API_KEYS]))
         keys = _checked(entries, f"{ENV_API_KEYS}: ", problems)
@@ -56,17 +67,19 @@ def resolve_api_keys(api: dict[str, Any], *, env: Mapping[str, str], problems: l
         if not isinstance(path, Path):
             return False  # its path problem is already reported
         keys = _read_file(path, "at 'api.api_keys_file': ", problems)
+    elif api.get("api_key_file") is not None:
+        keys = None
+    elif creds is not None and creds.exists():
+        where = f"at 'api.api_keys': $CREDENTIALS_DIRECTORY/{CREDENTIAL_KEYS}: "
+        keys = _read_file(creds, where, problems)
+    elif one_key_credential:
+        keys = None
     elif api.get("api_keys"):
         inline = api["api_keys"]
         if not isinstance(inline, list | tuple) or not all(isinstance(k, str) for k in inline):
             problems.append("at 'api.api_keys': must be a list of keys (strings in quotes)")
             return True
         keys = _checked([(k.strip(), None) for k in inline], "at 'api.api_keys': ", problems)
-    elif api.get("api_key") is None and api.get("api_key_file") is None:
-        folder = env.get("CREDENTIALS_DIRECTORY", "")
-        if folder and (Path(folder) / CREDENTIAL_KEYS).exists():
-            where = f"at 'api.api_keys': $CREDENTIALS_DIRECTORY/{CREDENTIAL_KEYS}: "
-            keys = _read_file(Path(folder) / CREDENTIAL_KEYS, where, problems)
     if keys is None:
         api["api_keys"] = ()
         return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from skuferry.remote.pace import Pace
@@ -90,11 +90,14 @@ def pace_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
 
 
 def learnt_paces(
-    conn: sqlite3.Connection, limits: Mapping[str, int], now: float
+    rows: Iterable[tuple[str, str]], limits: Mapping[str, int], now: float
 ) -> dict[str, dict[str, float]]:
-    """Paces that still bind, by scope (``write``, ``write@<fp>``), for ``status``."""
+    """Paces that still bind, by scope (``write``, ``write@<fp>``), for ``status``.
+
+    ``rows``: the ``(scope, json)`` pairs stored under ``PACE_META`` (``Mirror.metas``).
+    """
     out: dict[str, dict[str, float]] = {}
-    for scope, value in pace_rows(conn):
+    for scope, value in rows:
         limit = limits.get(scope.partition("@")[0])
         learnt = Pace.loads(value)
         if limit is not None and learnt is not None and not learnt.forgotten(now, limit):
@@ -105,10 +108,10 @@ def learnt_paces(
     return out
 
 
-def read_paces(conn: sqlite3.Connection, tier: str = "write") -> list[Pace]:
-    """Learnt paces of ``tier`` found in a state file's ``meta`` (for ``plan``)."""
+def read_paces(rows: Iterable[tuple[str, str]], tier: str = "write") -> list[Pace]:
+    """Learnt paces of ``tier`` among the ``(scope, json)`` pairs of ``Mirror.metas``."""
     out = []
-    for scope, value in pace_rows(conn):
+    for scope, value in rows:
         if scope == tier or scope.startswith(f"{tier}@"):
             learnt = Pace.loads(value)
             if learnt is not None:

@@ -284,8 +284,11 @@ class Daemon:
         ):
             self._restart_watch(new)
         if new.daemon.listen != old.daemon.listen:
-            log.warning("daemon.reload.listen_kept", listen=old.daemon.listen,
-                        hint="a new [daemon] listen takes effect on restart")
+            log.warning(
+                "daemon.reload.listen_kept",
+                listen=old.daemon.listen,
+                hint="a new [daemon] listen takes effect on restart",
+            )
         rescheduled = new.schedule != old.schedule
         if rescheduled:
             self._scheduler.modify_job(JOB_ID, misfire_grace_time=new.schedule.misfire_grace_s)

@@ -43,14 +43,18 @@ def ping_finish(
     url = settings.success_url if good else settings.failure_url
     if not url:
         return False
-    return _post("success" if good else "failure", url, ping_body(outcome),
-                 settings.timeout_s, transport)
+    return _post(
+        "success" if good else "failure", url, ping_body(outcome), settings.timeout_s, transport
+    )
 
 
 def ping_body(outcome: RunOutcome) -> dict[str, Any]:
     """The JSON a monitor receives: exit code, result, and the summary or the error."""
-    body: dict[str, Any] = {"result": outcome.result, "exit_code": outcome.exit_code,
-                            "duration_s": round(outcome.duration_s, 3)}
+    body: dict[str, Any] = {
+        "result": outcome.result,
+        "exit_code": outcome.exit_code,
+        "duration_s": round(outcome.duration_s, 3),
+    }
     if outcome.summary is not None:
         summary = outcome.summary.as_json()
         problems = summary["problems"]
@@ -79,8 +83,9 @@ def _post(
         ) as client:
             response = client.post(url, json=body) if body is not None else client.post(url)
     except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
-        log.warning("monitor.ping.failed", ping=which, host=host, error=type(exc).__name__,
-                    detail=str(exc))
+        log.warning(
+            "monitor.ping.failed", ping=which, host=host, error=type(exc).__name__, detail=str(exc)
+        )
         return False
     if not response.is_success:
         log.warning("monitor.ping.failed", ping=which, host=host, status=response.status_code)

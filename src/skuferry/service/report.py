@@ -138,7 +138,7 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
 def _keys(settings: Settings, mirror: Any) -> dict[str, Any]:
     """The API keys by fingerprint (never the keys), and the pace learnt from 429s."""
     from skuferry.config.keys import fingerprint
-    from skuferry.remote.scopes import learnt_paces
+    from skuferry.remote.scopes import PACE_META, learnt_paces
 
     budget = settings.budget
     limits = {"read": budget.read_per_minute, "write": budget.write_per_minute}
@@ -146,7 +146,7 @@ def _keys(settings: Settings, mirror: Any) -> dict[str, Any]:
         limits["egress"] = budget.egress_per_minute
     return {
         "fingerprints": [fingerprint(key) for key in settings.api_keys],
-        "learnt_pace": learnt_paces(mirror.db.conn, limits, time.time()),
+        "learnt_pace": learnt_paces(mirror.metas(PACE_META), limits, time.time()),
     }
 
 

@@ -507,9 +507,16 @@ class Mirror:
         with self._write() as conn:
             # The remote no longer holds ``digest``: unknown until the update lands, so a run
             # cut short before it plans the update again instead of taking it as unchanged.
-            self._upsert(conn, key, None, {
-                "sent": canonical.dumps(dict(values)), "digest": None, "source_fingerprint": None,
-            })
+            self._upsert(
+                conn,
+                key,
+                None,
+                {
+                    "sent": canonical.dumps(dict(values)),
+                    "digest": None,
+                    "source_fingerprint": None,
+                },
+            )
 
     def archived(self, limit: int = 20) -> list[dict[str, Any]]:
         """Archived products, most recent first (for ``status``)."""
@@ -598,6 +605,14 @@ class Mirror:
     def get_meta(self, name: str) -> str | None:
         found = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if found is None else str(found[0])
+
+    def metas(self, prefix: str) -> list[tuple[str, str]]:
+        """``(rest of name, value)`` of every meta row whose name starts with ``prefix``."""
+        rows = self._conn.execute(
+            "SELECT name, value FROM meta WHERE substr(name, 1, ?) = ? ORDER BY name",
+            (len(prefix), prefix),
+        ).fetchall()
+        return [(str(name)[len(prefix) :], str(value)) for name, value in rows]
 
     # -- scratch space for one run -------------------------------------------
 

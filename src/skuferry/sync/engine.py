@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from skuferry.config.load import Settings
 from skuferry.models import Action, Kind, Progress, RunOptions, RunSummary
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteApi, RemoteClient
+from skuferry.remote.scopes import PACE_META
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.skip import skip_notes
@@ -169,7 +169,7 @@ def _run(
 
     if summary.dry_run:
         _dry_run_report(
-            settings, store, counts, summary, verify=options.verify, conn=mirror.db.conn
+            settings, store, counts, summary, verify=options.verify, paces=mirror.metas(PACE_META)
         )
         return
 
@@ -185,15 +185,7 @@ def _run(
         stack.callback(index.close)
         check_then_create.settle(orphans, index, mirror)
 
-    total = sum(counts[k] for k in _WRITE_KINDS)
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += 1
-        if on_progress:
-            on_progress(done, max(total, done))
-
+    tick = _ticker(on_progress, total=sum(counts[k] for k in _WRITE_KINDS))
     writer = Writer(
         client,
         mirror,
@@ -235,6 +227,19 @@ def _run(
         raise writer.results.fatal
     # all writes committed: the next window starts at this pull's start
     incremental.finish(mirror, pull, committed=not summary.interrupted and not summary.failed)
+
+
+def _ticker(on_progress: Progress | None, *, total: int) -> Callable[[], None]:
+    """One call per finished write: progress as (done, total), total growing if need be."""
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if on_progress:
+            on_progress(done, max(total, done))
+
+    return tick
 
 
 def _short_name(source: Source) -> str:
@@ -340,7 +345,7 @@ def _dry_run_report(
     summary: RunSummary,
     *,
     verify: bool,
-    conn: sqlite3.Connection | None = None,
+    paces: Iterable[tuple[str, str]] = (),
 ) -> None:
     summary.created = counts[Kind.CREATE]
     summary.updated = counts[Kind.UPDATE]
@@ -350,7 +355,7 @@ def _dry_run_report(
     # keys, workspace cap and learnt pace (sync/eta.py)
     summary.notes.append(
         eta.plan_note(
-            settings, creates=summary.created, updates=writes - summary.created, conn=conn
+            settings, creates=summary.created, updates=writes - summary.created, pace_rows=paces
         )
     )
     if store.needs_lookup() or verify:

@@ -8,9 +8,8 @@ the window limiter sends a whole minute's allowance at once and then waits, so
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from skuferry.config.load import BudgetSettings, Settings
 from skuferry.remote import pace as pacing
@@ -19,11 +18,11 @@ from skuferry.remote.scopes import WINDOW_S, read_paces, workspace_cap
 
 
 def plan_note(
-    settings: Settings, *, creates: int, updates: int, conn: sqlite3.Connection | None
+    settings: Settings, *, creates: int, updates: int, pace_rows: Iterable[tuple[str, str]] = ()
 ) -> str:
     """The dry run's note: how many writes, at what rate and why, and how long."""
     keys = len(settings.api_keys)
-    paces = read_paces(conn) if conn is not None else []
+    paces = read_paces(pace_rows)
     writes = creates + updates
     seconds, rate = planned_eta(writes, settings.budget, keys=keys, paces=paces)
     per_key = settings.budget.write_per_minute
