@@ -20,13 +20,17 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, SecretStr
 
 from skuferry import files, logs
+from skuferry.config.sources import HttpSourceSettings
 from skuferry.sources.origins import insecure_http_problem, parse_allowed
+
+if TYPE_CHECKING:  # load.py imports this module: the model is only a type here
+    from skuferry.config.models import Settings
 
 log = logs.get(__name__)
 
@@ -44,14 +48,14 @@ INLINE_SECRET_KEYS = frozenset({"api_key", "api_keys", "token", "password", "sft
 _SECRET_HEADER_HINTS = ("auth", "token", "key", "secret", "cookie", "password")
 
 
-def problems(settings: Any) -> list[str]:
+def problems(settings: Settings) -> list[str]:
     """Every security problem of a validated config, as ``at 'a.b': message`` lines."""
     found: list[str] = []
     api, source = settings.api, settings.source
     problem = insecure_http_problem(api.base_url, allow_insecure_http=api.allow_insecure_http)
     if problem:
         found.append(f"at 'api.base_url': {problem}")
-    if getattr(source, "type", None) == "http":
+    if isinstance(source, HttpSourceSettings):
         problem = insecure_http_problem(source.url, allow_insecure_http=source.allow_insecure_http)
         if problem:
             found.append(f"at 'source.url': {problem}")
@@ -101,7 +105,7 @@ def ca_bundle_problem(path: Path) -> str | None:
     return None
 
 
-def _paths(settings: Any, keys: tuple[str, ...]) -> Iterator[tuple[str, str, Path]]:
+def _paths(settings: Settings, keys: tuple[str, ...]) -> Iterator[tuple[str, str, Path]]:
     """(table, key, path) for every ``keys`` field set to a path in any table."""
     for table in type(settings).model_fields:
         section = getattr(settings, table)
@@ -116,7 +120,7 @@ def _paths(settings: Any, keys: tuple[str, ...]) -> Iterator[tuple[str, str, Pat
 # --- once the config is valid --------------------------------------------------------
 
 
-def after_load(settings: Any, raw: Mapping[str, Any]) -> None:
+def after_load(settings: Settings, raw: Mapping[str, Any]) -> None:
     """Register the config's secrets with the log redactor; warn about a readable config."""
     logs.add_secrets(secret_values(settings))
     config_path = getattr(settings, "config_path", None)
@@ -126,7 +130,7 @@ def after_load(settings: Any, raw: Mapping[str, Any]) -> None:
             log.warning("config.file.readable", path=str(config_path), message=warning)
 
 
-def secret_values(settings: Any) -> Iterator[str]:
+def secret_values(settings: Settings) -> Iterator[str]:
     """Every secret the settings hold: ``SecretStr`` fields, secret headers, URL passwords.
 
     Secrets read later from files or the environment (a source's token, an SFTP

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +20,9 @@ from skuferry import errors, logs
 from skuferry.config.load import Settings
 from skuferry.models import Progress as ProgressFn
 from skuferry.models import RunSummary
+
+if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help)
+    from skuferry.state.mirror import Mirror
 
 log = logs.get(__name__)
 
@@ -135,7 +138,7 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
         mirror.close()
 
 
-def _keys(settings: Settings, mirror: Any) -> dict[str, Any]:
+def _keys(settings: Settings, mirror: Mirror) -> dict[str, Any]:
     """The API keys by fingerprint (never the keys), and the pace learnt from 429s."""
     from skuferry.config.keys import fingerprint
     from skuferry.remote.scopes import PACE_META, learnt_paces
