@@ -66,6 +66,11 @@ COLUMNS = ("sku", "name", "price", "blurb")  # the source's: what skuferry sends
 OWNED = ("sku", "name", "price")  # what skuferry keeps in step (plus blurb unless create-only)
 ARCHIVED, ACTIVE = {"status": "archived"}, {"status": "active"}  # [gone] patch and restore
 EXAMPLES = int(os.environ.get("SKUFERRY_MACHINE_EXAMPLES", "100"))
+# Writes in flight. A fault hits "the next write", so with several in flight which key
+# it hits depends on thread order: Hypothesis can then neither replay nor shrink a
+# failure (FlakyStrategyDefinition). One at a time is the default; explore concurrency
+# with SKUFERRY_MACHINE_IN_FLIGHT=1,3 and read a failure from its log, not its replay.
+IN_FLIGHT = [int(n) for n in os.environ.get("SKUFERRY_MACHINE_IN_FLIGHT", "1").split(",")]
 
 keys = st.sampled_from(KEYS)
 names = st.sampled_from(NAMES)
@@ -107,7 +112,7 @@ class RunMachine(RuleBasedStateMachine):
 
     @initialize(
         method=st.sampled_from(["patch", "put"]),
-        in_flight=st.sampled_from([1, 3]),
+        in_flight=st.sampled_from(IN_FLIGHT),
         create_only=st.booleans(),
         archiving=st.booleans(),
     )
