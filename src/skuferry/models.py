@@ -163,6 +163,7 @@ class RunSummary:
             "duration_s": round(self.duration_s, 3),
             "dry_run": self.dry_run,
             "interrupted": self.interrupted,
+            "status": self.status,  # ok, partial or interrupted
             "pull": self.pull,
             "problems": list(self.problems),
             "notes": list(self.notes),

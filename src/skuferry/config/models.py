@@ -43,6 +43,9 @@ class ApiSettings(_Strict):
     max_in_flight: int = Field(4, ge=1, le=64)
     max_retries: int = Field(3, ge=0, le=10)
     page_size: int = Field(100, ge=1, le=100)
+    # a run that has not talked to the API for this long makes one cheap authenticated read,
+    # so a revoked key is noticed while the source does not change (sync/auth_check.py); 0: never
+    auth_check_minutes: int = Field(60, ge=0)
     # security (config/security.py): clear text only to loopback unless allowed; a private CA
     allow_insecure_http: bool = False
     ca_bundle: Path | None = None  # PEM file of CA certificates; default: SSL_CERT_FILE, certifi

@@ -48,6 +48,7 @@ from skuferry.state.remoteindex import RemoteIndex
 
 log = logs.get(__name__)
 
+API_CONTACT_META = "api.last_contact"  # unix time of the last run the API answered
 _IN_SOURCE = "state NOT IN ('gone', 'remote_only', 'archived')"  # the source holds (or held)
 
 
@@ -448,6 +449,33 @@ class Mirror:
                 },
             )
 
+    def record_update_sent(self, key: str, in_flight: Iterable[str]) -> None:
+        """The journal of an update (or restore), committed before its PATCH/PUT.
+
+        Until the answer comes, the remote may hold either value of the fields ``in_flight``:
+        they leave ``sent`` and the digest is unknown. An answer lost, or a crash, then leaves
+        a product the next plan updates, carrying those fields again, even if the source went
+        back to the old values meanwhile. ``record_updated`` commits the outcome.
+        """
+        with self._write() as conn:
+            found = conn.execute("SELECT sent FROM products WHERE key = ?", (key,)).fetchone()
+            sent: dict[str, Any] | None = (
+                canonical.loads(found[0]) if found is not None and found[0] is not None else None
+            )
+            if sent is not None:
+                for name in in_flight:
+                    sent.pop(name, None)
+            self._upsert(
+                conn,
+                key,
+                None,
+                {
+                    "digest": None,
+                    "source_fingerprint": None,
+                    "sent": None if sent is None else canonical.dumps(sent),
+                },
+            )
+
     def record_archive_sent(self, key: str, *, patch_digest: str) -> None:
         """The journal of an archive, committed before its PATCH: ARCHIVED, in doubt.
 
@@ -601,6 +629,18 @@ class Mirror:
                     conn.execute(
                         "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value)
                     )
+
+    def last_api_contact(self) -> float | None:
+        """When a run last talked to the API successfully (unix time), if ever."""
+        value = self.get_meta(API_CONTACT_META)
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    def record_api_contact(self, at: float | None = None) -> None:
+        """The API answered this run's requests (the auth check counts from here)."""
+        self.set_meta(API_CONTACT_META, repr(self._clock() if at is None else at))
 
     def get_meta(self, name: str) -> str | None:
         found = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()

@@ -38,7 +38,7 @@ from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
-from skuferry.sync import check_then_create, eta, gone, incremental
+from skuferry.sync import auth_check, check_then_create, eta, gone, incremental, settle
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.mapping import Mapper
@@ -178,6 +178,7 @@ def _run(
     # so a remote edit made while they were away is put right too.
     mirror.mark_in_step(store.keys(Kind.UNCHANGED))
     client = adapters.client or _client(settings, stop, stack, on_progress)
+    before = sum(client.requests.values())  # requests so far: an injected client counts on
     index: RemoteIndex | None = None
     orphans = check_then_create.orphan_intents(store, mirror)
     if options.verify or orphans or store.needs_lookup():
@@ -214,10 +215,11 @@ def _run(
         writer.run(writes)
         if checked is not None:
             checked.flush()
-        results = writer.results
-        if results.fatal is None and not stop.is_set() and (results.unknown or results.missing):
-            check_then_create.second_look(client, writer, mirror, settings, found)
+        _after_writes(
+            client, writer, mirror, settings, found=found, stop=stop, requests_before=before
+        )
     finally:
+        settle.give_up(writer, mirror)  # what is still in doubt is failed, sent again next run
         _count_lookups(found, summary)
         _collect(writer, summary, client)
     mirror.mark_gone(store.keys(Kind.GONE))
@@ -227,6 +229,37 @@ def _run(
         raise writer.results.fatal
     # all writes committed: the next window starts at this pull's start
     incremental.finish(mirror, pull, committed=not summary.interrupted and not summary.failed)
+
+
+def _after_writes(
+    client: RemoteApi,
+    writer: Writer,
+    mirror: Mirror,
+    settings: Settings,
+    *,
+    found: check_then_create.Lookups,
+    stop: threading.Event,
+    requests_before: int,
+) -> None:
+    """Before the run ends: writes whose answer was lost are settled, updates by reading the
+    product back (settle.py), creates by a second walk (check_then_create.second_look); then
+    the auth check (auth_check.py) if this run did not talk to the API."""
+    results = writer.results
+    rounds = max(1, settings.api.max_retries)
+    settle.settle(client, writer, mirror, rounds=rounds)
+    if results.fatal is None and not stop.is_set() and (results.unknown or results.missing):
+        check_then_create.second_look(client, writer, mirror, settings, found)
+        settle.settle(client, writer, mirror, rounds=rounds)  # updates the second look sent
+    if results.fatal is None and not stop.is_set():
+        # one cheap authenticated read if this run did not talk to the API, and none did
+        # for [api] auth_check_minutes: a revoked key ends the run (exit 3)
+        auth_check.after_run(
+            client,
+            mirror,
+            requests=sum(client.requests.values()) - requests_before,
+            minutes=settings.api.auth_check_minutes,
+            now=time.time(),
+        )
 
 
 def _ticker(on_progress: Progress | None, *, total: int) -> Callable[[], None]:

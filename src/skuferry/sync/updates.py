@@ -56,6 +56,35 @@ class Updater:
         """True when no request is needed (known ``sent``, no owned field changed)."""
         return sent is not None and not self._patch(product, sent, restore=restore)
 
+    def in_flight(
+        self, product: Product, sent: Mapping[str, Any] | None, *, restore: bool
+    ) -> set[str]:
+        """The fields whose remote value is in doubt while this update is on the wire."""
+        if sent is not None and self._method == "patch":
+            return set(self._patch(product, sent, restore=restore))
+        names = set(self._own.owned(product.payload))
+        if sent is not None and self._own.send_nulls:
+            names.update(fields.dropped(product.payload, sent, self._own))
+        if restore:
+            names.update(self._policy.restore)
+        return names
+
+    def expected(
+        self, product: Product, sent: Mapping[str, Any] | None, *, restore: bool
+    ) -> dict[str, Any]:
+        """What the remote holds once this update went through: the fields to compare.
+
+        The owned fields of the product (plus the ``[gone] restore`` table under them for
+        a restore); a dropped field is expected null only with ``send_nulls``.
+        """
+        want = self._own.owned(product.payload)
+        if restore:
+            want = {**self._policy.restore, **want}
+        if sent is not None and self._own.send_nulls:
+            for name in fields.dropped(product.payload, sent, self._own):
+                want.setdefault(name, None)
+        return want
+
     def update(
         self, remote_id: str, product: Product, sent: Mapping[str, Any] | None, *, restore: bool
     ) -> Outcome:

@@ -12,9 +12,16 @@ Outcomes, per product:
 - created / updated / archived / restored: committed with the remote id, digest and what
   was sent;
 - Rejected (4xx): marked rejected with the server's message, not resent until the data change;
-- OutcomeUnknown: the intent stays open; the engine resolves it by lookup, never by re-POST;
-- RateLimited / QuotaExceeded / Interrupted: not applied, marked failed, retried next run;
-- AuthError, Unreachable, BadResponse, a 404 on the collection: the run ends (``fatal``).
+- OutcomeUnknown on a create: the intent stays open; the engine resolves it by lookup, never
+  by re-POST;
+- OutcomeUnknown on an update, restore or archive: its journal (``record_update_sent``,
+  ``record_archive_sent``) stays and the action goes to ``unsettled``: the engine reads the
+  product back in the same run (``settle.py``) and commits it, or sends it again;
+- RateLimited / QuotaExceeded: not applied, marked failed, retried next run;
+- Interrupted: never sent; nothing is marked (the next run plans it again), not counted failed;
+- AuthError (401/403): the run ends, and no product is marked (the key is at fault, not
+  the product);
+- Unreachable, BadResponse, a 404 on the collection: the run ends (``fatal``).
 """
 
 from __future__ import annotations
@@ -29,8 +36,9 @@ from skuferry import errors, logs
 from skuferry.models import Action, Kind, Product, State
 from skuferry.remote.client import RemoteApi
 from skuferry.state.mirror import Mirror
-from skuferry.sync.fields import Ownership
+from skuferry.sync.fields import Ownership, after_update
 from skuferry.sync.gone import GonePolicy
+from skuferry.sync.gone import sent_after_archive as gone_sent
 from skuferry.sync.updates import Outcome, Updater
 
 log = logs.get(__name__)
@@ -51,6 +59,7 @@ class WriteResults:
     failed: dict[str, str] = field(default_factory=dict)  # key -> reason
     unknown: list[Product] = field(default_factory=list)  # outcome unknown: intent open
     missing: list[Product] = field(default_factory=list)  # remote id 404'd: deleted remotely
+    unsettled: list[Action] = field(default_factory=list)  # an update's answer lost (settle.py)
     fatal: errors.SkuferryError | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -158,7 +167,31 @@ class Writer:
             self.results.drift += 1
             self._on_done()
             return None
+        # Journalled before the PATCH/PUT: an answer lost leaves fields the remote may hold.
+        in_flight = self._updater.in_flight(product, sent, restore=restore)
+        self._mirror.record_update_sent(product.key, in_flight)
         return pool.submit(self._updater.update, _remote_id(action), product, sent, restore=restore)
+
+    def expected(self, action: Action, sent: dict[str, Any] | None) -> dict[str, Any]:
+        """What the remote holds once ``action``'s write went through (``settle.py``)."""
+        if action.kind is Kind.ARCHIVE:
+            return dict(self._gone.patch)
+        return self._updater.expected(_product(action), sent, restore=action.kind is Kind.RESTORE)
+
+    def settled(self, action: Action, sent: dict[str, Any] | None) -> None:
+        """A write whose answer was lost is found applied on the remote: commit it."""
+        wanted = self.expected(action, sent)
+        if action.kind is Kind.ARCHIVE:
+            self._mirror.record_archived(_key(action), gone_sent(sent, wanted))
+            self.results.archived += 1
+            return
+        product = _product(action)
+        now_sent = after_update(sent, wanted, product.payload)
+        self._mirror.record_updated(product, _remote_id(action), sent=now_sent)
+        if action.kind is Kind.RESTORE:
+            self.results.restored += 1
+        else:
+            self.results.updated += 1
 
     def _submit_archive(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
         key = _key(action)
@@ -217,7 +250,16 @@ class Writer:
         creating = action.kind is Kind.CREATE
         restoring = action.kind is Kind.RESTORE
         key = product.key
-        if isinstance(exc, errors.Rejected):
+        if isinstance(exc, errors.AuthError | errors.Interrupted):
+            # Not the product's fault, and nothing was applied: the mirror is left as it is
+            # (the next run plans the product again), and it is not counted as failed.
+            if creating:
+                self._mirror.close_intent(key)
+            self._ended(key, exc)
+        elif isinstance(exc, errors.OutcomeUnknown) and not creating:
+            self.results.unsettled.append(action)  # read back in this run (settle.py)
+            log.warning("sync.update.unknown", key=key, error=str(exc))
+        elif isinstance(exc, errors.Rejected):
             if restoring:  # stays ARCHIVED: restored (restore table and all) when data change
                 self._mirror.record_restore_refused(product, exc.message or str(exc))
             else:
@@ -257,7 +299,12 @@ class Writer:
     def _archive_failed(self, action: Action, exc: errors.SkuferryError) -> None:
         """The [gone] patch did not go through; the product stays planned for archiving."""
         key = _key(action)
-        if isinstance(exc, errors.Rejected):
+        if isinstance(exc, errors.AuthError | errors.Interrupted):
+            self._ended(key, exc)  # the journal stays: ARCHIVED in doubt, sent again next run
+        elif isinstance(exc, errors.OutcomeUnknown):
+            self.results.unsettled.append(action)  # read back in this run (settle.py)
+            log.warning("sync.archive.unknown", key=key, error=str(exc))
+        elif isinstance(exc, errors.Rejected):
             reason = f"the [gone] patch was refused: {exc.message or exc}"
             digest = self._gone.archiving or ""
             self._mirror.record_archive_refused(key, reason, patch_digest=digest)
@@ -279,11 +326,15 @@ class Writer:
             # else the journal stays: ARCHIVED in doubt (see Mirror.record_archive_sent)
             self._other_failure(key, exc)
 
+    def _ended(self, key: str, exc: errors.SkuferryError) -> None:
+        """A 401/403 ends the run; a stop leaves the rest unsent. Neither fails the product."""
+        if isinstance(exc, errors.AuthError):
+            self.results.fatal = self.results.fatal or exc
+            log.error("sync.write.auth_refused", key=key, status=exc.status)
+
     def _other_failure(self, key: str, exc: errors.SkuferryError) -> None:
         self.results.failed[key] = str(exc)
-        if isinstance(
-            exc, errors.AuthError | errors.Unreachable | errors.NotFound | errors.TransportError
-        ):
+        if isinstance(exc, errors.Unreachable | errors.NotFound | errors.TransportError):
             self.results.fatal = self.results.fatal or exc
         elif not isinstance(exc, errors.Interrupted):
             log.warning("sync.write.failed", key=key, error=str(exc))
