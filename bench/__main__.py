@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import fill, keys, local, readers, walks
+from bench import fill, keys, local, readers, soak, walks
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -25,6 +25,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "gateway": keys.gateway,
     "xlsx": readers.xlsx,  # a 200k-row XLSX read with flat memory
     "xml": readers.xml,  # a 300 MB BMEcat XML read with flat memory
+    "soak": soak.figure,  # the daemon for 10 min against 4 % write faults (issue 18)
 }
 
 

@@ -128,6 +128,7 @@ class RunSummary:
     adopted: int = 0
     unchanged: int = 0
     rejected: int = 0
+    rows_rejected: int = 0  # of ``rejected``: source rows that could not be read or mapped
     failed: int = 0
     drift: int = 0
     gone: int = 0
@@ -151,6 +152,7 @@ class RunSummary:
             "adopted": self.adopted,
             "unchanged": self.unchanged,
             "rejected": self.rejected,
+            "rows_rejected": self.rows_rejected,
             "failed": self.failed,
             "drift": self.drift,
             "gone": self.gone,

@@ -92,3 +92,16 @@ def test_the_dashboard_is_json_and_queries_only_metrics_skuferry_exposes() -> No
     used = {name for expr in _expressions(dashboard) for name in METRIC.findall(expr)}
     assert used <= exposed_names(), f"unknown metrics: {sorted(used - exposed_names())}"
     assert "skuferry_budget_per_minute" in used
+
+
+def test_the_readme_points_to_the_shipped_rules_instead_of_writing_them_again() -> None:
+    readme = (CONTRIB.parent / "README.md").read_text(encoding="utf-8")
+    assert "contrib/prometheus/alerts.yml" in readme
+    written_twice = re.findall(r"^\s*-?\s*(alert:|expr:)", readme, flags=re.MULTILINE)
+    assert written_twice == [], "alert rules belong in contrib/prometheus/alerts.yml only"
+
+
+def test_the_rejection_alert_sees_rows_rejected_at_the_source() -> None:
+    rules = ALERTS.read_text(encoding="utf-8")
+    assert "skuferry_rows_rejected" in rules
+    assert {"skuferry_rows_rejected", "skuferry_rows_rejected_total"} <= exposed_names()

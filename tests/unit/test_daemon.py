@@ -26,7 +26,9 @@ from skuferry.models import RunSummary
 from skuferry.service.daemon import Daemon
 from skuferry.service.metrics import parse_samples
 from skuferry.service.notify import Notifier
+from skuferry.service.report import collect_status, print_status
 from skuferry.state import schema
+from skuferry.state.mirror import Mirror
 
 FAST = 0.05  # seconds between runs
 
@@ -253,7 +255,7 @@ def test_no_run_at_start_waits_for_the_trigger(tmp_path: Path, started: Any) -> 
 
 
 def test_after_a_run_metrics_status_and_state_meta_are_written(
-    tmp_path: Path, started: Any
+    tmp_path: Path, started: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     textfile = tmp_path / "skuferry.prom"
     settings = make_settings(tmp_path, metrics={"textfile": str(textfile)})
@@ -289,8 +291,31 @@ def test_after_a_run_metrics_status_and_state_meta_are_written(
     assert published["daemon.pid"] == str(os.getpid())
     assert published["daemon.schedule"] == "every 3600 s"
     assert published["daemon.next_run"] is not None
+    assert collect_status(settings)["daemon"]["running"] is True
     assert stop(daemon, result) == 0
     assert "daemon.pid" not in meta()  # status must not show a daemon that is gone
+    assert "daemon.next_run" not in meta()
+    after = collect_status(settings)["daemon"]
+    assert (after["running"], after["next_run"]) == (False, None)
+    assert after["stopped_at"] is not None
+    print_status(collect_status(settings))
+    shown = capsys.readouterr().out
+    assert "daemon: not running since" in shown and "next run" not in shown
+
+
+def test_status_does_not_trust_the_pid_of_a_daemon_killed_without_stopping(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path)
+    mirror = Mirror(settings.state.path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    mirror.set_metas(
+        {"daemon.schedule": "every 60 s", "daemon.pid": str(gone.pid), "daemon.next_run": "x"}
+    )
+    mirror.close()
+    assert collect_status(settings)["daemon"]["running"] is False
+    assert collect_status(settings)["daemon"]["next_run"] is None
 
 
 def test_progress_feeds_the_watchdog_and_idle_timer_too(tmp_path: Path, started: Any) -> None:

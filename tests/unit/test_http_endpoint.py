@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from skuferry.errors import ConfigError, SourceError, StateError
+from skuferry.errors import AuthError, ConfigError, SourceError, StateError
 from skuferry.models import RunSummary
 from skuferry.service.daemon import Daemon
 from skuferry.service.http_endpoint import Board, Endpoint
@@ -111,6 +111,18 @@ def test_healthz_flips_on_a_failed_run_and_says_why_without_secrets(
 
     failing["now"] = False
     wait_until(lambda: httpx.get(f"{url}/healthz").status_code == 200, "healthz to recover")
+
+
+def test_healthz_names_a_refused_key_as_the_reason(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    board = Board(lambda: settings, lambda: None, wall_clock=lambda: 100.0)
+    refused = AuthError(401, "UNAUTHORIZED", f"invalid API key {SECRET}")
+    board.record(RunOutcome.from_error(refused, duration_s=0.1, finished_at=99.0))
+    status, body = board.health()
+    assert status == 503
+    assert body["problems"][0] == "the last run failed (exit 3, AuthError)"
+    assert "refused the API key (HTTP 401)" in body["problems"][1]
+    assert SECRET not in json.dumps(body)
 
 
 def test_healthz_is_503_when_the_schedule_is_dead(tmp_path: Path) -> None:

@@ -104,6 +104,21 @@ def test_counters_accumulate_across_runs_and_failures_keep_last_success(tmp_path
     assert samples[("skuferry_last_run_exit_code", None)] == 3
 
 
+def test_rows_rejected_at_the_source_are_counted_last_run_and_in_all(tmp_path: Path) -> None:
+    path = tmp_path / "skuferry.prom"
+    for rows in (3, 2):
+        run = summary(rejected=rows + 1, rows_rejected=rows)
+        record_run(path, RunOutcome.from_summary(run, duration_s=1.0, finished_at=1.0))
+    samples = parse_samples(path.read_text())
+    assert samples[("skuferry_rows_rejected", None)] == 2
+    assert samples[("skuferry_rows_rejected_total", None)] == 5
+    failed = RunOutcome.from_error(SourceError("x"), duration_s=0.2, finished_at=1_800_000_000.0)
+    record_run(path, failed)  # read nothing: the last count stays, the total goes on
+    samples = parse_samples(path.read_text())
+    assert samples[("skuferry_rows_rejected", None)] == 2
+    assert samples[("skuferry_rows_rejected_total", None)] == 5
+
+
 def test_first_run_failing_has_no_last_success(tmp_path: Path) -> None:
     path = tmp_path / "m.prom"
     record_run(path, RunOutcome.from_error(SourceError("x"), duration_s=0, finished_at=5.0))

@@ -114,6 +114,11 @@ class Api:
         with self._lock:
             self.keys[key] = workspace
 
+    def revoke_key(self, key: str) -> bool:
+        """The key is refused from now on (401), as a CMS admin revoking it; False if unknown."""
+        with self._lock:
+            return self.keys.pop(key, None) is not None
+
     def set_limits(self, limits: Mapping[str, TierLimit] | None, mode: Mode | None) -> None:
         """New limits start from a clean slate, on the same window alignment."""
         with self._lock:

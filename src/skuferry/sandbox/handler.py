@@ -197,6 +197,8 @@ class SandboxHandler(BaseHTTPRequestHandler):
             reply = Reply(200, {"data": items, "meta": {"total": len(items)}})
         elif (method, path) == ("POST", "/_sandbox/faults"):
             reply = _set_faults(api, body)
+        elif (method, path) == ("POST", "/_sandbox/keys/revoke"):  # {"key": "..."}: now a 401
+            reply = _revoke_key(api, body)
         elif (method, path) == ("POST", "/_sandbox/reset"):
             api.reset()
             reply = Reply(200, {"data": {"reset": True}, "meta": {}})
@@ -293,3 +295,16 @@ def _set_faults(api: Api, body: bytes) -> Reply:
         return error(400, "BAD_REQUEST", str(exc))
     api.faults.set(faults)
     return Reply(200, {"data": faults.as_json(), "meta": {}})
+
+
+def _revoke_key(api: Api, body: bytes) -> Reply:
+    try:
+        data = parse_json(body or b"{}")
+    except ValueError as exc:
+        return error(400, "BAD_REQUEST", str(exc))
+    key = data.get("key") if isinstance(data, dict) else None
+    if not isinstance(key, str) or not key:
+        return error(400, "BAD_REQUEST", 'the body must be {"key": "<the key to revoke>"}')
+    if not api.revoke_key(key):
+        return error(404, "NOT_FOUND", "no such key")
+    return Reply(200, {"data": {"revoked": True}, "meta": {}})

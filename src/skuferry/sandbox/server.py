@@ -148,6 +148,11 @@ class Sandbox:
     def add_key(self, key: str, workspace: str) -> None:
         self._api.add_key(key, workspace)
 
+    def revoke_key(self, key: str) -> None:
+        """Refuse ``key`` from the next request on (401 UNAUTHORIZED), as a revoked key."""
+        if not self._api.revoke_key(key):
+            raise UsageError("no such key in the sandbox")
+
     def set_limits(
         self,
         limits: Mapping[str, TierLimit] | None = None,

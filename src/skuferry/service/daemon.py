@@ -216,7 +216,7 @@ class Daemon:
         self._start_watchers(settings)  # a port already taken fails the start, before READY
         self._scheduler.start(paused=True)  # READY=1 goes out before the first run starts
         schedule = describe_schedule(settings.schedule, interval_s=self._interval_s)
-        self._publish(settings, schedule=schedule, pid=str(os.getpid()))
+        self._publish(settings, schedule=schedule, pid=str(os.getpid()), stopped_at=None)
         log.info(
             "daemon.started",
             schedule=schedule,
@@ -256,7 +256,10 @@ class Daemon:
                 hint="the open write is resolved by lookup on the next start",
             )
         if self._settings is not None:
-            self._publish(self._settings, next_run=None, pid=None)
+            # ``status`` then says "not running": no next run is promised by a stopped daemon
+            self._publish(
+                self._settings, next_run=None, pid=None, stopped_at=repr(self._wall_clock())
+            )
         log.info("daemon.stopped", runs=self._runs)
         return 0
 
@@ -377,7 +380,8 @@ class Daemon:
     def _after_run(self, settings: Settings, outcome: RunOutcome) -> None:
         self.last_outcome = outcome
         self.board.record(outcome)
-        next_run = self.next_run()
+        # a run that ends after the stop (it overstayed the deadline) promises no next run
+        next_run = None if self.stop_event.is_set() else self.next_run()
         self._publish(settings, next_run=next_run)
         self._notify.status(f"last run {outcome.one_line()}; next run {next_run or 'none'}")
 

@@ -5,8 +5,10 @@ so the names are the same): the counters of the runs so far (seeded from the
 textfile when one is configured), the last run's gauges, and product counts and
 freshness read from the state file at each scrape. ``/healthz`` answers 200
 while the last run did not fail and the schedule is alive, 503 otherwise, with
-a JSON body saying why. Neither says anything about secrets or products (no
-error messages, no keys): exit codes, error classes and counts only.
+a JSON body saying why (a refused API key is named as such: the auth check of
+``sync/auth_check.py`` makes even a run with nothing to send notice it).
+Neither says anything about secrets or products (no error messages, no keys):
+exit codes, error classes and counts only.
 
 A stdlib ``ThreadingHTTPServer`` in a daemon thread: two read-only routes do not
 need a framework, and a slow scraper never holds up a run.
@@ -25,7 +27,7 @@ from typing import Any
 
 from skuferry import logs
 from skuferry.config.load import Settings
-from skuferry.errors import ConfigError
+from skuferry.errors import AuthError, ConfigError
 from skuferry.service import freshness, hooks, metrics
 from skuferry.service.metrics import RunOutcome
 
@@ -85,6 +87,12 @@ class Board:
                 f"the last run failed (exit {last.exit_code}"
                 f"{', ' + last.error_type if last.error_type else ''})"
             )
+            if isinstance(last.exception, AuthError):
+                # the reason, not the server's message: the status says it all
+                problems.append(
+                    f"the API refused the API key (HTTP {last.exception.status}): it may have "
+                    "been revoked or lack the products scope; check [api] api_key"
+                )
         schedule = self._schedule_problem()
         if schedule:
             problems.append(schedule)

@@ -146,6 +146,12 @@ def render(
         for event in ("archived", "restored")
     }
     state_errors = previous.get(("skuferry_state_errors_total", None), 0.0)
+    # rows of the source that could not be read or mapped: in the last run, and in all
+    rows_total = previous.get(("skuferry_rows_rejected_total", None), 0.0)
+    rows_last = previous.get(("skuferry_rows_rejected", None))
+    if outcome is not None and outcome.summary is not None:
+        rows_last = float(outcome.summary.rows_rejected)
+        rows_total += rows_last
     if outcome is not None:
         runs[outcome.result] = runs.get(outcome.result, 0.0) + 1
         state_errors += outcome.error_type == "StateError"
@@ -228,6 +234,23 @@ def render(
         label=None,
         values={"": state_errors},
     )
+    _family(
+        out,
+        "skuferry_rows_rejected_total",
+        "counter",
+        "Source rows that could not be read or mapped, summed over runs.",
+        label=None,
+        values={"": rows_total},
+    )
+    if rows_last is not None:
+        _family(
+            out,
+            "skuferry_rows_rejected",
+            "gauge",
+            "Source rows that could not be read or mapped in the last run that read the source.",
+            label=None,
+            values={"": rows_last},
+        )
     budget = budget if budget is not None else labelled("skuferry_budget_per_minute")
     if budget:
         _family(

@@ -40,6 +40,8 @@ def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None
     console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
     data = summary.as_json()
     title = "plan (dry run)" if summary.dry_run else "sync"
+    if summary.interrupted:
+        title += " (interrupted)"
     table = Table(title=title, show_header=False, box=None, pad_edge=False)
     for name in (
         "created",
@@ -67,6 +69,12 @@ def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None
         table.add_row("rate limited (429)", str(summary.rate_limited))
     table.add_row("duration", f"{summary.duration_s:.1f} s")
     console.print(table)
+    if summary.interrupted:
+        console.print(
+            "interrupted: stopped on request (Ctrl-C or SIGTERM); what was in flight is "
+            "committed, products not sent yet go out with the next run",
+            markup=False,
+        )
     for note in summary.notes:
         console.print(f"note: {note}", markup=False)
     if summary.problems:
@@ -128,14 +136,40 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
             "open_intents": [{"key": k, "digest": d} for k, d in mirror.open_intents()],
             "freshness": _freshness(settings, mirror),
             "keys": _keys(settings, mirror),
-            "daemon": {
-                "schedule": mirror.get_meta("daemon.schedule"),
-                "next_run": mirror.get_meta("daemon.next_run"),
-                "pid": mirror.get_meta("daemon.pid"),
-            },
+            "daemon": _daemon(mirror),
         }
     finally:
         mirror.close()
+
+
+def _daemon(mirror: Mirror) -> dict[str, Any]:
+    """What the daemon last published; ``running`` False once it stopped (or its pid is gone),
+    and then no ``next_run``: a stopped daemon promises none."""
+    pid = mirror.get_meta("daemon.pid")
+    stopped = mirror.get_meta("daemon.stopped_at")
+    running = pid is not None and _alive(pid)
+    return {
+        "schedule": mirror.get_meta("daemon.schedule"),
+        "running": running,
+        "next_run": mirror.get_meta("daemon.next_run") if running else None,
+        "pid": pid if running else None,
+        "stopped_at": float(stopped) if stopped else None,
+    }
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process is there (on this host: the state file is local to the daemon)."""
+    import os
+
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: there
+    except (ValueError, OSError):
+        return False
+    return True
 
 
 def _keys(settings: Settings, mirror: Mirror) -> dict[str, Any]:
@@ -180,10 +214,13 @@ def print_status(data: dict[str, Any]) -> None:
         "products: " + (", ".join(f"{k} {v:,}" for k, v in sorted(products.items())) or "none")
     )
     daemon = data.get("daemon") or {}
-    if daemon.get("schedule"):
+    if daemon.get("running"):
         console.print(
             f"daemon: {daemon['schedule']}; next run {daemon.get('next_run') or 'unknown'}"
         )
+    elif daemon.get("schedule"):
+        when = f" since {_when(daemon['stopped_at'])}" if daemon.get("stopped_at") else ""
+        console.print(f"daemon: not running{when} (was {daemon['schedule']})")
     fresh = data.get("freshness") or {}
     if fresh.get("oldest_unsynced_change") is not None:
         console.print(

@@ -300,6 +300,7 @@ def _client(
 def _count_plan(store: PlanStore, counts: dict[Kind, int], summary: RunSummary) -> None:
     summary.unchanged = counts[Kind.UNCHANGED]
     summary.rejected = counts[Kind.REJECT] + counts[Kind.STILL_REJECTED]
+    summary.rows_rejected = counts[Kind.REJECT]  # refused at the source (metric rows_rejected)
     summary.gone = counts[Kind.GONE] + counts[Kind.ARCHIVE]
     for action in store.actions(Kind.REJECT, Kind.STILL_REJECTED):
         summary.add_problem(

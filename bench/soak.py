@@ -1,0 +1,284 @@
+"""The daemon soak (issue 18, "Done when"): ``skuferry run`` for minutes against a faulty API.
+
+    python -m bench --only soak              # 10 minutes of changes, then the checks
+    python -m bench.soak --minutes 12        # the same, standalone (--quick: 2 minutes)
+
+The real daemon (``python -m skuferry run``, a child process) syncs a 300-product
+CSV every 15 s against the sandbox (in this process), which breaks 4 % of the
+product writes: 4/3 % each of "stored, then the connection dropped" (lost
+answer), "reset before the body was read" and "stored, then 500". Every 20 s
+the source changes: 12 prices, 3 stock levels and 2 new products.
+
+Once the minutes are up the source stops changing; the soak waits for a run that
+started after the last change to exit 0 (at most 3 minutes), stops the daemon
+with SIGTERM and checks the sandbox against the last catalog:
+
+- duplicates: keys the sandbox holds more than once (target 0);
+- lost: keys of the catalog the sandbox lacks (target 0);
+- wrong: products whose name, price or stock differ from the catalog (target 0);
+- the share of the daemon's runs that exited 0 (target >= 95 %), from the state
+  file's runs table (every run, with its exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from bench.common import HEADER, KEY, WORKSPACE, Result
+from skuferry import logs
+from skuferry.sandbox import Sandbox, SandboxConfig
+from skuferry.sandbox.faults import Faults
+from skuferry.sandbox.limits import TierLimit
+from skuferry.state.mirror import Mirror
+
+PRODUCTS = 300
+CHANGE_EVERY_S = 20.0
+INTERVAL_MINUTES = 0.25  # a run every 15 s
+FAULT_RATE = 0.04
+PER_MINUTE = 1200  # limits raised: the soak is about faults, not budgets
+SETTLE_WAIT_S = 180.0
+TARGET_OK_SHARE = 0.95
+
+
+def faults(rate: float = FAULT_RATE) -> Faults:
+    third = rate / 3
+    return Faults(drop_after_commit=third, reset=third, error_after_commit=third)
+
+
+class Catalog:
+    """The source the ERP keeps rewriting: prices and stock change, products are added."""
+
+    def __init__(self, path: Path, n: int, rng: random.Random) -> None:
+        self.path = path
+        self._rng = rng
+        self.rows: dict[str, list[str]] = {}
+        for i in range(n):
+            self._add(i)
+        self.changes = 0
+        self.write()
+
+    def _add(self, i: int) -> None:
+        sku = f"SOAK-{i:05d}"
+        cents = 500 + (i * 37) % 50000
+        self.rows[sku] = [sku, f"Soak product {i}", _price(cents), str(i % 200)]
+
+    def change(self) -> None:
+        keys = list(self.rows)
+        for sku in self._rng.sample(keys, 12):
+            cents = self._rng.randrange(100, 99999)
+            self.rows[sku][2] = _price(cents)
+        for sku in self._rng.sample(keys, 3):
+            self.rows[sku][3] = str(self._rng.randrange(0, 500))
+        for _ in range(2):
+            self._add(len(self.rows))
+        self.changes += 1
+        self.write()
+
+    def write(self) -> None:
+        """Atomically, as a well-behaved export does (the daemon never reads half a file)."""
+        tmp = self.path.with_suffix(".tmp")
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(HEADER)
+            out.writerows(self.rows.values())
+        tmp.replace(self.path)
+
+
+def _price(cents: int) -> str:
+    return f"{cents // 100}.{cents % 100:02d}"
+
+
+def _config(folder: Path, url: str) -> Path:
+    text = f"""\
+[api]
+base_url = "{url}"
+api_key = "{KEY}"
+update_method = "patch"
+timeout_s = 10
+max_in_flight = 4
+
+[source]
+type = "csv"
+path = "catalog.csv"
+
+[mapping]
+key = "sku"
+[mapping.fields]
+sku = "SKU"
+name = "Name"
+price = {{ column = "Price", type = "decimal" }}
+stock = {{ column = "Stock", type = "integer" }}
+
+[budget]
+read_per_minute = {PER_MINUTE}
+write_per_minute = {PER_MINUTE}
+
+[schedule]
+interval_minutes = {INTERVAL_MINUTES}
+
+[state]
+path = "skuferry.db"
+
+[safety]
+max_change_ratio = 1.0
+"""
+    path = folder / "skuferry.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _runs(state: Path) -> list[dict[str, Any]]:
+    mirror = Mirror(state, readonly=True)
+    try:
+        return list(reversed(mirror.last_runs(100_000)))
+    finally:
+        mirror.close()
+
+
+def _wait_settled(state: Path, since: float, deadline: float) -> bool:
+    """Wait for a run that started after ``since`` to exit 0."""
+    while time.time() < deadline:
+        if any(
+            r["started_at"] >= since and r["exit_code"] == 0 and r["finished_at"]
+            for r in _runs(state)
+        ):
+            return True
+        time.sleep(2.0)
+    return False
+
+
+def check(sandbox: Sandbox, catalog: Catalog) -> dict[str, int]:
+    """Duplicates, lost and wrong products on the sandbox, against the catalog."""
+    held = sandbox.products(WORKSPACE)
+    by_key = Counter(str(p.get("sku")) for p in held)
+    duplicates = sum(n - 1 for n in by_key.values() if n > 1)
+    lost = sum(1 for sku in catalog.rows if sku not in by_key)
+    wrong = 0
+    for p in held:
+        row = catalog.rows.get(str(p.get("sku")))
+        if row is None:
+            continue
+        _sku, name, price, stock = row
+        if (
+            p.get("name") != name
+            or Decimal(str(p.get("price"))) != Decimal(price)
+            or int(p.get("stock", -1)) != int(stock)
+        ):
+            wrong += 1
+    return {"duplicates": duplicates, "lost": lost, "wrong": wrong, "held": len(held)}
+
+
+def soak(minutes: float, *, seed: int = 18) -> Result:
+    folder = Path(tempfile.mkdtemp(prefix="skuferry-soak-"))
+    limits = TierLimit(per_key=PER_MINUTE, per_workspace=PER_MINUTE)
+    config = SandboxConfig(
+        keys={KEY: WORKSPACE},
+        limits={"read": limits, "write": limits},
+        updates="patch",
+        faults=faults(),
+        seed=seed,
+    )
+    rng = random.Random(seed)
+    with Sandbox(config) as sandbox:
+        catalog = Catalog(folder / "catalog.csv", PRODUCTS, rng)
+        cfg = _config(folder, sandbox.url)
+        log_path = folder / "daemon.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SKUFERRY_")}
+        started = time.time()
+        with log_path.open("wb") as log:
+            daemon = subprocess.Popen(
+                [sys.executable, "-m", "skuferry", "--log-format", "json", "run", "-c", str(cfg)],
+                cwd=folder,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+            try:
+                end = started + minutes * 60
+                next_change = started + CHANGE_EVERY_S
+                while time.time() < end and daemon.poll() is None:
+                    time.sleep(max(0.0, min(next_change, end) - time.time()))
+                    if time.time() >= next_change and time.time() < end:
+                        catalog.change()
+                        next_change += CHANGE_EVERY_S
+                last_change = catalog.path.stat().st_mtime
+                settled = _wait_settled(
+                    folder / "skuferry.db", last_change, time.time() + SETTLE_WAIT_S
+                )
+            finally:
+                daemon.send_signal(signal.SIGTERM)
+                try:
+                    daemon.wait(20)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait()
+        elapsed = time.time() - started
+        found = check(sandbox, catalog)
+        stats = sandbox.stats()
+    runs = _runs(folder / "skuferry.db")
+    codes = Counter(r["exit_code"] for r in runs)
+    ok_share = codes.get(0, 0) / max(1, len(runs))
+    failed_products = sum((r["summary"] or {}).get("failed", 0) for r in runs)
+    good = (
+        found["duplicates"] == 0
+        and found["lost"] == 0
+        and found["wrong"] == 0
+        and ok_share >= TARGET_OK_SHARE
+        and settled
+    )
+    measured = (
+        f"{len(runs)} runs, {ok_share:.1%} exit 0; "
+        f"{found['duplicates']} dup, {found['lost']} lost, {found['wrong']} wrong"
+    )
+    notes = [
+        f"{elapsed / 60:.1f} min in all ({minutes:g} min of source changes every "
+        f"{CHANGE_EVERY_S:g} s, {catalog.changes} changes), daemon every "
+        f"{INTERVAL_MINUTES * 60:g} s, {FAULT_RATE:.0%} product-write faults "
+        "(drop_after_commit, reset, error_after_commit), seed "
+        f"{seed}",
+        f"exit codes of the daemon's runs: {dict(sorted(codes.items(), key=str))}; "
+        f"products failed, summed over runs: {failed_products}",
+        f"sandbox: {found['held']} products held, catalog {len(catalog.rows)}; "
+        f"requests {stats.requests}, faults injected {stats.faults}",
+        f"a run after the last change exited 0: {settled}; state and daemon log in {folder}",
+    ]
+    return Result(
+        "daemon soak, 4 % write faults",
+        measured,
+        ">= 95 % exit 0; 0 dup, 0 lost, 0 wrong",
+        good,
+        notes,
+    )
+
+
+def figure(quick: bool) -> Result:
+    return soak(2.0 if quick else 10.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=18)
+    args = parser.parse_args(argv)
+    logs.configure(level="error")  # the sandbox's own events would drown the figures
+    result = soak(args.minutes, seed=args.seed)
+    print(f"{result.figure}: {result.measured} [{result.verdict}] (target {result.target})")
+    for note in result.notes:
+        print(f"- {note}")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
