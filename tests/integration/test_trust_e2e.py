@@ -227,3 +227,15 @@ def test_an_interrupted_run_says_so_and_counts_no_unsent_product_as_failed(
         assert "sync (interrupted)" in out
         assert "interrupted: stopped on request" in out
         assert "failed" not in out
+
+
+def test_the_sandbox_admin_revokes_a_key_without_echoing_it(sandbox: Sandbox) -> None:
+    products = f"{sandbox.url}/api/v1/products"
+    auth = {"Authorization": f"Bearer {KEY}"}
+    assert httpx.get(products, headers=auth).status_code == 200
+    revoke = f"{sandbox.url}/_sandbox/keys/revoke"
+    done = httpx.post(revoke, json={"key": KEY})
+    assert done.status_code == 200 and KEY not in done.text
+    assert httpx.get(products, headers=auth).status_code == 401
+    assert httpx.post(revoke, json={"key": KEY}).status_code == 404
+    assert httpx.post(revoke, json={"nope": 1}).status_code == 400
