@@ -58,13 +58,10 @@ def settle(client: RemoteApi, writer: Writer, mirror: Mirror, *, rounds: int) ->
         todo, results.unsettled = results.unsettled, []
         if not todo:
             return
-        if writer.stopped:
-            results.unsettled = todo
-            return
         log.info("sync.settle", products=len(todo), round=attempt + 1)
         again: list[Action] = []
         for i, action in enumerate(todo):
-            if writer.stopped:
+            if writer.stopped:  # a stop, or a fatal error: the rest keep their journal
                 results.unsettled.extend(todo[i:])
                 break
             resend = _look(client, writer, mirror, action)
@@ -88,6 +85,9 @@ def _look(client: RemoteApi, writer: Writer, mirror: Mirror, action: Action) -> 
             f"remote id {remote_id} no longer exists; looked up and created again next run"
         )
         log.warning("sync.settle.missing", key=key, remote_id=remote_id)
+        return None
+    except errors.Interrupted:
+        writer.results.unsettled.append(action)  # stopping: its journal stays for next run
         return None
     except errors.AuthError as exc:
         writer.results.fatal = writer.results.fatal or exc
