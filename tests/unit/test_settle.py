@@ -73,11 +73,12 @@ def _patches_losing(remote: FakeRemote, lost: int, *, after_commit: bool) -> lis
     return seen
 
 
+@pytest.mark.parametrize("method", ["patch", "put"])
 @pytest.mark.parametrize("after_commit", [True, False])
 def test_lost_patch_answers_are_settled_in_the_same_run(
-    tmp_path: Path, *, after_commit: bool
+    tmp_path: Path, *, after_commit: bool, method: str
 ) -> None:
-    settings, remote = make_settings(tmp_path), FakeRemote()
+    settings, remote = make_settings(tmp_path, api={"update_method": method}), FakeRemote()
     sync(settings, remote, catalog(10))
     reads_before = remote.requests["read"]
     sent = _patches_losing(remote, 4, after_commit=after_commit)
@@ -86,7 +87,8 @@ def test_lost_patch_answers_are_settled_in_the_same_run(
     assert summary.exit_code == 0
     assert set(_prices(remote).values()) == {"2.00"}
     assert _states(settings) == {"synced": 10}
-    assert remote.requests["read"] - reads_before == 4, "one read per lost answer"
+    put_reads = 14 if method == "put" and not after_commit else 10 if method == "put" else 0
+    assert remote.requests["read"] - reads_before == 4 + put_reads, "one read per lost answer"
     # landed: read back and committed, nothing resent; not landed: sent once more
     assert len(sent) == (10 if after_commit else 14)
 
@@ -145,6 +147,19 @@ def test_a_lost_archive_answer_is_settled_in_the_same_run(tmp_path: Path) -> Non
     assert (summary.archived, summary.failed) == (1, 0), summary.problems
     assert remote.by_key("SKU-0011")[0]["status"] == "archived"
     assert _states(settings).get("archived") == 1
+
+
+def test_a_lost_restore_answer_is_settled_in_the_same_run(tmp_path: Path) -> None:
+    gone = {"action": "patch", "patch": {"status": "archived"}, "restore": {"status": "active"}}
+    settings, remote = make_settings(tmp_path, gone=gone), FakeRemote()
+    sync(settings, remote, catalog(12))
+    sync(settings, remote, catalog(11))
+    assert remote.by_key("SKU-0011")[0]["status"] == "archived"
+    remote.post = _lose({"SKU-0011"})
+    summary = sync(settings, remote, catalog(12))
+    assert (summary.restored, summary.failed) == (1, 0), summary.problems
+    assert remote.by_key("SKU-0011")[0]["status"] == "active"
+    assert _states(settings) == {"synced": 12}
 
 
 def test_a_401_on_an_update_ends_the_run_and_marks_no_product(tmp_path: Path) -> None:
