@@ -7,7 +7,17 @@ One catalog, served under one path per pagination style:
     /cursor/products?cursor=C&limit=M  {"data": [...], "next_cursor": "..." | null}
     /hal/products?page=N&limit=M       {"_embedded": {"items": [...]},
                                         "_links": {"next": {"href": "/hal/products?page=N+1..."}}}
+                                       (a next link on every full page, as Akeneo links)
     /link/products?page=N&limit=M      [...]  and  Link: </link/products?page=N+1...>; rel="next"
+    /woo/products?page=N&per_page=M    [...]  and  X-WP-Total, X-WP-TotalPages, Link (WooCommerce)
+    /odata/products[?$count=true]      {"@odata.context": ..., "value": [...],
+                                        ["@odata.count": T,] "@odata.nextLink": "http://..."}
+                                       (OData v4 server-driven paging: the page size comes
+                                        from ``Prefer: odata.maxpagesize=M``, default 100)
+
+``PimServer(..., ends_early_at=K)`` is a broken API: page K and later come back
+empty, and page K-1 links no further, while every total still counts the whole
+catalog (a pull that trusted it would stop early in silence).
 
 Every style also filters by change time, as PIMs do for incremental pulls:
 ``updated_since=<ISO 8601 | unix seconds>`` or Akeneo's
@@ -30,14 +40,14 @@ import contextlib
 import csv
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from skuferry import canonical
 
@@ -110,8 +120,10 @@ class PimServer:
         port: int = 0,
         absolute_links: bool = False,
         host: str = "127.0.0.1",  # any of 127.0.0.0/8: a second origin on the same box
+        ends_early_at: int | None = None,  # a broken API: no records from this page on
     ) -> None:
         self.catalog = catalog
+        self.ends_early_at = ends_early_at
         self.token = token
         self.basic = basic
         self.absolute_links = absolute_links
@@ -194,21 +206,34 @@ class PimServer:
             return self.catalog.changed_since(since)
         return [p for p in self.catalog if "updated" not in p or _when(p["updated"]) > since]
 
-    def page(self, style: str, query: dict[str, str]) -> tuple[Any, dict[str, str]]:
+    def page(
+        self,
+        style: str,
+        query: dict[str, str],
+        headers: Mapping[str, str] | None = None,  # lower-case names
+    ) -> tuple[Any, dict[str, str]]:
         """The body and extra headers of one page of ``style``."""
         catalog = self.changed(query)
         total = len(catalog)
-        limit = max(1, int(query.get("limit", "20")))
-        if style in ("page", "hal", "link"):
-            number = max(1, int(query.get("page", "1")))
-            start = (number - 1) * limit
+        limit = max(1, int(query.get("per_page" if style == "woo" else "limit", "20")))
+        if style == "odata":
+            limit = _max_page_size((headers or {}).get("prefer", ""))
+            start = int(query.get("$skiptoken", "0"))
+        elif style in ("page", "hal", "link", "woo"):
+            start = (max(1, int(query.get("page", "1"))) - 1) * limit
         elif style == "offset":
             start = int(query.get("offset", "0"))
         else:  # cursor: an opaque-looking token holding the next index
             cursor = query.get("cursor")
             start = int(base64.urlsafe_b64decode(cursor).decode()) if cursor else 0
+        number = start // limit + 1
         items = list(catalog[start : start + limit])
         more = start + limit < total
+        if style == "hal":  # Akeneo's search_after: a next link on every full page
+            more = len(items) == limit
+        if self.ends_early_at is not None:  # the broken API of the docstring
+            items = [] if number >= self.ends_early_at else items
+            more = more and number + 1 < self.ends_early_at
         pages = (total + limit - 1) // limit
         if style == "page":
             return {"items": items, "meta": {"page": number, "pages": pages, "total": total}}, {}
@@ -217,14 +242,39 @@ class PimServer:
         if style == "cursor":
             token = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
             return {"data": items, "next_cursor": token if more else None}, {}
+        if style == "odata":
+            body: dict[str, Any] = {
+                "@odata.context": f"{self.base_url}/odata/$metadata#products",
+                "value": items,
+            }
+            if query.get("$count") == "true":
+                body["@odata.count"] = total
+            if more:  # OData links are absolute
+                body["@odata.nextLink"] = f"{self.base_url}/odata/products?" + urlencode(
+                    {**query, "$skiptoken": start + limit}
+                )
+            return body, {}
         prefix = self.base_url if self.absolute_links else ""
-        nxt = f"{prefix}/{style}/products?page={number + 1}&limit={limit}"
+        size = "per_page" if style == "woo" else "limit"
+        nxt = f"{prefix}/{style}/products?page={number + 1}&{size}={limit}"
         if style == "hal":
             links = {"self": {"href": f"/hal/products?page={number}&limit={limit}"}}
             if more:
                 links["next"] = {"href": nxt}
             return {"_embedded": {"items": items}, "_links": links}, {}
-        return items, ({"Link": f'<{nxt}>; rel="next"'} if more else {})
+        extra = {"Link": f'<{nxt}>; rel="next"'} if more else {}
+        if style == "woo":
+            extra |= {"X-WP-Total": str(total), "X-WP-TotalPages": str(pages)}
+        return items, extra
+
+
+def _max_page_size(prefer: str) -> int:
+    """``Prefer: odata.maxpagesize=N`` (among other preferences), else 100."""
+    for part in prefer.split(","):
+        name, _, value = part.strip().partition("=")
+        if name.strip().lower() == "odata.maxpagesize" and value.strip().isdigit():
+            return max(1, int(value))
+    return 100
 
 
 def _handler_for(server: PimServer) -> type[BaseHTTPRequestHandler]:
@@ -249,11 +299,12 @@ def _handler_for(server: PimServer) -> type[BaseHTTPRequestHandler]:
             if (
                 len(segments) != 2
                 or segments[1] != "products"
-                or segments[0] not in ("page", "offset", "cursor", "hal", "link")
+                or segments[0] not in ("page", "offset", "cursor", "hal", "link", "woo", "odata")
             ):
                 return self._send(404, b'{"error": "not found"}', {})
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-            body, headers = server.page(segments[0], query)
+            sent = {name.lower(): value for name, value in self.headers.items()}
+            body, headers = server.page(segments[0], query, sent)
             return self._send(200, json.dumps(body, default=_number).encode(), headers)
 
         def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:

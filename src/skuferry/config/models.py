@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
-import jmespath
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -22,6 +21,7 @@ from pydantic import (
 )
 
 from skuferry.config.encoding import known_encoding
+from skuferry.config.expressions import jmespath_check
 from skuferry.config.sources import (  # _Strict: the one base of every table's model
     FileSourceSettings,
     HttpSourceSettings,
@@ -112,19 +112,6 @@ class FieldSpec(_Strict):
             other = "," if self.thousands == "." else "."
             raise ValueError(f'thousands and decimal must differ (set decimal = "{other}")')
         return self
-
-
-def jmespath_check(expression: str) -> None:
-    """Raise ``ValueError`` saying where ``expression`` is not JMESPath (one line, no caret)."""
-    try:
-        jmespath.compile(expression)
-    except jmespath.exceptions.JMESPathError as exc:
-        position = getattr(exc, "lex_position", None)
-        problem = getattr(exc, "message", None) or getattr(exc, "msg", None) or str(exc)
-        if getattr(exc, "token_value", None) is None and "Incomplete" in type(exc).__name__:
-            problem = "incomplete expression"
-        where = f" at character {position + 1}" if isinstance(position, int) else ""
-        raise ValueError(f"not a valid JMESPath expression: {problem}{where}") from None
 
 
 class MappingSettings(_Strict):

@@ -13,12 +13,14 @@ working directory.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,8 +31,20 @@ from pydantic import (
     model_validator,
 )
 
+from skuferry.config.expressions import SourcePath
 from skuferry.config.secrets import read_source_secret
 from skuferry.sources.origins import insecure_http_problem, origin
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110)
+
+
+def _header_name(value: str) -> str:
+    if not _TOKEN.fullmatch(value):
+        raise ValueError(f"{value!r} is not an HTTP header name (like X-WP-Total)")
+    return value
+
+
+HeaderName = Annotated[str, AfterValidator(_header_name)]
 
 
 class _Strict(BaseModel):
@@ -112,7 +126,8 @@ class HttpSourceSettings(SourceCommon):
     type: Literal["http"]
     url: str
     headers: dict[str, str] = Field(default_factory=dict, repr=False)  # values may be secrets
-    items_path: str = ""  # dotted path to the list in each response; "" = the body is the list
+    # every path into a response is JMESPath (config/expressions.py); "" = the body itself
+    items_path: SourcePath = ""  # the list of records in each response
 
     # auth: the fields a validator reads come before the field it validates
     auth: Literal["none", "bearer", "basic"] = "none"
@@ -130,12 +145,16 @@ class HttpSourceSettings(SourceCommon):
     size_param: str = "limit"  # "" = do not send a page size
     page_param: str = "page"
     first_page: int = Field(1, ge=0)
-    total_pages_path: str | None = None  # e.g. "meta.pages"; absent: stop at a short page
     offset_param: str = "offset"
-    total_path: str | None = None  # e.g. "meta.total"; absent: stop at a short page
     cursor_param: str = "cursor"  # or "search_after"
-    next_path: str = "_links.next.href"
-    cursor_path: str | None = Field(default=None, validate_default=True)
+    next_path: SourcePath = "_links.next.href"  # OData: '"@odata.nextLink"'
+    cursor_path: SourcePath | None = Field(default=None, validate_default=True)
+    # what the API says it holds: stops page/offset walks, and proves a pull complete
+    # (sources/ends.py); absent: page and offset walks stop at a short page
+    total_path: SourcePath | None = None  # records in all pages, e.g. "meta.total"
+    total_pages_path: SourcePath | None = None  # pages, e.g. "meta.pages"
+    total_header: HeaderName | None = None  # e.g. "X-WP-Total" (WooCommerce)
+    total_pages_header: HeaderName | None = None  # e.g. "X-WP-TotalPages"
 
     # transport
     requests_per_minute: int | None = Field(None, gt=0)
@@ -208,7 +227,7 @@ class HttpSourceSettings(SourceCommon):
     def _cursor_path(cls, value: str | None, info: ValidationInfo) -> str | None:
         if info.data.get("pagination") == "cursor" and not value:
             raise ValueError(
-                'pagination = "cursor" needs cursor_path, the dotted path of the next '
+                'pagination = "cursor" needs cursor_path, the JMESPath of the next '
                 'cursor in each response (e.g. "meta.next_cursor")'
             )
         return value

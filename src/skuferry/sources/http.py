@@ -7,11 +7,17 @@ page that is not what was promised (not JSON, no list at ``items_path``),
 raises ``SourceError``: a pull that stopped half way must never look complete,
 or the products on the missing pages would be taken for gone.
 
-Pagination styles: ``page`` (page number + size, optionally a total page count
-in the body), ``offset`` (offset + size, optionally a total), ``cursor``
-(a token from the body sent back as a parameter, ``search_after`` style) and
-``next_link`` (a URL at ``next_path`` in the body or an RFC 8288
-``Link: <...>; rel="next"`` header, relative links resolved).
+Pagination styles: ``page`` (page number + size), ``offset`` (offset + size),
+``cursor`` (a token from the body sent back as a parameter, ``search_after``
+style) and ``next_link`` (a URL at ``next_path`` in the body or an RFC 8288
+``Link: <...>; rel="next"`` header, relative links resolved). Every path into a
+body is JMESPath, compiled once (``sources/paths.py``).
+
+A walk stops at its own end (an empty or short page, no next link, no cursor), or
+where the API's announced total says; then ``sources/ends.py`` weighs what the
+pages announced (``total_path``, ``total_pages_path``, ``total_header``,
+``total_pages_header``, ``@odata.count``) and fails the pull when the evidence
+says it ended early.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.remote.retry import backoff_delay, parse_retry_after
 from skuferry.sources.base import IncrementalSource
+from skuferry.sources.ends import Announced, EndProof, Totals
 from skuferry.sources.origins import parse_allowed
+from skuferry.sources.paths import SourcePath, optional_path
 from skuferry.sources.pinned import send_pinned
 from skuferry.sources.since import since_params
 
@@ -58,14 +66,7 @@ def safe_url(url: str | httpx.URL) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def dig(body: Any, path: str) -> tuple[bool, Any]:
-    """Follow a dotted path into nested objects: ``(found, value)``; "" is the body."""
-    node = body
-    for part in path.split(".") if path else ():
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
+_ODATA_NEXT = "@odata.nextLink"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,8 @@ class _Page:
     number: int
     url: httpx.URL
     body: Any
+    items: list[Any]  # what items_path found: a list, or the page failed
+    headers: httpx.Headers
     next_header: str | None  # the rel="next" target of a Link header, if any
 
 
@@ -106,6 +109,15 @@ class HttpSource(IncrementalSource):
         self._headers = dict(settings.headers)
         self._auth: httpx.Auth | None = None
         s = settings
+        self._items_path = SourcePath(s.items_path, key="source.items_path")
+        self._next_path = SourcePath(s.next_path, key="source.next_path")
+        self._cursor_path = optional_path(s.cursor_path, key="source.cursor_path")
+        self._totals = Totals(
+            records_path=optional_path(s.total_path, key="source.total_path"),
+            records_header=s.total_header,
+            pages_path=optional_path(s.total_pages_path, key="source.total_pages_path"),
+            pages_header=s.total_pages_header,
+        )
         if s.auth == "bearer":
             token = read_secret(
                 inline=s.token, file=s.token_file, env_name=s.token_env, key="token", env=env
@@ -144,6 +156,7 @@ class HttpSource(IncrementalSource):
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         line = 0
+        proof = EndProof(self.describe(), full_page_rule=self.settings.pagination == "next_link")
         with httpx.Client(
             headers=self._headers,
             auth=self._auth,
@@ -152,9 +165,8 @@ class HttpSource(IncrementalSource):
             verify=self._verify,
             transport=self._transport,
         ) as client:
-            for page in self._pages(client):
-                items = self._items(page)
-                for item in items:
+            for page in self._pages(client, proof):
+                for item in page.items:
                     line += 1
                     if isinstance(item, dict):
                         yield RawRecord(line=line, fields=item)
@@ -164,54 +176,83 @@ class HttpSource(IncrementalSource):
                             reason=f"record {line} (page {page.number}): expected a JSON "
                             f"object, got {type(item).__name__}",
                         )
-        log.info("source.http.done", url=safe_url(self.settings.url), records=line)
+        proof.check()  # an early end fails the pull here, before anything is planned
+        log.info(
+            "source.http.done", url=safe_url(self.settings.url), records=line, pages=proof.pages
+        )
 
     # -- walking the pages -------------------------------------------------------------
+    # Each walk yields a page, then counts it in ``proof`` and reads the announcements
+    # in force (the latest total and page count) to decide whether to go on.
 
-    def _pages(self, client: httpx.Client) -> Iterator[_Page]:
+    def _pages(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
         walk = {
             "page": self._by_page_number,
             "offset": self._by_offset,
             "cursor": self._by_cursor,
         }.get(self.settings.pagination, self._by_next_link)
-        return walk(client)
+        return walk(client, proof)
 
     def _sized(self) -> dict[str, Any]:
         s = self.settings
         return {**({s.size_param: s.page_size} if s.size_param else {}), **self._since}
 
-    def _by_page_number(self, client: httpx.Client) -> Iterator[_Page]:
+    def _by_page_number(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
         s = self.settings
+        previous: list[Any] = []
         for number in itertools.count(1):
             params = {**self._sized(), s.page_param: s.first_page + number - 1}
             page = self._get(client, s.url, params, number)
+            if page.items and page.items == previous:
+                # past the end some APIs serve the last page again (Magento): the end
+                log.info("source.http.repeated_page", page=number)
+                return
+            previous = page.items
             yield page
-            total = self._number_at(page, s.total_pages_path)
-            count = len(self._items(page))
-            if count == 0 or (number >= total if total is not None else count < s.page_size):
+            count = len(page.items)
+            said = proof.page(count, self._announced(page))
+            if count == 0:
+                return
+            if said.pages is not None:
+                if number >= said.pages:
+                    return
+            elif said.records is not None:
+                if proof.records >= said.records:
+                    return
+            elif count < s.page_size:
                 return
 
-    def _by_offset(self, client: httpx.Client) -> Iterator[_Page]:
+    def _by_offset(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
         s = self.settings
         offset = 0
         for number in itertools.count(1):
             page = self._get(client, s.url, {**self._sized(), s.offset_param: offset}, number)
             yield page
-            total = self._number_at(page, s.total_path)
-            count = len(self._items(page))
+            count = len(page.items)
+            said = proof.page(count, self._announced(page))
             offset += count
-            if count == 0 or (offset >= total if total is not None else count < s.page_size):
+            if count == 0:
+                return
+            if said.records is not None:
+                if offset >= said.records:
+                    return
+            elif said.pages is not None:
+                if number >= said.pages:
+                    return
+            elif count < s.page_size:
                 return
 
-    def _by_cursor(self, client: httpx.Client) -> Iterator[_Page]:
+    def _by_cursor(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
         s = self.settings
         params = self._sized()
         seen: set[str] = set()
         for number in itertools.count(1):
             page = self._get(client, s.url, params, number)
             yield page
-            found, token = dig(page.body, s.cursor_path or "")
-            if not found or token in (None, "") or not self._items(page):
+            token = self._cursor_path.find(page.body) if self._cursor_path else None
+            more = token not in (None, "") and bool(page.items)
+            proof.page(len(page.items), self._announced(page), has_next=more)
+            if not more:
                 return
             cursor = canonical.dumps(token) if isinstance(token, list | dict) else str(token)
             if cursor in seen:
@@ -222,7 +263,7 @@ class HttpSource(IncrementalSource):
             seen.add(cursor)
             params = {**self._sized(), s.cursor_param: cursor}
 
-    def _by_next_link(self, client: httpx.Client) -> Iterator[_Page]:
+    def _by_next_link(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
         s = self.settings
         # added to the URL's own query (httpx's params= would replace it); the next
         # links carry the change filter on from there
@@ -231,13 +272,15 @@ class HttpSource(IncrementalSource):
         for number in itertools.count(1):
             page = self._get(client, url, None, number)
             yield page
-            if s.pagination == "none":
+            target = None  # pagination = "none": one page
+            if s.pagination != "none":
+                href = self._next_path.find(page.body)
+                target = href if isinstance(href, str) and href else page.next_header
+            proof.page(len(page.items), self._announced(page), has_next=bool(target))
+            if not target:
+                self._check_last_link(page, proof)
                 return
             visited.add(page.url)
-            found, href = dig(page.body, s.next_path)
-            target = href if found and isinstance(href, str) and href else page.next_header
-            if not target:
-                return
             url = page.url.join(target)
             if url in visited:
                 raise SourceError(
@@ -245,28 +288,45 @@ class HttpSource(IncrementalSource):
                     f"{safe_url(url)}; the API would loop forever"
                 )
 
-    def _items(self, page: _Page) -> list[Any]:
-        found, items = dig(page.body, self.settings.items_path)
-        where = f"{self.describe()}: page {page.number} ({safe_url(page.url)})"
-        if not found:
-            raise SourceError(f"{where} has no {self.settings.items_path!r} in its body")
+    def _check_last_link(self, page: _Page, proof: EndProof) -> None:
+        """The page that ends a next-link walk: an OData link left behind is an early end."""
+        stray = page.body.get(_ODATA_NEXT) if isinstance(page.body, dict) else None
+        if isinstance(stray, str) and stray:
+            raise SourceError(
+                f'{self.describe()}: page {page.number} has an "{_ODATA_NEXT}" that '
+                f"next_path {self._next_path.describe()} does not find, so the pull would "
+                f"stop early; set next_path = '\"{_ODATA_NEXT}\"' (pagination = "
+                f"{self.settings.pagination!r})"
+            )
+        said = proof.announced
+        if (
+            proof.pages == 1
+            and self.settings.pagination != "none"
+            and said.records is None
+            and said.pages is None
+            and len(page.items) >= self.settings.page_size
+        ):  # the first page is full, yet nothing links on: a next_path that finds nothing?
+            log.warning(
+                "source.http.one_full_page",
+                records=len(page.items),
+                next_path=self._next_path.text,
+                hint="if the API has more pages, check next_path",
+            )
+
+    def _announced(self, page: _Page) -> Announced:
+        return self._totals.read(
+            page.body, page.headers, where=f"{self.describe()}: page {page.number}"
+        )
+
+    def _items(self, body: Any, number: int, url: httpx.URL) -> list[Any]:
+        items = self._items_path.find(body)
+        where = f"{self.describe()}: page {number} ({safe_url(url)})"
+        if items is None:
+            raise SourceError(f"{where} has no {self._items_path.describe()} in its body")
         if not isinstance(items, list):
-            what = repr(self.settings.items_path) if self.settings.items_path else "the body"
+            what = self._items_path.describe()
             raise SourceError(f"{where}: {what} is a {type(items).__name__}, not a list")
         return items
-
-    def _number_at(self, page: _Page, path: str | None) -> int | None:
-        if not path:
-            return None
-        found, value = dig(page.body, path)
-        if not found or value is None:
-            return None
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise SourceError(
-                f"{self.describe()}: page {page.number}: {path!r} is {value!r}, not a number"
-            ) from None
 
     # -- one GET, paced and retried ----------------------------------------------------
 
@@ -377,7 +437,14 @@ class HttpSource(IncrementalSource):
             ) from None
         link = response.links.get("next", {}).get("url")
         log.debug("source.http.page", page=number, url=safe_url(response.url))
-        return _Page(number=number, url=response.url, body=body, next_header=link)
+        return _Page(
+            number=number,
+            url=response.url,
+            body=body,
+            items=self._items(body, number, response.url),
+            headers=response.headers,
+            next_header=link,
+        )
 
 
 def open_http_source(settings: HttpSourceSettings) -> HttpSource:
