@@ -348,11 +348,12 @@ def main(argv: Sequence[str] | None = None, *, ready: Callable[[str], None] = pr
     parser.add_argument("--products", type=int, default=250, help="generate N products")
     parser.add_argument("--from-file", type=Path, help="serve a CSV or JSONL file instead")
     parser.add_argument("--token", help="require Authorization: Bearer TOKEN")
+    parser.add_argument("--ends-early-at", type=int, help="a broken API: no records from page N on")
     args = parser.parse_args(argv)
     catalog: Sequence[Any] = (
         load_catalog(args.from_file) if args.from_file else GeneratedCatalog(args.products)
     )
-    pim = PimServer(catalog, token=args.token, port=args.port)
+    pim = PimServer(catalog, token=args.token, port=args.port, ends_early_at=args.ends_early_at)
     ready(json.dumps({"pim": pim.base_url, "products": len(catalog)}))
     with contextlib.suppress(KeyboardInterrupt):
         pim.serve_forever()

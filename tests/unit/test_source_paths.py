@@ -172,7 +172,7 @@ def test_an_announced_total_that_was_not_reached_fails() -> None:
 def test_announced_pages_that_were_not_read_fail() -> None:
     said = Announced(pages=3, pages_from="total_pages_header X-WP-TotalPages")
     with pytest.raises(
-        SourceError, match="announced 3 page.*X-WP-TotalPages.*nothing is marked gone"
+        SourceError, match=r"announced 3 page.*X-WP-TotalPages.*nothing is marked gone"
     ):
         walk([(100, said, False), (0, said, False)]).check()
 
@@ -329,5 +329,5 @@ def test_a_next_link_the_path_does_not_find_fails_instead_of_ending(
 def test_a_count_that_is_not_a_number_fails_the_pull(router: respx.MockRouter) -> None:
     router.get(URL).respond(json={"items": [], "meta": {"total": "lots"}})
     src = source(router, pagination="offset", items_path="items", total_path="meta.total")
-    with pytest.raises(SourceError, match="total_path 'meta.total' is 'lots', not a count"):
+    with pytest.raises(SourceError, match=r"total_path 'meta\.total' is 'lots', not a count"):
         pulled(src)
