@@ -90,11 +90,12 @@ def test_a_hand_built_settings_object_with_a_bad_path_fails_when_the_source_open
 
 
 def _shipped_source_paths() -> list[tuple[str, str, str]]:
-    """(where, key, value) of every source path in the shipped examples and defaults."""
+    """(where, key, value) of every source path in the examples, the README and defaults."""
     found = []
-    for file in [ROOT / "config.example.toml", *sorted((ROOT / "examples").glob("*.toml"))]:
+    tomls = [ROOT / "config.example.toml", *sorted((ROOT / "examples").glob("*.toml"))]
+    for file in [*tomls, ROOT / "README.md"]:
         text = file.read_text(encoding="utf-8")
-        source = tomllib.loads(text).get("source", {})
+        source = tomllib.loads(text).get("source", {}) if file in tomls else {}
         found += [(file.name, k, v) for k, v in source.items() if k in PATH_KEYS]
         # commented examples: total_pages_path = "meta.pages" and the like
         for key, value in re.findall(rf"({'|'.join(PATH_KEYS)}) = \"([^\"]*)\"", text):
@@ -114,6 +115,7 @@ BODY = {
     "data": [{"sku": "A"}],
     "next_cursor": "c2",
     "total": 250,
+    "value": [{"sku": "A"}],
 }
 
 
