@@ -297,15 +297,21 @@ def test_a_total_lets_a_page_walk_go_on_past_a_page_the_api_capped(
     assert len(pulled(src)) == 250
 
 
-def test_a_page_past_the_end_that_repeats_the_last_one_ends_the_walk(
-    router: respx.MockRouter,
+@pytest.mark.parametrize("total", [None, "200"])
+def test_a_page_that_repeats_the_one_before_fails_unless_a_total_ends_the_walk_first(
+    router: respx.MockRouter, total: str | None
 ) -> None:
     # Magento serves its last page again for any page past the end
-    router.get(URL, params={"page": "1"}).respond(json={"items": skus(0, 100)})
-    router.get(URL).respond(json={"items": skus(100, 100)})
-    src = source(router, pagination="page", items_path="items")
-    assert len(pulled(src)) == 200
-    assert router.calls.call_count == 3
+    body = {"items": skus(100, 100), **({"total_count": total} if total else {})}
+    router.get(URL, params={"page": "1"}).respond(json={**body, "items": skus(0, 100)})
+    router.get(URL).respond(json=body)
+    src = source(router, pagination="page", items_path="items", total_path="total_count")
+    if total is None:
+        with pytest.raises(SourceError, match=r"page 3 repeats page 2.*total_count"):
+            pulled(src)
+    else:
+        assert len(pulled(src)) == 200
+        assert router.calls.call_count == 2
 
 
 def test_an_odata_count_proves_the_end_without_configuration(router: respx.MockRouter) -> None:

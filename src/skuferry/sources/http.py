@@ -204,9 +204,16 @@ class HttpSource(IncrementalSource):
             params = {**self._sized(), s.page_param: s.first_page + number - 1}
             page = self._get(client, s.url, params, number)
             if page.items and page.items == previous:
-                # past the end some APIs serve the last page again (Magento): the end
-                log.info("source.http.repeated_page", page=number)
-                return
+                # Magento serves its last page again past the end; an API that ignores
+                # page_param serves page 1 again: the two look alike, so neither ends
+                # the walk in silence (a total stops it before the repeat)
+                raise SourceError(
+                    f"{self.describe()}: page {number} repeats page {number - 1}: the API "
+                    f"ignores page_param {s.page_param!r}, or serves its last page again "
+                    "past the end (Magento does); set total_path or total_header to the "
+                    'total it announces (Magento: total_path = "total_count") so the walk '
+                    "stops at the end"
+                )
             previous = page.items
             yield page
             count = len(page.items)
