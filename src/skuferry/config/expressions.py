@@ -1,6 +1,6 @@
 """JMESPath in the config: checked when the config loads, so a typo is a config error.
 
-``jmespath_check`` serves the mapping's ``path`` fields. ``SourcePath`` is the type
+``jmespath_check`` serves the mapping's ``path`` fields. ``SourcePathSetting`` is the type
 of every path into a source's response (``items_path``, ``next_path``,
 ``cursor_path``, ``total_path``, ``total_pages_path``, a GraphQL source's
 ``page_info_path``): JMESPath, with ``""`` meaning the body itself. A path that
@@ -69,5 +69,5 @@ def source_path_check(text: str) -> str:
     return text
 
 
-SourcePath = Annotated[str, AfterValidator(source_path_check)]
+SourcePathSetting = Annotated[str, AfterValidator(source_path_check)]
 """A path into a source response: JMESPath, ``""`` = the body; checked at load time."""

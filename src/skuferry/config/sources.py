@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from skuferry.config.expressions import SourcePath
+from skuferry.config.expressions import SourcePathSetting
 from skuferry.config.secrets import read_source_secret
 from skuferry.sources.origins import insecure_http_problem, origin
 
@@ -127,7 +127,7 @@ class HttpSourceSettings(SourceCommon):
     url: str
     headers: dict[str, str] = Field(default_factory=dict, repr=False)  # values may be secrets
     # every path into a response is JMESPath (config/expressions.py); "" = the body itself
-    items_path: SourcePath = ""  # the list of records in each response
+    items_path: SourcePathSetting = ""  # the list of records in each response
 
     # auth: the fields a validator reads come before the field it validates
     auth: Literal["none", "bearer", "basic"] = "none"
@@ -147,12 +147,12 @@ class HttpSourceSettings(SourceCommon):
     first_page: int = Field(1, ge=0)
     offset_param: str = "offset"
     cursor_param: str = "cursor"  # or "search_after"
-    next_path: SourcePath = "_links.next.href"  # OData: '"@odata.nextLink"'
-    cursor_path: SourcePath | None = Field(default=None, validate_default=True)
+    next_path: SourcePathSetting = "_links.next.href"  # OData: '"@odata.nextLink"'
+    cursor_path: SourcePathSetting | None = Field(default=None, validate_default=True)
     # what the API says it holds: stops page/offset walks, and proves a pull complete
     # (sources/ends.py); absent: page and offset walks stop at a short page
-    total_path: SourcePath | None = None  # records in all pages, e.g. "meta.total"
-    total_pages_path: SourcePath | None = None  # pages, e.g. "meta.pages"
+    total_path: SourcePathSetting | None = None  # records in all pages, e.g. "meta.total"
+    total_pages_path: SourcePathSetting | None = None  # pages, e.g. "meta.pages"
     total_header: HeaderName | None = None  # e.g. "X-WP-Total" (WooCommerce)
     total_pages_header: HeaderName | None = None  # e.g. "X-WP-TotalPages"
 
