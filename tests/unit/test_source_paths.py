@@ -332,6 +332,9 @@ def test_a_next_link_the_path_does_not_find_fails_instead_of_ending(
     src = source(router, items_path="value")  # next_path left at _links.next.href
     with pytest.raises(SourceError, match=r"""set next_path = '"@odata.nextLink"'"""):
         pulled(src)
+    one_page = source(router, items_path="value", pagination="none")
+    with pytest.raises(SourceError, match=r"""set pagination = "next_link" and next_path"""):
+        pulled(one_page)
 
 
 def test_a_count_that_is_not_a_number_fails_the_pull(router: respx.MockRouter) -> None:

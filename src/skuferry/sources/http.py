@@ -299,11 +299,12 @@ class HttpSource(IncrementalSource):
         """The page that ends a next-link walk: an OData link left behind is an early end."""
         stray = page.body.get(_ODATA_NEXT) if isinstance(page.body, dict) else None
         if isinstance(stray, str) and stray:
+            fix = f"next_path = '\"{_ODATA_NEXT}\"'"
+            if self.settings.pagination == "none":
+                fix = f'pagination = "next_link" and {fix}'
             raise SourceError(
-                f'{self.describe()}: page {page.number} has an "{_ODATA_NEXT}" that '
-                f"next_path {self._next_path.describe()} does not find, so the pull would "
-                f"stop early; set next_path = '\"{_ODATA_NEXT}\"' (pagination = "
-                f"{self.settings.pagination!r})"
+                f'{self.describe()}: page {page.number} has an "{_ODATA_NEXT}" that the '
+                f"pull does not follow, so it would stop early; set {fix}"
             )
         said = proof.announced
         if (
