@@ -20,6 +20,9 @@ class RawRecord:
     # 1-based: csv, the physical line the row starts on; jsonl, the line; http/sql, the record
     line: int
     fields: dict[str, Any]
+    # where a problem says the record is, when not just its line: an element of a list
+    # (``[mapping] each``) is "record 12 (line 40), item 3"
+    label: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

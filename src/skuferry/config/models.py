@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
@@ -16,6 +17,7 @@ from pydantic import (
     Field,
     JsonValue,
     SecretStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -28,6 +30,7 @@ from skuferry.config.sources import (  # _Strict: the one base of every table's 
     SqlSourceSettings,
     XlsxSourceSettings,
     XmlSourceSettings,
+    _anchor,
     _Strict,
 )
 
@@ -81,6 +84,23 @@ class FieldSpec(_Strict):
     decimal: Literal[".", ","] = "."  # locale numbers: 1.234,50 is decimal "," thousands "."
     thousands: str | None = None  # ".", ",", "'" or " " (a space also matches U+00A0, U+202F)
     create_only: bool = False  # sent when the product is created, then the CMS's (sync/fields.py)
+    # checks on the converted value (sync/checks.py); a failed one rejects the row, held
+    check: Literal["gtin"] | None = None  # GTIN-8/12/13/14 with a valid check digit
+    pattern: str | None = None  # a regular expression the whole text must match
+    min: Decimal | None = None  # numbers (integer, decimal) at least / at most this
+    max: Decimal | None = None
+    max_length: int | None = Field(None, ge=1)  # characters of text
+    one_of: list[JsonValue] | None = None  # the allowed values, after conversion
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
 
     @field_validator("path")
     @classmethod
@@ -106,6 +126,11 @@ class FieldSpec(_Strict):
             raise ValueError("default has no use beside a constant value")
         if (self.decimal != "." or self.thousands) and self.type not in ("decimal", "integer"):
             raise ValueError("decimal and thousands apply to type 'decimal' or 'integer' only")
+        numeric = self.type in ("decimal", "integer")
+        if (self.min is not None or self.max is not None) and not numeric:
+            raise ValueError("min and max apply to type 'decimal' or 'integer' only")
+        if (self.pattern or self.max_length or self.check) and self.type in ("json", "boolean"):
+            raise ValueError("check, pattern and max_length apply to text and numbers only")
         # an integer has no decimal mark: thousands = "." alone is fine there
         marked = self.type == "decimal" or "decimal" in self.model_fields_set
         if self.thousands == self.decimal and marked:
@@ -114,10 +139,44 @@ class FieldSpec(_Strict):
         return self
 
 
+class TableFile(_Strict):
+    """A ``[mapping.tables]`` table read from a CSV file: ``key`` column -> ``value`` column."""
+
+    file: Path  # relative to the config file's folder
+    key: str
+    value: str
+    default: JsonValue | None = None  # the label of a code the file lacks (else: rejected)
+    delimiter: str = Field(",", min_length=1, max_length=1)
+    encoding: Annotated[str, AfterValidator(known_encoding)] = "utf-8-sig"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _relative_file(cls, data: Any, info: ValidationInfo) -> Any:
+        return _anchor(data, info, ("file",))
+
+
 class MappingSettings(_Strict):
     key: str = "sku"
     fields: dict[str, str | FieldSpec] | None = None
     send_nulls: bool = False  # a field the source dropped is PATCHed to null (else left alone)
+    # products in pieces (sync/pieces.py, docs/mapping-pieces.md)
+    each: str | None = None  # JMESPath to a list: each element is one record (parent: the record)
+    group_by: str | None = None  # column or path: consecutive records sharing it form a group
+    inherit: list[str] | None = None  # the columns an empty cell takes from the group's first
+    tables: dict[str, dict[str, JsonValue] | TableFile] = Field(default_factory=dict)
+
+    @field_validator("each", "group_by")
+    @classmethod
+    def _paths_compile(cls, value: str | None) -> str | None:
+        if value is not None:
+            jmespath_check(value)
+        return value
+
+    @model_validator(mode="after")
+    def _inherit_needs_group(self) -> MappingSettings:
+        if self.inherit is not None and self.group_by is None:
+            raise ValueError("inherit needs group_by (the column that groups the records)")
+        return self
 
     @model_validator(mode="after")
     def _key_is_owned(self) -> MappingSettings:
@@ -170,6 +229,39 @@ FILE_SOURCE_TYPES = (
     "xlsx",
     "xml",
 )  # the sources with a `path` (SKUFERRY_SOURCE_PATH)
+
+
+class JoinSettings(_Strict):
+    """One ``[[join]]`` table: another source whose records add fields to the primary's.
+
+    Every key besides ``name``, ``key`` and ``on`` is a source setting, as in ``[source]``.
+    """
+
+    name: str  # mapping paths read the partner as <name>.<field>
+    key: str  # the join's own key: a column or path of its records
+    on: str  # the primary record's column or path that matches ``key``
+    source: SourceSettings
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "source" in data:
+            return data
+        own = {k: v for k, v in data.items() if k in ("name", "key", "on")}
+        return {**own, "source": {k: v for k, v in data.items() if k not in own}}
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be a plain name (letters, digits, _), like 'pim'")
+        return value
+
+    @field_validator("key", "on")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        jmespath_check(value)
+        return value
 
 
 class BudgetSettings(_Strict):
@@ -257,6 +349,7 @@ class Settings(_Strict):
     metrics: MetricsSettings = MetricsSettings()
     monitor: MonitorSettings = MonitorSettings()
     daemon: DaemonSettings = DaemonSettings()
+    join: list[JoinSettings] = Field(default_factory=list)
     config_path: Path | None = None  # the file these came from, for messages
 
     def api_key(self) -> SecretStr:

@@ -57,12 +57,26 @@ class SourceCommon(_Strict):
     # rows in which all these source columns are empty or absent are skipped, not
     # rejected (Shopify's image-only rows): skip_if_empty = ["Variant SKU"]
     skip_if_empty: list[str] = Field(default_factory=list)
+    # a JMESPath filter: records it does not hold true for are skipped, their products gone
+    where: str | None = None
 
     @field_validator("skip_if_empty")
     @classmethod
     def _named(cls, value: list[str]) -> list[str]:
         if any(not name.strip() for name in value):
             raise ValueError("a column name must not be empty")
+        return value
+
+    @field_validator("where")
+    @classmethod
+    def _filter_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            import jmespath
+
+            try:
+                jmespath.compile(value)
+            except jmespath.exceptions.JMESPathError as exc:
+                raise ValueError(f"not a valid JMESPath expression: {exc}") from None
         return value
 
 

@@ -15,22 +15,24 @@ reason names the line and the column (or path), and carries the key when it is k
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, NoReturn
 
-import jmespath.visitor
+import jmespath.exceptions
 
 from skuferry import canonical
 from skuferry.config.load import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, Product, RawRecord
+from skuferry.sync.checks import Check, checks_of, spreadsheet_mangled
+from skuferry.sync.functions import Refused, Table, compiler
 from skuferry.sync.numbers import LocaleFormat, float_decimal, float_text
+from skuferry.sync.tables import load_tables
 
 _MISSING: Any = object()
 
@@ -44,7 +46,7 @@ class _Absent:
 
 _MISSING_MARK = _Absent()
 _UNSET: Any = object()  # a field without a default
-FINGERPRINT_VERSION = "skuferry-map-1"  # bump when map() changes what it makes of a value
+FINGERPRINT_VERSION = "skuferry-map-2"  # bump when map() changes what it makes of a value
 
 # The JSON number grammar: a decimal column accepts exactly what could be sent as a JSON
 # number verbatim. One precompiled fullmatch measured faster than a partition-based check.
@@ -223,31 +225,60 @@ def _key_text(value: Any) -> str | None:
 
 
 # One planned field: (target, where (for reasons), column or None, compiled path search
-# or None, converter or None for a string, check (required or has a default), default).
-_Field = tuple[str, str, str | None, Callable[[Any], Any] | None, Converter | None, bool, Any]
+# or None, converter or None for a string, check (required or has a default), default,
+# checks on the converted value (sync/checks.py), join the path reads or None).
+_Field = tuple[
+    str,
+    str,
+    str | None,
+    Callable[[Any], Any] | None,
+    Converter | None,
+    bool,
+    Any,
+    tuple[Check, ...],
+    str | None,
+]
+_SEARCH_ERRORS = (Refused, jmespath.exceptions.JMESPathError)
+_HEAD = re.compile(r'\s*"?([A-Za-z_][A-Za-z0-9_]*)')
 
 
 def _where(spec: FieldSpec) -> str:
     return f"column {spec.column!r}" if spec.path is None else f"path {spec.path!r}"
 
 
-# ParsedResult.search() builds a new interpreter (and its function table) per call: that
-# was most of a simple path's cost. The interpreter keeps no state between calls.
-_INTERPRETER = jmespath.visitor.TreeInterpreter()
+def _field_checks(spec: FieldSpec) -> tuple[Check, ...]:
+    """The field's checks; a text field also refuses numbers a spreadsheet mangled."""
+    found = checks_of(spec)
+    if spec.type == "string" and spec.check is None:
+        found.insert(0, spreadsheet_mangled)
+    return tuple(found)
 
 
-def _search(spec: FieldSpec) -> Callable[[Any], Any] | None:
-    """The field's compiled path as a function of the record, or None for a column."""
-    if spec.path is None:
-        return None
-    return functools.partial(_INTERPRETER.visit, jmespath.compile(spec.path).parsed)
+def _join_of(spec: FieldSpec, joins: frozenset[str]) -> str | None:
+    """The join a path field reads (its first name is a ``[[join]]`` name), else None."""
+    head = _HEAD.match(spec.path) if spec.path is not None else None
+    return head.group(1) if head is not None and head.group(1) in joins else None
 
 
 class Mapper:
     """Turns a ``RawRecord`` into a ``Product`` (or a ``BadRecord`` saying why not)."""
 
-    def __init__(self, settings: MappingSettings, *, source_name: str = "source") -> None:
+    def __init__(
+        self,
+        settings: MappingSettings,
+        *,
+        source_name: str = "source",
+        tables: Mapping[str, Table] | None = None,
+        joins: Iterable[str] = (),
+    ) -> None:
         self._key_field = settings.key
+        tables = load_tables(settings.tables) if tables is None else tables
+        compile_path = compiler(tables)
+
+        def search_of(spec: FieldSpec) -> Callable[[Any], Any] | None:
+            return None if spec.path is None else compile_path(spec.path)
+
+        joined = frozenset(joins)
         self._source_name = source_name
         # None: pass-through. Else one _Field per target, the key field excluded (done first)
         # and constants too (they are in ``_constants``, converted once).
@@ -260,7 +291,10 @@ class Mapper:
         # Fingerprints cover the mapping itself, so a changed [mapping] re-maps every row.
         # Unset options are left out: they mean their default, and an option added in a
         # later release then does not re-map every row once.
-        self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json(exclude_unset=True)}|"
+        # A file table counts by what it holds: a new label re-maps the rows that use it.
+        held = ",".join(f"{name}={table.digest()}" for name, table in sorted(tables.items()))
+        self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json(exclude_unset=True)}|{held}|"
+        self._key_checks: tuple[Check, ...] = (spreadsheet_mangled,)
         self._columns: list[str] | None = None  # None: pass-through, every column counts
         self._searches: list[Callable[[Any], Any]] = []  # path fields: their results count
         if settings.fields is None:
@@ -284,14 +318,25 @@ class Mapper:
             default = _UNSET if spec.default is None else _default(target, spec, problems)
             check = spec.required or default is not _UNSET
             self._plan.append(
-                (target, _where(spec), spec.column, _search(spec), _converter(spec), check, default)
+                (
+                    target,
+                    _where(spec),
+                    spec.column,
+                    search_of(spec),
+                    _converter(spec),
+                    check,
+                    default,
+                    _field_checks(spec),
+                    _join_of(spec, joined),
+                )
             )
         if problems:
             raise ConfigError(problems)
         self._key_column = key_spec.column or ""
-        self._key_search = _search(key_spec)
+        self._key_search = search_of(key_spec)
         self._key_where = _where(key_spec)
         self._key_convert = _converter(key_spec) or _to_string
+        self._key_checks = _field_checks(key_spec) if key_spec.type == "string" else ()
         fields = [(key_spec.column, self._key_search)] + [(f[2], f[3]) for f in self._plan]
         self._columns = [c for c, search in fields if search is None and c is not None]
         self._searches = [search for _, search in fields if search is not None]
@@ -303,7 +348,10 @@ class Mapper:
 
     def key_of(self, record: RawRecord) -> str | None:
         """The key ``map()`` would give this record (None when it has none), without mapping."""
-        return _key_text(self._raw_key(record.fields)) or None
+        try:
+            return _key_text(self._raw_key(record.fields)) or None
+        except _SEARCH_ERRORS:
+            return None  # map() says why
 
     def _raw_key(self, fields: dict[str, Any]) -> Any:
         search = self._key_search
@@ -327,18 +375,28 @@ class Mapper:
         else:
             get = fields.get
             values = [get(column, _MISSING_MARK) for column in self._columns]
-            if self._searches:
-                values += [search(fields) for search in self._searches]
+            for search in self._searches:
+                try:
+                    values.append(search(fields))
+                except _SEARCH_ERRORS as exc:  # a code missing from a table: the reason counts
+                    values.append(f"<refused: {exc}>")
             data = repr(values)
         return hashlib.blake2b((self._seed + data).encode(), digest_size=16).hexdigest()
 
     def map(self, record: RawRecord) -> Product | BadRecord:
         fields = record.fields
         line = record.line
-        raw_key = self._raw_key(fields)
+        label = record.label
+        try:
+            raw_key = self._raw_key(fields)
+        except _SEARCH_ERRORS as exc:
+            return self._bad(line, self._key_where, _refusal(exc), None, label)
         key = _key_text(raw_key)
         if not key:
-            return self._bad_key(line, raw_key)
+            return self._bad_key(line, raw_key, label)
+        for key_check in self._key_checks:
+            if (problem := key_check(raw_key)) is not None:
+                return self._bad(line, self._key_where, problem, key, label)
 
         plan = self._plan
         if plan is None:  # pass-through
@@ -354,13 +412,14 @@ class Mapper:
             if self._constants:
                 payload.update(self._constants)
             # ``where`` stays the field being converted, so the except below names it.
-            for target, where, column, search, convert, check, default in plan:
+            for target, where, column, search, convert, check, default, checks, join in plan:
                 value = get(column) if search is None else search(fields)  # type: ignore[arg-type]
                 if value is None:  # absent, JSON null, or a path that finds nothing
                     if default is not _UNSET:
                         value = default
                     elif check:  # required
-                        return self._bad(line, where, _gap(column, fields), key)
+                        gap = _gap(column, fields, join)
+                        return self._bad(line, where, gap, key, label)
                     payload[target] = value
                     continue
                 if convert is not None:
@@ -369,17 +428,26 @@ class Mapper:
                     value = _to_string(value)
                 if check and (value is None or (type(value) is str and not value.strip())):
                     if default is _UNSET:
-                        return self._bad(line, where, "is required but empty", key)
+                        return self._bad(line, where, "is required but empty", key, label)
                     value = default
+                if checks and value is not None and (type(value) is not str or value.strip()):
+                    for run_check in checks:  # an empty value: `required` decides
+                        if (problem := run_check(value)) is not None:
+                            return self._bad(line, where, problem, key, label)
                 payload[target] = value
         except _RefusedError as exc:
-            return self._bad(line, where, str(exc), key)
+            return self._bad(line, where, str(exc), key, label)
+        except _SEARCH_ERRORS as exc:
+            return self._bad(line, where, _refusal(exc), key, label)
         return Product(key, payload, canonical.digest(payload), line, self.fingerprint(record))
 
-    def _bad(self, line: int, where: str, problem: str, key: str | None) -> BadRecord:
-        return BadRecord(line, f"{self._source_name} line {line}, {where}: {problem}", key)
+    def _bad(
+        self, line: int, where: str, problem: str, key: str | None, label: str | None = None
+    ) -> BadRecord:
+        at = label or f"line {line}"
+        return BadRecord(line, f"{self._source_name} {at}, {where}: {problem}", key)
 
-    def _bad_key(self, line: int, raw_key: Any) -> BadRecord:
+    def _bad_key(self, line: int, raw_key: Any, label: str | None = None) -> BadRecord:
         name = self._key_field
         if raw_key is _MISSING:
             problem = f"the key {name!r} is missing"
@@ -387,10 +455,18 @@ class Mapper:
             problem = f"the key {name!r} is empty"
         else:
             problem = f"the key {name!r} must be text or a number, not {_kind(raw_key)}"
-        return self._bad(line, self._key_where, problem, None)
+        return self._bad(line, self._key_where, problem, None, label)
 
 
-def _gap(column: str | None, fields: dict[str, Any]) -> str:
+def _refusal(exc: Exception) -> str:
+    if isinstance(exc, Refused):
+        return str(exc)
+    return f"the path failed: {exc}"  # e.g. a standard function given the wrong type
+
+
+def _gap(column: str | None, fields: dict[str, Any], join: str | None = None) -> str:
+    if join is not None and fields.get(join) is None:
+        return f"is required but no {join!r} record matches this one (see [[join]] {join!r})"
     if column is None:
         return "is required but the path finds nothing"
     return f"is required but {'missing' if column not in fields else 'empty'}"
