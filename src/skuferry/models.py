@@ -138,6 +138,8 @@ class RunSummary:
     archived: int = 0
     restored: int = 0
     duplicates: int = 0
+    skipped: int = 0  # records left out on purpose: [source] where, skip_if_empty
+    joins: dict[str, str] = field(default_factory=dict)  # [[join]] name -> "read" | "reused"
     requests: dict[str, int] = field(default_factory=lambda: {"read": 0, "write": 0})
     requests_by_key: dict[str, int] = field(default_factory=dict)  # by key fingerprint
     rate_limited: int = 0
@@ -162,6 +164,8 @@ class RunSummary:
             "archived": self.archived,
             "restored": self.restored,
             "duplicates": self.duplicates,
+            "skipped": self.skipped,
+            "joins": dict(self.joins),
             "requests": dict(self.requests),
             "requests_by_key": dict(self.requests_by_key),
             "rate_limited": self.rate_limited,

@@ -40,8 +40,8 @@ SHOPIFY_HEADER = (
 # image-only rows repeat the handle with every other product field empty.
 SHOPIFY_CSV = f"""{SHOPIFY_HEADER}
 linen-shirt,Linen Shirt,"<p>Breathable <strong>linen</strong>, cut loose.</p>
-<p>Washes at 40&deg;C.</p>",Fernweh,Shirts,"summer, linen",true,Size,S,LS-0001-S,210,12,49.90,59.00,04012345000017,https://cdn.example.test/ls-1.jpg,1,active
-linen-shirt,,,,,,,,M,LS-0001-M,220,0,49.90,,04012345000024,https://cdn.example.test/ls-2.jpg,2,
+<p>Washes at 40&deg;C.</p>",Fernweh,Shirts,"summer, linen",true,Size,S,LS-0001-S,210,12,49.90,59.00,04012345000016,https://cdn.example.test/ls-1.jpg,1,active
+linen-shirt,,,,,,,,M,LS-0001-M,220,0,49.90,,04012345000023,https://cdn.example.test/ls-2.jpg,2,
 linen-shirt,,,,,,,,,,,,,,,https://cdn.example.test/ls-3.jpg,3,
 wool-socks,Wool Socks,"<ul><li>Merino</li><li>Pack of ""two""</li></ul>",Fernweh,Socks,,true,Size,39-42,WS-0002-A,90,40,12.50,,,https://cdn.example.test/ws-1.jpg,1,active
 wool-socks,,,,,,,,43-46,WS-0002-B,95,35,12.50,,,,,
@@ -109,13 +109,14 @@ def test_shopify_export_syncs_clean_and_image_rows_are_a_note(tmp_path: Path) ->
         "<p>Breathable <strong>linen</strong>, cut loose.</p>\n<p>Washes at 40&deg;C.</p>"
     )
     assert Decimal(str(first["price"])) == Decimal("49.90")
-    assert first["barcode"] == "04012345000017"
+    assert first["barcode"] == "04012345000016"
     second = remote.by_key("LS-0001-M")[0]
     assert (second["name"], second["handle"], second["option"]) == (
-        "linen-shirt",
+        "Linen Shirt",  # group_by = "Handle": the product's title on every variant
         "linen-shirt",
         "M",
     )
+    assert second["barcode"] == "04012345000023"
     assert remote.by_key("WS-0002-A")[0]["description"] == (
         '<ul><li>Merino</li><li>Pack of "two"</li></ul>'
     )

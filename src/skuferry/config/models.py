@@ -163,9 +163,11 @@ class MappingSettings(_Strict):
     each: str | None = None  # JMESPath to a list: each element is one record (parent: the record)
     group_by: str | None = None  # column or path: consecutive records sharing it form a group
     inherit: list[str] | None = None  # the columns an empty cell takes from the group's first
-    tables: dict[str, dict[str, JsonValue] | TableFile] = Field(default_factory=dict)
+    tables: dict[
+        str, Annotated[TableFile | dict[str, JsonValue], Field(union_mode="left_to_right")]
+    ] = Field(default_factory=dict)
 
-    @field_validator("each", "group_by")
+    @field_validator("each")
     @classmethod
     def _paths_compile(cls, value: str | None) -> str | None:
         if value is not None:
@@ -238,8 +240,8 @@ class JoinSettings(_Strict):
     """
 
     name: str  # mapping paths read the partner as <name>.<field>
-    key: str  # the join's own key: a column or path of its records
-    on: str  # the primary record's column or path that matches ``key``
+    key: str  # the join's own key: a column of its records, else a JMESPath path
+    on: str  # the primary record's column (else path) that matches ``key``
     source: SourceSettings
 
     @model_validator(mode="before")
@@ -259,8 +261,9 @@ class JoinSettings(_Strict):
 
     @field_validator("key", "on")
     @classmethod
-    def _path(cls, value: str) -> str:
-        jmespath_check(value)
+    def _named(cls, value: str) -> str:
+        if not value.strip():  # a column ("Variant SKU", "@id") or a JMESPath path
+            raise ValueError("must name a column or a path")
         return value
 
 

@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -22,7 +22,9 @@ from skuferry.models import Progress as ProgressFn
 from skuferry.models import RunSummary
 
 if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help)
+    from skuferry.sources.base import Source
     from skuferry.state.mirror import Mirror
+    from skuferry.sync.mapping import Mapper
 
 log = logs.get(__name__)
 
@@ -278,19 +280,28 @@ def check(settings: Settings, *, sample: int = 1) -> None:
 
     The first ``sample`` records are shown as read and as mapped (``service/sample.py``).
     """
-    from skuferry.models import BadRecord
-    from skuferry.remote.client import RemoteClient
-    from skuferry.service.sample import Sample, render, sampled
-    from skuferry.sources.dispatch import open_source
     from skuferry.state.mirror import Mirror
     from skuferry.sync.mapping import Mapper
+    from skuferry.sync.pieces import open_pieces
 
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"config: ok ({settings.config_path})")
     Mirror(settings.state.path).close()
     out.print(f"state: ok ({settings.state.path})")
-    source = open_source(settings.source)
-    mapper = Mapper(settings.mapping, source_name=source.describe())
+    with ExitStack() as stack:
+        source, tables = open_pieces(settings, stack, readonly=True)
+        joins = [join.name for join in settings.join]
+        mapper = Mapper(settings.mapping, source_name=source.describe(), tables=tables, joins=joins)
+        _check_source(out, source, mapper, sample)
+    _check_api(out, settings)
+
+
+def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> None:
+    """Read the whole source (as the mapping sees it), print counts and the sample."""
+    from skuferry.models import BadRecord
+    from skuferry.service.sample import Sample, render, sampled
+    from skuferry.sync.pieces import pieces_notes
+
     good = bad = 0
     first_bad: BadRecord | None = None
     samples: list[Sample] = []
@@ -303,9 +314,16 @@ def check(settings: Settings, *, sample: int = 1) -> None:
     out.print(f"source: {good:,} valid record(s), {bad:,} rejected ({source.describe()})")
     if first_bad is not None:
         out.print(f"  first rejection: {first_bad.reason}", markup=False)
+    for note in pieces_notes(source):
+        out.print(f"  note: {note}", markup=False)
     for line in render(samples):
         out.print(line, markup=False, emoji=False)
+
+
+def _check_api(out: Console, settings: Settings) -> None:
+    """One authenticated read with each API key."""
     from skuferry.config.keys import fingerprint
+    from skuferry.remote.client import RemoteClient
 
     keys = settings.api_keys
     with RemoteClient.from_settings(settings, stop=None, max_retries=1) as client:

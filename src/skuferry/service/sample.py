@@ -1,6 +1,9 @@
 """``skuferry check``'s sample: the first records as skuferry reads them, and what the
 mapping makes of each, so an operator can write ``path``s and types without guessing.
 
+"As read" is as the mapping reads it: grouped, unnested (an item of ``each``, its
+record as ``parent``), joined (the partner under the join's name) and filtered.
+
 Records are shown JSON-like, in source order: text in quotes, numbers bare with the
 digits the source gave (``19.90``), anything that is not JSON (a date from SQL) as
 Python shows it. Long text and long lists are cut; the count of what was cut is shown.
@@ -48,7 +51,8 @@ def render(samples: list[Sample]) -> list[str]:
             lines.append(f"record {number} (line {record.line}): the source could not read it:")
             lines.append(f"  {record.reason}")
             continue
-        lines.append(f"record {number} (line {record.line}), as read from the source:")
+        where = record.label or f"record {number} (line {record.line})"  # an item of `each`
+        lines.append(f"{where}, as read from the source:")
         lines.append(_indented(json_like(record.fields)))
         if isinstance(result, BadRecord):
             lines.append("  mapped: rejected:")

@@ -84,6 +84,11 @@ def skip_empty_rows(source: Source, columns: Sequence[str]) -> Source:
     return SkipEmptyRows(source, columns)
 
 
+def skipped_rows(source: Source) -> int:
+    """The rows ``skip_if_empty`` left out in the last pull (0 for a plain source)."""
+    return source.skipped if isinstance(source, SkipEmptyRows) else 0
+
+
 def skip_notes(source: Source) -> list[str]:
     """The summary's note on the rows the last pull skipped (none for a plain source)."""
     note = source.note() if isinstance(source, SkipEmptyRows) else None

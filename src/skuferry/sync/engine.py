@@ -33,7 +33,7 @@ from skuferry.remote.client import RemoteApi, RemoteClient
 from skuferry.remote.scopes import PACE_META
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
-from skuferry.sources.skip import skip_notes
+from skuferry.sources.skip import skip_notes, skipped_rows
 from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
@@ -42,6 +42,7 @@ from skuferry.sync import auth_check, check_then_create, eta, gone, incremental,
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.mapping import Mapper
+from skuferry.sync.pieces import joins_read, open_pieces, pieces_notes, skipped
 from skuferry.sync.plan import plan
 from skuferry.sync.writer import Writer
 
@@ -137,9 +138,8 @@ def _run(
     adapters: Adapters,
     stack: ExitStack,
 ) -> None:
-    source = adapters.source or open_source(settings.source)
+    base, source, mapper = _open_source(settings, adapters, stack, dry_run=options.dry_run)
     pull = _choose_pull(settings, mirror, source, summary, force_full=options.full)
-    mapper = Mapper(settings.mapping, source_name=_short_name(source))
     store = mirror.plan_store()
     stack.callback(store.close)
     log.info("sync.plan.started", source=source.describe(), pull=pull.kind, why=pull.reason)
@@ -156,7 +156,7 @@ def _run(
     )
     counts = store.counts()
     _count_plan(store, counts, summary)
-    summary.notes.extend(skip_notes(source))  # [source] skip_if_empty: counted, not rejected
+    _count_skips(base, source, summary)
     _guards(
         settings,
         mirror,
@@ -260,6 +260,28 @@ def _after_writes(
             minutes=settings.api.auth_check_minutes,
             now=time.time(),
         )
+
+
+def _open_source(
+    settings: Settings, adapters: Adapters, stack: ExitStack, *, dry_run: bool
+) -> tuple[Source, Source, Mapper]:
+    """The source as read, the same in pieces (sync/pieces.py), and the mapping."""
+    base = adapters.source or open_source(settings.source)
+    # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
+    source, tables = open_pieces(settings, stack, base=base, readonly=dry_run)
+    joins = [join.name for join in settings.join]
+    mapper = Mapper(settings.mapping, source_name=_short_name(source), tables=tables, joins=joins)
+    return base, source, mapper
+
+
+def _count_skips(base: Source, source: Source, summary: RunSummary) -> None:
+    """Records left out on purpose, and the joins' remarks: notes, never rejections."""
+    summary.notes.extend(skip_notes(base))  # [source] skip_if_empty
+    summary.notes.extend(pieces_notes(source))  # where, each, joins' duplicate keys
+    summary.skipped = skipped_rows(base) + skipped(source)
+    summary.joins = {
+        name: "read" if read else "reused" for name, read in joins_read(source).items()
+    }
 
 
 def _ticker(on_progress: Progress | None, *, total: int) -> Callable[[], None]:

@@ -1,0 +1,159 @@
+"""``[[join]]``: other sources whose records add fields to each primary record.
+
+Reading a join's source is the source adapters' job (``sources/``), keeping its
+records on disk the join index's (``state/joins.py``); this module ties them
+together: per join, the index is reused when the source's signature did not change
+since it was built (the source is then not read at all), else rebuilt from the
+source. Combining a primary record with its partner happens in ``sync/pieces.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jmespath.exceptions
+
+from skuferry import canonical, logs
+from skuferry.config.models import JoinSettings
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.dispatch import open_source
+from skuferry.sources.signature import source_signature
+from skuferry.state.joins import BuildFacts, JoinIndex
+from skuferry.sync.functions import compiler
+
+log = logs.get(__name__)
+
+Reader = Callable[[dict[str, Any]], Any]
+
+
+def key_text(value: Any) -> str | None:
+    """A join key as stripped text (numbers as written); None when there is none."""
+    if value is None or isinstance(value, bool | dict | list):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # an XLSX number cell 12346.0 -> "12346"
+    text = value.strip() if isinstance(value, str) else str(value)
+    return text or None
+
+
+def column_or_path(expression: str, compile_path: Callable[[str], Reader] | None = None) -> Reader:
+    """Read ``expression`` from a record: the column of that name when the record has one,
+    else the JMESPath path (so ``"Variant SKU"`` and ``parent.id`` both work)."""
+    try:
+        search: Reader | None = (compile_path or compiler())(expression)
+    except jmespath.exceptions.JMESPathError:
+        search = None  # not a path ("Variant SKU"): a column only
+
+    def read(fields: dict[str, Any]) -> Any:
+        if expression in fields:
+            return fields[expression]
+        if search is None:
+            return None
+        try:
+            return search(fields)
+        except jmespath.exceptions.JMESPathError:
+            return None
+
+    return read
+
+
+def encode(fields: dict[str, Any]) -> str:
+    """A join record as JSON text, numbers as written; values JSON lacks (dates) as text."""
+    try:
+        return canonical.dumps(fields)
+    except (TypeError, ValueError):
+        return json.dumps(fields, default=str, ensure_ascii=False)
+
+
+def decode(text: str) -> dict[str, Any]:
+    found: dict[str, Any] = canonical.loads(text)
+    return found
+
+
+@dataclass
+class Join:
+    """One join, open for the run."""
+
+    name: str
+    on: Reader  # the primary record's matching value
+    on_text: str  # the `on` setting, for messages
+    index: JoinIndex
+    read: bool  # whether its source was read (and the index rebuilt) in this run
+    facts: BuildFacts
+
+    def notes(self) -> list[str]:
+        """The run's remarks on this join: duplicate keys, records it could not use."""
+        facts = self.facts
+        found = []
+        if facts.duplicates:
+            found.append(
+                f"join {self.name!r}: {facts.duplicates} record(s) repeat a key "
+                f"(e.g. {facts.duplicate_example}); the first record of a key wins"
+            )
+        if facts.unreadable:
+            found.append(
+                f"join {self.name!r}: {facts.unreadable} record(s) could not be used "
+                f"(first: {facts.unreadable_example})"
+            )
+        return found
+
+    def close(self) -> None:
+        self.index.close()
+
+
+def open_joins(
+    specs: list[JoinSettings], scratch: Path, *, build_in: Path | None = None
+) -> list[Join]:
+    """Every join, its index current (read again only when its source changed).
+
+    Indexes are kept in ``scratch``; with ``build_in``, a stale one is built there
+    instead and ``scratch`` is only read (a dry run).
+    """
+    return [_open(spec, scratch, build_in) for spec in specs]
+
+
+def _open(spec: JoinSettings, scratch: Path, build_in: Path | None) -> Join:
+    settings = spec.model_dump_json()
+    identity = hashlib.blake2b(settings.encode(), digest_size=16).hexdigest()
+    found = source_signature(spec.source)  # taken before reading: a change meanwhile rebuilds
+    signature = f"{identity}|{found}" if found is not None else None
+    name = f"join-{spec.name}.sqlite"
+    index = JoinIndex.current(scratch / name, signature)
+    read = index is None
+    if index is None:
+        path = (build_in or scratch) / name
+        source = open_source(spec.source)
+        log.info("join.read", join=spec.name, source=source.describe())
+        index = JoinIndex.build(path, _entries(spec, source.records()), signature=signature)
+    else:
+        log.info("join.reused", join=spec.name, why="its source did not change")
+    return Join(spec.name, column_or_path(spec.on), spec.on, index, read, index.facts())
+
+
+def _entries(
+    spec: JoinSettings, records: Iterator[RawRecord | BadRecord]
+) -> Iterator[tuple[str | None, int, str]]:
+    key = column_or_path(spec.key)
+    where = spec.source.where
+    keep = compiler()(where) if where else None
+    for record in records:
+        if isinstance(record, BadRecord):
+            yield None, record.line, record.reason
+            continue
+        if keep is not None and not truthy(keep(record.fields)):
+            continue
+        found = key_text(key(record.fields))
+        if found is None:
+            yield None, record.line, f"no key at {spec.key!r}"
+        else:
+            yield found, record.line, encode(record.fields)
+
+
+def truthy(value: Any) -> bool:
+    """JMESPath's truth: false, null, "", [] and {} are false; 0 is true."""
+    return not (value is None or value is False or value in ("", [], {}))

@@ -1,0 +1,273 @@
+"""A product in pieces: the record stream between the source and the mapping.
+
+In this order, for every source type:
+
+1. ``[mapping] group_by``: within consecutive records sharing the group value, an
+   empty cell takes the value of the group's first record (only the ``inherit``
+   columns when given). Shopify's variant rows get their product's Title.
+2. ``[mapping] each``: every element of the list the path finds becomes one record;
+   the enclosing record is its ``parent``. A problem names both: "record 12 (line
+   40), item 3".
+3. ``[[join]]``: the partner of each record, found in the join's index by the
+   record's ``on`` value, is added under the join's name (null when it has none).
+4. ``[source] where``: a record the filter does not hold true for is skipped and
+   counted; its product is then one that left the source (``[gone]`` applies).
+
+The records leave here exactly as the mapping's paths read them (and as
+``skuferry check --sample`` shows them), so fingerprints cover inherited, nested
+and joined values alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jmespath.exceptions
+
+from skuferry import logs
+from skuferry.config.models import MappingSettings, Settings
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.base import IncrementalSource, Source
+from skuferry.sources.dispatch import open_source
+from skuferry.state.joins import scratch_dir
+from skuferry.sync.functions import Refused, Table, compiler
+from skuferry.sync.joins import Join, Reader, column_or_path, decode, key_text, open_joins, truthy
+from skuferry.sync.tables import load_tables
+
+log = logs.get(__name__)
+
+CHUNK = 500  # records per batched join lookup
+
+Records = Iterator[RawRecord | BadRecord]
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+class Pieces(Source):
+    """``inner``'s records grouped, unnested, joined and filtered (see the module docstring)."""
+
+    def __init__(
+        self,
+        inner: Source,
+        mapping: MappingSettings,
+        *,
+        where: str | None = None,
+        joins: list[Join] | None = None,
+        tables: dict[str, Table] | None = None,
+    ) -> None:
+        self.inner = inner
+        compile_path = compiler(tables)
+        self._group = column_or_path(mapping.group_by, compile_path) if mapping.group_by else None
+        self._inherit = tuple(mapping.inherit) if mapping.inherit is not None else None
+        self._each = compile_path(mapping.each) if mapping.each else None
+        self._where = compile_path(where) if where else None
+        self._where_text = where
+        self.joins = list(joins or [])
+        self.skipped = 0  # records the filter left out in the last pull
+        self.without_items = 0  # records whose `each` found no element
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def records(self) -> Records:
+        return self._shape(self.inner.records())
+
+    def notes(self) -> list[str]:
+        """The summary's remarks on the last pull."""
+        found: list[str] = []
+        if self.skipped:
+            found.append(f"{self.skipped} record(s) skipped: [source] where = {self._where_text}")
+        if self.without_items:
+            found.append(f"{self.without_items} record(s) had no item at [mapping] each")
+        for join in self.joins:
+            found.extend(join.notes())
+        return found
+
+    def _shape(self, records: Records) -> Records:
+        self.skipped = self.without_items = 0
+        stream = records
+        if self._group is not None:
+            stream = self._grouped(stream, self._group)
+        if self._each is not None:
+            stream = self._unnested(stream, self._each)
+        if self.joins:
+            stream = self._joined(stream)
+        if self._where is not None:
+            stream = self._filtered(stream, self._where)
+        yield from stream
+        if self._where is not None:
+            log.info("source.records.filtered", skipped=self.skipped)
+
+    def _grouped(self, records: Records, group: Reader) -> Records:
+        inherit = self._inherit
+        current: Any = None
+        first: dict[str, Any] = {}
+        for record in records:
+            if isinstance(record, BadRecord):
+                yield record
+                continue
+            fields = record.fields
+            value = group(fields)
+            if _empty(value) or value != current:
+                current, first = value, fields
+                yield record
+                continue
+            names = first.keys() if inherit is None else inherit
+            gaps = {
+                n: first[n] for n in names if _empty(fields.get(n)) and not _empty(first.get(n))
+            }
+            yield RawRecord(record.line, {**fields, **gaps}, record.label) if gaps else record
+
+    def _unnested(self, records: Records, each: Reader) -> Records:
+        for number, record in enumerate(records, 1):
+            if isinstance(record, BadRecord):
+                yield record
+                continue
+            where = f"record {number} (line {record.line})"
+            try:
+                found = each(record.fields)
+            except (Refused, jmespath.exceptions.JMESPathError) as exc:
+                yield BadRecord(record.line, f"{self.describe()} {where}: [mapping] each: {exc}")
+                continue
+            if isinstance(found, dict):
+                found = [found]
+            if not isinstance(found, list) or not found:
+                if found is not None and not isinstance(found, list):
+                    reason = f"[mapping] each found {type(found).__name__}, not a list"
+                    yield BadRecord(record.line, f"{self.describe()} {where}: {reason}")
+                else:
+                    self.without_items += 1
+                continue
+            for item, element in enumerate(found, 1):
+                label = f"{where}, item {item}"
+                if not isinstance(element, dict):
+                    reason = (
+                        f"{self.describe()} {label}: an item must be an object, not {element!r}"
+                    )
+                    yield BadRecord(record.line, reason)
+                    continue
+                yield RawRecord(record.line, {**element, "parent": record.fields}, label)
+
+    def _joined(self, records: Records) -> Records:
+        joins = self.joins
+        it = iter(records)
+        while chunk := list(itertools.islice(it, CHUNK)):
+            found: list[dict[str, str]] = []
+            for join in joins:
+                wanted = [
+                    key
+                    for r in chunk
+                    if isinstance(r, RawRecord) and (key := key_text(join.on(r.fields)))
+                ]
+                found.append(join.index.get_many(wanted))
+            for record in chunk:
+                if isinstance(record, BadRecord):
+                    yield record
+                    continue
+                fields = dict(record.fields)
+                for join, partners in zip(joins, found, strict=True):
+                    key = key_text(join.on(record.fields))
+                    text = partners.get(key) if key is not None else None
+                    fields[join.name] = decode(text) if text is not None else None
+                yield RawRecord(record.line, fields, record.label)
+
+    def _filtered(self, records: Records, keep: Reader) -> Records:
+        for record in records:
+            if isinstance(record, BadRecord):
+                yield record
+                continue
+            try:
+                ok = truthy(keep(record.fields))
+            except (Refused, jmespath.exceptions.JMESPathError) as exc:
+                at = record.label or f"line {record.line}"
+                yield BadRecord(record.line, f"{self.describe()} {at}: [source] where: {exc}")
+                continue
+            if ok:
+                yield record
+            else:
+                self.skipped += 1
+
+
+class IncrementalPieces(Pieces, IncrementalSource):
+    """The same over a source that can pull changes only: that capability is kept."""
+
+    inner: IncrementalSource
+
+    def __init__(self, inner: IncrementalSource, mapping: MappingSettings, **options: Any) -> None:
+        super().__init__(inner, mapping, **options)
+        self.full_every = inner.full_every
+        self.overlap_s = inner.overlap_s
+
+    @property
+    def incremental(self) -> bool:
+        return self.inner.incremental
+
+    def records_since(self, since: datetime) -> Records:
+        return self._shape(self.inner.records_since(since))
+
+
+def assemble(
+    source: Source,
+    mapping: MappingSettings,
+    *,
+    where: str | None,
+    joins: list[Join],
+    tables: dict[str, Table] | None = None,
+) -> Source:
+    """``source`` in pieces when the config asks for any of it; else ``source`` itself."""
+    if not (mapping.group_by or mapping.each or joins or where):
+        return source
+    if isinstance(source, IncrementalSource):
+        return IncrementalPieces(source, mapping, where=where, joins=joins, tables=tables)
+    return Pieces(source, mapping, where=where, joins=joins, tables=tables)
+
+
+def open_pieces(
+    settings: Settings, stack: ExitStack, *, base: Source | None = None, readonly: bool = False
+) -> tuple[Source, dict[str, Table]]:
+    """The run's source as the mapping reads it, and the mapping's tables (read once).
+
+    Join indexes live in the state file's scratch folder; a ``readonly`` run (dry
+    run, ``check``) uses a current one there but builds a stale one in a temporary
+    folder, so it writes nothing beside the state file.
+    """
+    tables = load_tables(settings.mapping.tables)
+    source = base or open_source(settings.source)
+    joins: list[Join] = []
+    if settings.join:
+        scratch = settings.state.path.with_name(settings.state.path.name + ".scratch")
+        build_in = None
+        if readonly:
+            build_in = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="skuferry-")))
+        else:
+            scratch = scratch_dir(settings.state.path)
+        joins = open_joins(settings.join, scratch, build_in=build_in)
+        for join in joins:
+            stack.callback(join.close)
+    shaped = assemble(
+        source, settings.mapping, where=settings.source.where, joins=joins, tables=tables
+    )
+    return shaped, tables
+
+
+def pieces_notes(source: Source) -> list[str]:
+    """The summary's notes on the last pull (none for a source not in pieces)."""
+    return source.notes() if isinstance(source, Pieces) else []
+
+
+def skipped(source: Source) -> int:
+    """Records ``[source] where`` left out in the last pull."""
+    return source.skipped if isinstance(source, Pieces) else 0
+
+
+def joins_read(source: Source) -> dict[str, bool]:
+    """Per join: whether its source was read in this run (False: its index was reused)."""
+    return {join.name: join.read for join in source.joins} if isinstance(source, Pieces) else {}
