@@ -205,13 +205,17 @@ def _path_fields(data: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
         table = data.get(section)
         if isinstance(table, dict) and key in table:
             found.append((table, key, f"{section}.{key}"))
-    source = data.get("source")
-    if (
-        isinstance(source, dict)
-        and source.get("type") in FILE_SOURCE_TYPES
-        and "://" not in str(source.get("path", "://"))  # absent, or a remote file's URL
-    ):
-        found.append((source, "path", "source.path"))
+    sources = [("source", data.get("source"))]
+    joins = data.get("join")
+    if isinstance(joins, list):  # [[join]] tables: any source keys beside name, key, on
+        sources += [(f"join.{n}", join) for n, join in enumerate(joins)]
+    for dotted, source in sources:
+        if (
+            isinstance(source, dict)
+            and source.get("type") in FILE_SOURCE_TYPES
+            and "://" not in str(source.get("path", "://"))  # absent, or a remote file's URL
+        ):
+            found.append((source, "path", f"{dotted}.path"))
     return found
 
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,13 @@ def encode(fields: dict[str, Any]) -> str:
         return json.dumps(fields, default=str, ensure_ascii=False)
 
 
+# canonical.loads semantics with one decoder for the run (json.loads builds one per call)
+_DECODE = json.JSONDecoder(parse_float=Decimal).decode
+
+
 def decode(text: str) -> dict[str, Any]:
-    found: dict[str, Any] = canonical.loads(text)
+    """A join record as ``encode`` wrote it (numbers with a fraction as Decimal)."""
+    found: dict[str, Any] = _DECODE(text)
     return found
 
 

@@ -160,23 +160,24 @@ class Pieces(Source):
         joins = self.joins
         it = iter(records)
         while chunk := list(itertools.islice(it, CHUNK)):
-            found: list[dict[str, str]] = []
-            for join in joins:
-                wanted = [
-                    key
-                    for r in chunk
-                    if isinstance(r, RawRecord) and (key := key_text(join.on(r.fields)))
-                ]
-                found.append(join.index.get_many(wanted))
+            raws = [r for r in chunk if isinstance(r, RawRecord)]
+            # per join: each record's key (once), then the partners of the chunk in one query
+            keys = [[key_text(join.on(r.fields)) for r in raws] for join in joins]
+            found = [
+                join.index.get_many([k for k in wanted if k is not None])
+                for join, wanted in zip(joins, keys, strict=True)
+            ]
+            position = 0
             for record in chunk:
                 if isinstance(record, BadRecord):
                     yield record
                     continue
                 fields = dict(record.fields)
-                for join, partners in zip(joins, found, strict=True):
-                    key = key_text(join.on(record.fields))
+                for join, wanted, partners in zip(joins, keys, found, strict=True):
+                    key = wanted[position]
                     text = partners.get(key) if key is not None else None
                     fields[join.name] = decode(text) if text is not None else None
+                position += 1
                 yield RawRecord(record.line, fields, record.label)
 
     def _filtered(self, records: Records, keep: Reader) -> Records:
