@@ -1,0 +1,288 @@
+"""The record stream in pieces: group_by/inherit, each, [[join]] and [source] where."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skuferry.config.load import MappingSettings, Settings, settings_from_dict
+from skuferry.config.models import JoinSettings
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.base import Source
+from skuferry.sources.dispatch import open_source
+from skuferry.sync import joins as joins_module
+from skuferry.sync.engine import Adapters, run_once
+from skuferry.sync.joins import open_joins
+from skuferry.sync.mapping import Mapper
+from skuferry.sync.pieces import Pieces, assemble
+from tests.fakes import FakeRemote
+
+
+class ListSource(Source):
+    def __init__(self, records: list[RawRecord | BadRecord]) -> None:
+        self.items = records
+        self.opened = 0
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        self.opened += 1
+        return iter(self.items)
+
+    def describe(self) -> str:
+        return "products.jsonl"
+
+
+def _raw(*rows: dict[str, Any]) -> list[RawRecord | BadRecord]:
+    return [RawRecord(n, row) for n, row in enumerate(rows, 2)]
+
+
+def _read(source: Source) -> list[RawRecord | BadRecord]:
+    return list(source.records())
+
+
+def _fields(records: list[RawRecord | BadRecord]) -> list[dict[str, Any]]:
+    return [r.fields for r in records if isinstance(r, RawRecord)]
+
+
+# --- group_by / inherit ------------------------------------------------------------------
+
+
+def test_group_by_fills_empty_cells_from_the_groups_first_record() -> None:
+    rows = _raw(
+        {"Handle": "shirt", "Title": "Shirt", "Vendor": "A", "SKU": "S-1", "Image": "1.jpg"},
+        {"Handle": "shirt", "Title": "", "Vendor": "", "SKU": "S-2", "Image": ""},
+        {"Handle": "cap", "Title": "Cap", "Vendor": "", "SKU": "C-1", "Image": ""},
+        {"Handle": "cap", "Title": " ", "Vendor": "B", "SKU": "C-2", "Image": ""},
+        {"Handle": "shirt", "Title": "", "Vendor": "", "SKU": "S-3", "Image": ""},
+    )
+    mapping = MappingSettings(group_by="Handle", inherit=["Title", "Vendor"])
+    out = _fields(_read(assemble(ListSource(rows), mapping, where=None, joins=[])))
+    assert [(r["SKU"], r["Title"], r["Vendor"], r["Image"]) for r in out] == [
+        ("S-1", "Shirt", "A", "1.jpg"),
+        ("S-2", "Shirt", "A", ""),  # Image is not inherited
+        ("C-1", "Cap", "", ""),
+        ("C-2", "Cap", "B", ""),  # its own Vendor stays
+        ("S-3", "", "", ""),  # not consecutive: a new group without a title
+    ]
+    everything = _fields(
+        _read(assemble(ListSource(rows), MappingSettings(group_by="Handle"), where=None, joins=[]))
+    )
+    assert everything[1]["Image"] == "1.jpg", "without inherit every column is inherited"
+
+
+def test_inherit_needs_group_by() -> None:
+    with pytest.raises(ValueError, match="inherit needs group_by"):
+        MappingSettings(inherit=["Title"])
+
+
+# --- each ----------------------------------------------------------------------------------
+
+
+def test_each_makes_every_element_a_record_with_its_parent_and_a_label() -> None:
+    rows = _raw(
+        {"title": "Shirt", "variants": [{"sku": "S"}, {"sku": "M"}]},
+        {"title": "Gift card", "variants": []},
+        {"title": "Cap", "variants": [{"sku": "C"}, "oops"]},
+        {"title": "Mug", "variants": {"sku": "MUG"}},  # one object: one item
+    )
+    source = assemble(ListSource(rows), MappingSettings(each="variants"), where=None, joins=[])
+    out = _read(source)
+    assert [r.label for r in out if isinstance(r, RawRecord)] == [
+        "record 1 (line 2), item 1",
+        "record 1 (line 2), item 2",
+        "record 3 (line 4), item 1",
+        "record 4 (line 5), item 1",
+    ]
+    first = out[0]
+    assert isinstance(first, RawRecord)
+    assert first.fields["sku"] == "S" and first.fields["parent"]["title"] == "Shirt"
+    (bad,) = [r for r in out if isinstance(r, BadRecord)]
+    assert (
+        bad.reason
+        == "products.jsonl record 3 (line 4), item 2: an item must be an object, not 'oops'"
+    )
+    assert isinstance(source, Pieces) and source.notes() == [
+        "1 record(s) had no item at [mapping] each"
+    ]
+
+
+def test_a_mapping_problem_of_an_item_names_record_and_item() -> None:
+    rows = _raw({"title": "Shirt", "variants": [{"sku": "S", "price": "x"}]})
+    source = assemble(ListSource(rows), MappingSettings(each="variants"), where=None, joins=[])
+    mapping = MappingSettings(
+        each="variants",
+        fields={"sku": {"path": "sku"}, "price": {"path": "price", "type": "decimal"}},
+    )
+    (record,) = _read(source)
+    assert isinstance(record, RawRecord)
+    result = Mapper(mapping, source_name="products.jsonl").map(record)
+    assert isinstance(result, BadRecord) and result.key == "S"
+    assert result.reason == (
+        "products.jsonl record 1 (line 2), item 1, path 'price': 'x' is not a decimal number"
+    )
+
+
+# --- where -----------------------------------------------------------------------------------
+
+
+def test_where_skips_and_counts_jmespath_truth() -> None:
+    rows = _raw(
+        {"sku": "A", "enabled": True},
+        {"sku": "B", "enabled": False},
+        {"sku": "C", "enabled": 0},  # 0 is true in JMESPath
+        {"sku": "D"},  # null: false
+        {"sku": "E", "enabled": ""},
+    )
+    source = assemble(ListSource(rows), MappingSettings(), where="enabled", joins=[])
+    assert [f["sku"] for f in _fields(_read(source))] == ["A", "C"]
+    assert isinstance(source, Pieces) and source.skipped == 3
+    assert source.notes() == ["3 record(s) skipped: [source] where = enabled"]
+
+
+def test_a_where_that_fails_on_a_record_rejects_that_record_only() -> None:
+    rows = _raw({"sku": "A", "n": [1]}, {"sku": "B", "n": 5})
+    source = assemble(ListSource(rows), MappingSettings(), where="length(n) > `0`", joins=[])
+    out = _read(source)
+    assert isinstance(out[0], RawRecord)
+    assert isinstance(out[1], BadRecord) and "[source] where" in out[1].reason
+
+
+# --- joins -----------------------------------------------------------------------------------
+
+
+def _pim(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _join(path: Path) -> JoinSettings:
+    return JoinSettings.model_validate(
+        {"name": "pim", "type": "jsonl", "path": str(path), "key": "sku", "on": "SKU"}
+    )
+
+
+def test_join_adds_the_partner_first_record_wins_and_a_missing_partner_is_null(
+    tmp_path: Path,
+) -> None:
+    pim = tmp_path / "pim.jsonl"
+    _pim(pim, [{"sku": "A", "name": "First"}, {"sku": "A", "name": "Second"}, {"name": "?"}])
+    (join,) = open_joins([_join(pim)], tmp_path)
+    rows = _raw({"SKU": "A"}, {"SKU": "B"}, {"SKU": 7})
+    source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
+    assert [f["pim"] for f in _fields(_read(source))] == [{"sku": "A", "name": "First"}, None, None]
+    assert isinstance(source, Pieces)
+    assert source.notes() == [
+        "join 'pim': 1 record(s) repeat a key (e.g. 'A' on lines 1 and 2); "
+        "the first record of a key wins",
+        "join 'pim': 1 record(s) could not be used (first: line 3: no key at 'sku')",
+    ]
+    join.close()
+
+
+def test_an_unchanged_join_source_is_not_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pim = tmp_path / "pim.jsonl"
+    _pim(pim, [{"sku": "A", "name": "Drill"}])
+    opened: list[str] = []
+    real = open_source
+
+    def counting(settings: Any) -> Source:
+        opened.append(str(settings.path))
+        return real(settings)
+
+    monkeypatch.setattr(joins_module, "open_source", counting)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    for _ in range(3):
+        for join in open_joins([_join(pim)], scratch):
+            join.close()
+    assert opened == [str(pim)], "read once; twice more its index was reused"
+
+    _pim(pim, [{"sku": "A", "name": "Drill 18V"}])  # a change: a new mtime (or size)
+    os.utime(pim, ns=(pim.stat().st_atime_ns, pim.stat().st_mtime_ns + 1_000_000))
+    (join,) = open_joins([_join(pim)], scratch)
+    assert len(opened) == 2 and join.read
+    assert join.index.get_many(["A"]) == {"A": '{"name":"Drill 18V","sku":"A"}'}
+    join.close()
+    assert oct((scratch / "join-pim.sqlite").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_readonly_run_builds_a_stale_join_elsewhere(tmp_path: Path) -> None:
+    pim = tmp_path / "pim.jsonl"
+    _pim(pim, [{"sku": "A"}])
+    scratch, elsewhere = tmp_path / "scratch", tmp_path / "tmp"
+    scratch.mkdir()
+    elsewhere.mkdir()
+    (join,) = open_joins([_join(pim)], scratch, build_in=elsewhere)
+    join.close()
+    assert list(scratch.iterdir()) == [] and (elsewhere / "join-pim.sqlite").exists()
+
+
+# --- whole runs: unnested records are recognised on a no-op run --------------------------
+
+
+def _settings(tmp_path: Path, **mapping: Any) -> Settings:
+    return settings_from_dict(
+        {
+            "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test"},
+            "source": {"type": "jsonl", "path": "products.jsonl"},
+            "mapping": {"key": "sku", **mapping},
+            "state": {"path": "state.db"},
+        },
+        base_dir=tmp_path,
+    )
+
+
+def test_a_second_run_over_nested_variants_maps_nothing_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    products = [
+        {"title": "Shirt", "variants": [{"sku": "S", "price": "9.50"}, {"sku": "M"}]},
+        {"title": "Cap", "variants": [{"sku": "C", "price": "5"}]},
+    ]
+    _pim(tmp_path / "products.jsonl", products)
+    fields = {"sku": {"path": "sku"}, "name": {"path": "parent.title"}, "price": {"path": "price"}}
+    settings = _settings(tmp_path, each="variants", fields=fields)
+    remote = FakeRemote()
+    first = run_once(settings, adapters=Adapters(client=remote))
+    assert first.created == 3 and first.exit_code == 0
+    mapped: list[RawRecord] = []
+    real = Mapper.map
+
+    def counting(self: Mapper, record: RawRecord) -> Any:
+        mapped.append(record)
+        return real(self, record)
+
+    monkeypatch.setattr(Mapper, "map", counting)
+    again = run_once(settings, adapters=Adapters(client=remote))
+    assert (again.unchanged, again.created, again.updated) == (3, 0, 0)
+    assert mapped == [], "recognised by fingerprint: not mapped again"
+    products[0]["title"] = "Linen shirt"  # the parent changed: both its variants re-map
+    _pim(tmp_path / "products.jsonl", products)
+    third = run_once(settings, adapters=Adapters(client=remote))
+    assert (third.updated, third.unchanged) == (2, 1)
+
+
+def test_a_filtered_product_is_treated_as_gone(tmp_path: Path) -> None:
+    rows = [{"sku": "A", "name": "a", "enabled": True}, {"sku": "B", "name": "b", "enabled": True}]
+    _pim(tmp_path / "products.jsonl", rows)
+    settings = settings_from_dict(
+        {
+            "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test"},
+            "source": {"type": "jsonl", "path": "products.jsonl", "where": "enabled"},
+            "mapping": {"key": "sku"},
+            "state": {"path": "state.db"},
+            "safety": {"max_gone_ratio": 1},
+        },
+        base_dir=tmp_path,
+    )
+    remote = FakeRemote()
+    assert run_once(settings, adapters=Adapters(client=remote)).created == 2
+    rows[1]["enabled"] = False
+    _pim(tmp_path / "products.jsonl", rows)
+    summary = run_once(settings, adapters=Adapters(client=remote))
+    assert (summary.gone, summary.skipped, summary.rejected, summary.exit_code) == (1, 1, 0, 0)
