@@ -115,6 +115,32 @@ class SqlSource(IncrementalSource):
     def records(self) -> Iterator[RawRecord | BadRecord]:
         return self._pull(None)
 
+    def signature(self) -> str | None:
+        """``count:max(updated_column)`` of the table; None without a table and that column.
+
+        Changes whenever a row is added, removed or updated (its ``updated_column``
+        moves), so a ``[[join]]`` over the table can skip re-reading it.
+        """
+        import sqlalchemy
+        from sqlalchemy.exc import SQLAlchemyError
+
+        s = self.settings
+        if not (s.table and s.updated_column):
+            return None
+        schema, _, name = s.table.rpartition(".")
+        table = sqlalchemy.table(name, sqlalchemy.column(s.updated_column), schema=schema or None)
+        column = table.c[s.updated_column]
+        statement = sqlalchemy.select(sqlalchemy.func.count(), sqlalchemy.func.max(column))
+        engine = self._engine()
+        try:
+            with engine.connect() as conn:
+                count, newest = conn.execute(statement.select_from(table)).one()
+        except SQLAlchemyError:
+            return None  # reading it will say what is wrong
+        finally:
+            engine.dispose()
+        return f"sql:{count}:{newest}"
+
     def records_since(self, since: dt.datetime) -> Iterator[RawRecord | BadRecord]:
         return self._pull(since)
 
