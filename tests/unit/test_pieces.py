@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ import pytest
 
 from skuferry.config.load import MappingSettings, Settings, settings_from_dict
 from skuferry.config.models import JoinSettings
-from skuferry.models import BadRecord, RawRecord
+from skuferry.models import BadRecord, RawRecord, RunSummary
+from skuferry.service.report import print_summary
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sync import joins as joins_module
@@ -286,3 +288,10 @@ def test_a_filtered_product_is_treated_as_gone(tmp_path: Path) -> None:
     _pim(tmp_path / "products.jsonl", rows)
     summary = run_once(settings, adapters=Adapters(client=remote))
     assert (summary.gone, summary.skipped, summary.rejected, summary.exit_code) == (1, 1, 0, 0)
+
+
+def test_the_human_summary_shows_skipped_records_and_joins() -> None:
+    out = io.StringIO()
+    print_summary(RunSummary(created=2, skipped=23, joins={"pim": "reused"}), stream=out)
+    lines = [line.split() for line in out.getvalue().splitlines()]
+    assert ["skipped", "23"] in lines and ["joins", "pim", "reused"] in lines

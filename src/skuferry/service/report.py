@@ -57,6 +57,7 @@ def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None
         "gone",
         "archived",
         "restored",
+        "skipped",
     ):
         if data[name] or name in ("created", "updated", "unchanged"):
             label = (
@@ -65,6 +66,8 @@ def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None
                 else name
             )
             table.add_row(label, f"{data[name]:,}")
+    if summary.joins:  # [[join]]: read this run, or its unchanged index reused
+        table.add_row("joins", ", ".join(f"{k} {v}" for k, v in sorted(summary.joins.items())))
     reqs = ", ".join(f"{k} {v}" for k, v in sorted(summary.requests.items()))
     table.add_row("requests", reqs or "none")
     if summary.rate_limited:
