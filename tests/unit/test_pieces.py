@@ -13,6 +13,7 @@ import pytest
 
 from skuferry.config.load import MappingSettings, Settings, settings_from_dict
 from skuferry.config.models import JoinSettings
+from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, RawRecord, RunSummary
 from skuferry.service.report import print_summary
 from skuferry.sources.base import Source
@@ -295,3 +296,15 @@ def test_the_human_summary_shows_skipped_records_and_joins() -> None:
     print_summary(RunSummary(created=2, skipped=23, joins={"pim": "reused"}), stream=out)
     lines = [line.split() for line in out.getvalue().splitlines()]
     assert ["skipped", "23"] in lines and ["joins", "pim", "reused"] in lines
+
+
+def test_join_names_must_differ(tmp_path: Path) -> None:
+    join = {"name": "pim", "type": "jsonl", "path": "p.jsonl", "key": "sku", "on": "SKU"}
+    data = {
+        "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test"},
+        "source": {"type": "jsonl", "path": "products.jsonl"},
+        "state": {"path": "state.db"},
+        "join": [join, join],
+    }
+    with pytest.raises(ConfigError, match=r"at 'join.1.name': another \[\[join\]\] is named 'pim'"):
+        settings_from_dict(data, base_dir=tmp_path)

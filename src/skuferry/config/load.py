@@ -436,6 +436,14 @@ def _cross_field_problems(settings: Settings) -> list[str]:
         problems.append("at 'schedule.watch': needs a source with a local file (source.path)")
     if isinstance(source, CsvSourceSettings) and len(source.delimiter) != 1:
         problems.append("at 'source.delimiter': must be exactly one character")
+    names = [join.name for join in settings.join]
+    for n, name in enumerate(names):
+        if name in names[:n]:
+            problems.append(f"at 'join.{n}.name': another [[join]] is named {name!r} already")
+        elif name == "parent" and mapping.each:
+            problems.append(
+                f"at 'join.{n}.name': 'parent' is the record around an item of [mapping] each"
+            )
     problems.extend(security.problems(settings))
     return problems
 
