@@ -6,6 +6,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import jmespath
 import pytest
 
 from skuferry.config.load import FieldSpec, MappingSettings
@@ -175,3 +176,21 @@ def test_a_spreadsheet_mangled_key_is_rejected() -> None:
 def test_check_settings_that_cannot_apply_are_config_errors(spec: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"min and max|apply to text|not a regular expression"):
         FieldSpec(**spec)
+
+
+@pytest.mark.parametrize("expression", ["a", "a.b", '"Variant SKU"', "a.b.c", "parent.title"])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {},
+        {"a": None},
+        {"a": "text"},
+        {"a": [1, 2]},
+        {"a": {"b": {"c": Decimal("1.5")}}},
+        {"a": {"b": 0}},
+        {"Variant SKU": "LS-1", "parent": {"title": "Shirt"}},
+        {"parent": "not an object"},
+    ],
+)
+def test_plain_field_paths_answer_as_jmespath_does(expression: str, record: dict[str, Any]) -> None:
+    assert compiler()(expression)(record) == jmespath.search(expression, record)

@@ -166,6 +166,34 @@ def compiler(tables: Mapping[str, Table] | None = None) -> Callable[[str], Calla
     interpreter = jmespath.visitor.TreeInterpreter(options)
 
     def compile_path(expression: str) -> Callable[[Any], Any]:
-        return functools.partial(interpreter.visit, jmespath.compile(expression).parsed)
+        parsed = jmespath.compile(expression).parsed
+        names = _field_chain(parsed)
+        if names is not None:
+            return functools.partial(_dig, names)  # a.b.c: the same answer, without the walk
+        return functools.partial(interpreter.visit, parsed)
 
     return compile_path
+
+
+def _field_chain(node: dict[str, Any]) -> tuple[str, ...] | None:
+    """The names of a path that is only fields (``pim.name``, ``"@id"``); else None."""
+    if node["type"] == "field":
+        return (node["value"],)
+    if node["type"] == "subexpression":
+        names: list[str] = []
+        for child in node["children"]:
+            found = _field_chain(child)
+            if found is None:
+                return None
+            names.extend(found)
+        return tuple(names)
+    return None
+
+
+def _dig(names: tuple[str, ...], value: Any) -> Any:
+    """JMESPath's field access along ``names``: null as soon as a step is not an object."""
+    for name in names:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value
