@@ -150,6 +150,8 @@ def test_failed_checks_reject_naming_line_field_and_reason(
         ({"column": "v", "max_length": 3}, "abc"),
         ({"column": "v", "one_of": ["new", "used"]}, "used"),
         ({"column": "v", "type": "integer", "one_of": [1, 2]}, "2"),
+        ({"column": "v", "type": "decimal", "one_of": [0.1, 0.25]}, "0.10"),  # not the float
+        ({"column": "v", "one_of": [1, 2]}, "2"),  # a text field compares as text
         ({"column": "v", "check": "gtin"}, ""),  # empty: required decides, not the check
         ({"column": "v"}, "Model E+ 2"),  # text with E+ that is not a number
     ],

@@ -60,8 +60,12 @@ def _gtin(value: Any) -> str | None:
     return None
 
 
-def checks_of(spec: FieldSpec) -> list[Check]:
-    """The checks ``spec`` asks for, in a fixed order (the first failure is reported)."""
+def checks_of(spec: FieldSpec, convert: Callable[[Any], Any] | None = None) -> list[Check]:
+    """The checks ``spec`` asks for, in a fixed order (the first failure is reported).
+
+    ``convert`` is the field's converter: ``one_of``'s values go through it too, so
+    ``one_of = [0.1]`` on a decimal field compares as the decimal 0.1, not the float.
+    """
     found: list[Check] = []
     if spec.check == "gtin":
         found.append(_gtin)
@@ -85,7 +89,7 @@ def checks_of(spec: FieldSpec) -> list[Check]:
     if spec.min is not None or spec.max is not None:
         found.append(_bounds(spec.min, spec.max))
     if spec.one_of is not None:
-        allowed = list(spec.one_of)
+        allowed = [_converted(value, convert) for value in spec.one_of]
         shown = ", ".join(canonical.dumps(v) for v in allowed)
 
         def listed(value: Any) -> str | None:
@@ -94,6 +98,15 @@ def checks_of(spec: FieldSpec) -> list[Check]:
 
         found.append(listed)
     return found
+
+
+def _converted(value: Any, convert: Callable[[Any], Any] | None) -> Any:
+    if convert is None:
+        return value
+    try:
+        return convert(value)
+    except Exception:  # noqa: BLE001 - a value of another type simply never matches
+        return value
 
 
 def _bounds(low: Decimal | None, high: Decimal | None) -> Check:

@@ -248,7 +248,7 @@ def _where(spec: FieldSpec) -> str:
 
 def _field_checks(spec: FieldSpec) -> tuple[Check, ...]:
     """The field's checks; a text field also refuses numbers a spreadsheet mangled."""
-    found = checks_of(spec)
+    found = checks_of(spec, _converter(spec) or _to_string)
     if spec.type == "string" and spec.check is None:
         found.insert(0, spreadsheet_mangled)
     return tuple(found)
