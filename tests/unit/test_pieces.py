@@ -308,3 +308,20 @@ def test_join_names_must_differ(tmp_path: Path) -> None:
     }
     with pytest.raises(ConfigError, match=r"at 'join.1.name': another \[\[join\]\] is named 'pim'"):
         settings_from_dict(data, base_dir=tmp_path)
+
+
+def test_a_join_config_problem_is_named_as_the_user_wrote_it(tmp_path: Path) -> None:
+    join = {"name": "en", "type": "xml", "path": "p.xml", "recrd": "product", "key": "@id"}
+    data = {
+        "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test"},
+        "source": {"type": "jsonl", "path": "products.jsonl"},
+        "state": {"path": "state.db"},
+        "join": [join],
+    }
+    with pytest.raises(ConfigError) as raised:
+        settings_from_dict(data, base_dir=tmp_path)
+    text = str(raised.value)
+    assert "at 'join.0.on': required" in text
+    assert "at 'join.0.record': required" in text
+    assert "at 'join.0.recrd': unknown key; did you mean 'record'?" in text
+    assert ".source." not in text

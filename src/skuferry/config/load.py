@@ -331,6 +331,16 @@ def _translate(exc: ValidationError, data: Mapping[str, Any]) -> list[str]:
             loc = loc[:3] + loc[4:]
         elif loc[:1] == ("source",) and kind in ("union_tag_not_found", "union_tag_invalid"):
             loc, message = ("source", "type"), _one_of(SOURCE_TYPES)
+        elif loc[:1] == ("join",) and len(loc) > 2 and loc[2] == "source":
+            # [[join]] holds its source keys beside name, key and on: no "source" level
+            if kind in ("union_tag_not_found", "union_tag_invalid"):
+                loc, message = (*loc[:2], "type"), _one_of(SOURCE_TYPES)
+            else:
+                rest = loc[4:] if len(loc) > 3 and loc[3] in SOURCE_TYPES else loc[3:]
+                loc, message = (*loc[:2], *rest), None
+                if kind == "extra_forbidden":
+                    known = _join_keys(data, loc[1])
+                    message = _unknown_key(str(loc[-1]), known)
         else:
             if loc[:1] == ("source",) and len(loc) > 1 and loc[1] in SOURCE_TYPES:
                 loc = loc[:1] + loc[2:]  # drop pydantic's union-branch marker
@@ -388,6 +398,15 @@ def _unknown_key(key: str, known: list[str]) -> str:
     if known:
         return "unknown key; known keys: " + ", ".join(f"'{name}'" for name in known)
     return "unknown key"
+
+
+def _join_keys(data: Mapping[str, Any], index: Any) -> list[str]:
+    """The keys a ``[[join]]`` table allows: name, key, on and its source type's keys."""
+    joins = data.get("join")
+    join = joins[index] if isinstance(joins, list) and isinstance(index, int) else None
+    tag = join.get("type") if isinstance(join, dict) else None
+    model = next((m for m, t in zip(SOURCE_MODELS, SOURCE_TYPES, strict=True) if t == tag), None)
+    return ["name", "key", "on", *(model.model_fields if model is not None else ())]
 
 
 def _known_keys(parent: tuple[Any, ...], data: Mapping[str, Any]) -> list[str]:
