@@ -325,3 +325,14 @@ def test_a_join_config_problem_is_named_as_the_user_wrote_it(tmp_path: Path) -> 
     assert "at 'join.0.record': required" in text
     assert "at 'join.0.recrd': unknown key; did you mean 'record'?" in text
     assert ".source." not in text
+
+
+def test_group_by_a_path_groups_woocommerce_variations_with_their_product() -> None:
+    rows = _raw(
+        {"ID": "10", "Parent": "", "SKU": "H", "Description": "<p>Warm</p>"},
+        {"ID": "11", "Parent": "id:10", "SKU": "H-B", "Description": ""},
+        {"ID": "13", "Parent": "", "SKU": "B", "Description": ""},
+    )
+    mapping = MappingSettings(group_by="Parent || concat('id:', ID)", inherit=["Description"])
+    out = _fields(_read(assemble(ListSource(rows), mapping, where=None, joins=[])))
+    assert [r["Description"] for r in out] == ["<p>Warm</p>", "<p>Warm</p>", ""]
