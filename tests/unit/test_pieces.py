@@ -22,7 +22,7 @@ from skuferry.sync import joins as joins_module
 from skuferry.sync.engine import Adapters, run_once
 from skuferry.sync.joins import open_joins
 from skuferry.sync.mapping import Mapper
-from skuferry.sync.pieces import Pieces, assemble
+from skuferry.sync.pieces import Pieces, assemble, use_keys
 from tests.fakes import FakeRemote
 
 
@@ -149,9 +149,11 @@ def test_where_skips_and_counts_jmespath_truth() -> None:
 def test_a_where_that_fails_on_a_record_rejects_that_record_only() -> None:
     rows = _raw({"sku": "A", "n": [1]}, {"sku": "B", "n": 5})
     source = assemble(ListSource(rows), MappingSettings(), where="length(n) > `0`", joins=[])
+    use_keys(source, lambda record: str(record.fields["sku"]))
     out = _read(source)
     assert isinstance(out[0], RawRecord)
     assert isinstance(out[1], BadRecord) and "[source] where" in out[1].reason
+    assert out[1].key == "B", "its product is named, so it is held, not gone"
 
 
 # --- joins -----------------------------------------------------------------------------------

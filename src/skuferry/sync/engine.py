@@ -42,7 +42,7 @@ from skuferry.sync import auth_check, check_then_create, eta, gone, incremental,
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.mapping import Mapper
-from skuferry.sync.pieces import joins_read, open_pieces, pieces_notes, skipped
+from skuferry.sync.pieces import joins_read, open_pieces, pieces_notes, skipped, use_keys
 from skuferry.sync.plan import plan
 from skuferry.sync.writer import Writer
 
@@ -271,6 +271,7 @@ def _open_source(
     source, tables = open_pieces(settings, stack, base=base, readonly=dry_run)
     joins = [join.name for join in settings.join]
     mapper = Mapper(settings.mapping, source_name=_short_name(source), tables=tables, joins=joins)
+    use_keys(source, mapper.key_of)  # a record the filter fails on holds its product
     return base, source, mapper
 
 

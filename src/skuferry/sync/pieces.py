@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
@@ -71,6 +71,7 @@ class Pieces(Source):
         self._where = compile_path(where) if where else None
         self._where_text = where
         self.joins = list(joins or [])
+        self.key_of: Callable[[RawRecord], str | None] = lambda _record: None
         self.skipped = 0  # records the filter left out in the last pull
         self.without_items = 0  # records whose `each` found no element
 
@@ -189,7 +190,8 @@ class Pieces(Source):
                 ok = truthy(keep(record.fields))
             except (Refused, jmespath.exceptions.JMESPathError) as exc:
                 at = record.label or f"line {record.line}"
-                yield BadRecord(record.line, f"{self.describe()} {at}: [source] where: {exc}")
+                reason = f"{self.describe()} {at}: [source] where: {exc}"
+                yield BadRecord(record.line, reason, self.key_of(record))  # its product held
                 continue
             if ok:
                 yield record
@@ -257,6 +259,12 @@ def open_pieces(
         source, settings.mapping, where=settings.source.where, joins=joins, tables=tables
     )
     return shaped, tables
+
+
+def use_keys(source: Source, key_of: Callable[[RawRecord], str | None]) -> None:
+    """Tell ``source`` the mapping's keys, so a record it refuses names its product."""
+    if isinstance(source, Pieces):
+        source.key_of = key_of
 
 
 def pieces_notes(source: Source) -> list[str]:
