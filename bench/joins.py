@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 _PULL = """
-import json, sys, time
+import json, resource, sys, time
 from contextlib import ExitStack
 from pathlib import Path
 from bench.readers import peak_mb
@@ -67,7 +67,9 @@ with ExitStack() as stack:
             bad += 1
     read = joins_read(source)
 seconds = time.perf_counter() - started
+usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"good": good, "bad": bad, "seconds": seconds, "index_s": joined,
+                  "cpu_s": usage.ru_utime + usage.ru_stime,
                   "rss_mb": peak_mb(), "joins": read}))
 """
 
@@ -138,7 +140,7 @@ def main() -> None:
             ("baseline: the primary alone, no join", alone),
         ):
             print(
-                f"{label}: {result['seconds']:.1f} s "
+                f"{label}: {result['seconds']:.1f} s wall, {result['cpu_s']:.1f} s CPU "
                 f"(join index ready after {result['index_s']:.1f} s), "
                 f"peak RSS {result['rss_mb']:.0f} MB, {result['good']:,} mapped, "
                 f"{result['bad']:,} rejected, joins {result['joins']}"
