@@ -316,8 +316,36 @@ class GoneSettings(_Strict):
         return self
 
 
+# Prometheus' label names: a letter or underscore, then letters, digits and underscores;
+# names starting with "__" are reserved for Prometheus itself.
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# Labels skuferry's own metrics already carry: a constant label of the same name would clash.
+_METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
+
+
 class MetricsSettings(_Strict):
     textfile: Path | None = None
+    # Constant labels on every sample, in the textfile and on /metrics: a fleet of daemons
+    # told apart by workspace, e.g. labels = { workspace = "acme" } (docs/kubernetes.md).
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, labels: dict[str, str]) -> dict[str, str]:
+        for name in labels:
+            if not _LABEL_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a Prometheus label name (a letter or _, then letters, "
+                    "digits and _), e.g. workspace"
+                )
+            if name.startswith("__"):
+                raise ValueError(f"{name!r}: label names starting with __ are Prometheus' own")
+            if name in _METRIC_LABELS:
+                raise ValueError(
+                    f"{name!r} is a label skuferry's metrics already use "
+                    f"({', '.join(sorted(_METRIC_LABELS))}); pick another name"
+                )
+        return labels
 
 
 class DaemonSettings(_Strict):
