@@ -178,3 +178,26 @@ def test_state_file_errors_and_freshness_are_counted(tmp_path: Path) -> None:
     }
     assert found["skuferry_state_errors_total"] == 1
     assert found["skuferry_last_success_timestamp_seconds"] == 20
+
+
+def test_constant_labels_are_on_every_sample_of_metrics_too(
+    tmp_path: Path, started: Started
+) -> None:
+    textfile = tmp_path / "skuferry.prom"
+    settings = make_settings(
+        tmp_path,
+        daemon={"listen": "127.0.0.1:0"},
+        metrics={"textfile": str(textfile), "labels": {"workspace": "acme"}},
+    )
+    daemon, _, _ = started(settings, FakeJob(RunSummary(created=1)), interval_s=3600)
+    wait_until(lambda: daemon.last_outcome is not None, "the first run")
+    found = samples(str(daemon.endpoint_url))
+    assert found
+    assert all("workspace=acme" in labels.split(",") for _, labels in found)
+    assert found[("skuferry_runs_total", "result=success,workspace=acme")] == 1
+    from_file = {
+        (s.name, ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())))
+        for family in text_string_to_metric_families(textfile.read_text())
+        for s in family.samples
+    }
+    assert from_file <= set(found)  # the same samples, the same labels

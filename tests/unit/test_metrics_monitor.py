@@ -283,3 +283,95 @@ def test_no_urls_no_requests(listener: Listener) -> None:
     assert not monitor.ping_start(MonitorSettings())
     assert not monitor.ping_finish(MonitorSettings(), ok_outcome())
     assert listener.hits == []
+
+
+# --- prometheus_client, continuity with 0.2.0's files, constant labels --------------------
+
+# Written by 0.2.0's hand-rendered exposition (four runs: success, partial, a StateError,
+# a SourceError; two API keys; archived and restored products; a budget and freshness).
+FILE_0_2_0 = Path(__file__).resolve().parents[1] / "data" / "metrics-0.2.0.prom"
+
+
+def all_samples(text: str) -> list[Any]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def test_counters_carry_on_from_a_textfile_written_by_0_2_0(tmp_path: Path) -> None:
+    path = tmp_path / "skuferry.prom"
+    path.write_bytes(FILE_0_2_0.read_bytes())
+    before = parse_samples(path.read_text())
+    assert before[("skuferry_runs_total", "failed")] == 2  # the fixture is what it says
+    summary_ = summary(
+        created=1, archived=1, requests={"read": 1, "write": 1}, requests_by_key={"1a2b3c4d": 2}
+    )
+    outcome = RunOutcome.from_summary(summary_, duration_s=3.0, finished_at=1_795_002_400.0)
+    assert record_run(path, outcome)
+    after = parse_samples(path.read_text())
+    # every sample of the old file is still there, under the same name and label
+    assert set(before) <= set(after)
+    assert (
+        after[("skuferry_runs_total", "success")] == before[("skuferry_runs_total", "success")] + 1
+    )
+    for result in ("failed", "partial", "locked", "interrupted"):
+        assert after[("skuferry_runs_total", result)] == before[("skuferry_runs_total", result)]
+    assert (
+        after[("skuferry_requests_total", "read")]
+        == before[("skuferry_requests_total", "read")] + 1
+    )
+    assert after[("skuferry_key_requests_total", "1a2b3c4d")] == 83 + 2
+    assert after[("skuferry_key_requests_total", "9f8e7d6c")] == 46
+    assert after[("skuferry_rate_limited_total", None)] == 5
+    assert after[("skuferry_archived_total", None)] == 3
+    assert after[("skuferry_restored_total", None)] == 1
+    assert after[("skuferry_state_errors_total", None)] == 1
+    assert after[("skuferry_products", "synced")] == 131  # no fresh counts: carried
+    assert after[("skuferry_budget_per_minute", "write")] == 60
+    assert after[("skuferry_last_full_pull_timestamp_seconds", None)] == 1_794_990_000
+    assert after[("skuferry_last_success_timestamp_seconds", None)] == 1_795_002_400
+    assert after[("skuferry_last_run_exit_code", None)] == 0
+    # and the new file reads back to the same values: the next run carries on from it
+    assert parse_samples(metrics.render(after, None, None)) == {
+        k: v for k, v in after.items() if not k[0].startswith("skuferry_last_run_")
+    }
+
+
+def test_constant_labels_go_on_every_sample_and_counters_carry_on_across_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "skuferry.prom"
+    path.write_bytes(FILE_0_2_0.read_bytes())  # written without labels
+    record_run(path, ok_outcome(), products={"synced": 7}, labels={"workspace": "acme"})
+    record_run(path, ok_outcome(), labels={"workspace": "acme", "team": "shops"})
+    samples = all_samples(path.read_text())
+    assert samples
+    assert all(s.labels.get("workspace") == "acme" for s in samples)
+    assert all(s.labels.get("team") == "shops" for s in samples)
+    runs = {s.labels["result"]: s.value for s in samples if s.name == "skuferry_runs_total"}
+    assert runs == {"success": 3, "partial": 1, "failed": 2, "locked": 0, "interrupted": 0}
+
+
+def test_a_textfile_that_is_not_the_text_format_starts_the_counters_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "skuferry.prom"
+    path.write_text('skuferry_runs_total{result="success" 12\n')
+    with capture_logs() as logs:
+        assert record_run(path, ok_outcome())
+    assert any(e["event"] == "metrics.read.failed" for e in logs)
+    assert parse_samples(path.read_text())[("skuferry_runs_total", "success")] == 1
+
+
+def test_every_label_of_skuferry_s_own_is_refused_as_a_constant_label() -> None:
+    """Config refuses a constant label that would clash: it knows every label the families use."""
+    from skuferry.config.models import METRIC_LABELS
+    from skuferry.service.freshness import Freshness
+
+    summary_ = summary(requests={"read": 1}, requests_by_key={"1a2b3c4d": 1})
+    outcome = RunOutcome.from_summary(summary_, duration_s=1, finished_at=2)
+    text = metrics.render(
+        {}, outcome, {"synced": 1}, Freshness(1.0, 1.0), {"read": 1}, labels={"workspace": "w"}
+    )
+    used = {name for s in all_samples(text) for name in s.labels} - {"workspace"}
+    assert used == METRIC_LABELS

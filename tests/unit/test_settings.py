@@ -579,3 +579,30 @@ def test_crontab_weekdays_as_cron_writes_them_load(here: Path, cron: str) -> Non
     # 7 is Sunday in crontab; APScheduler's own from_crontab refuses it.
     write(here, MINIMAL + f'[schedule]\ncron = "{cron}"\n')
     assert load_settings("config.toml", env=ENV).schedule.cron == cron
+
+
+# --- [metrics] labels (issue 23): Prometheus label names ------------------------------
+
+
+def test_metrics_labels_are_loaded(here: Path) -> None:
+    write(here, MINIMAL + '\n[metrics]\nlabels = { workspace = "acme", team = "shops-2" }\n')
+    settings = load_settings("config.toml", env=ENV)
+    assert settings.metrics.labels == {"workspace": "acme", "team": "shops-2"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ('{ "work-space" = "acme" }', "'work-space' is not a Prometheus label name"),
+        ('{ "1st" = "acme" }', "'1st' is not a Prometheus label name"),
+        ('{ __name__ = "x" }', "'__name__': label names starting with __ are Prometheus' own"),
+        ('{ tier = "gold" }', "'tier' is a label skuferry's metrics already use"),
+        ("{ workspace = 5 }", "at 'metrics.labels.workspace': must be a string"),
+    ],
+)
+def test_metrics_label_names_must_be_prometheus_label_names(
+    here: Path, labels: str, expected: str
+) -> None:
+    (problem,) = problems_of(MINIMAL + f"\n[metrics]\nlabels = {labels}\n")
+    assert problem.startswith("config.toml: at 'metrics.labels")
+    assert expected in problem

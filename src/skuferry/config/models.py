@@ -320,7 +320,7 @@ class GoneSettings(_Strict):
 # names starting with "__" are reserved for Prometheus itself.
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Labels skuferry's own metrics already carry: a constant label of the same name would clash.
-_METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
+METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
 
 
 class MetricsSettings(_Strict):
@@ -340,10 +340,10 @@ class MetricsSettings(_Strict):
                 )
             if name.startswith("__"):
                 raise ValueError(f"{name!r}: label names starting with __ are Prometheus' own")
-            if name in _METRIC_LABELS:
+            if name in METRIC_LABELS:
                 raise ValueError(
                     f"{name!r} is a label skuferry's metrics already use "
-                    f"({', '.join(sorted(_METRIC_LABELS))}); pick another name"
+                    f"({', '.join(sorted(METRIC_LABELS))}); pick another name"
                 )
         return labels
 

@@ -28,6 +28,7 @@ def after_run(settings: Settings, outcome: RunOutcome, *, stopping: bool = False
             products=product_counts(settings.state.path),
             freshness=freshness.read(settings),
             budget=budget_per_minute(settings),
+            labels=settings.metrics.labels,
         )
     ping_settings = settings.monitor
     if stopping:  # keep inside the stop deadline

@@ -1,7 +1,8 @@
 """``[daemon] listen``: ``/metrics`` and ``/healthz`` over HTTP for the daemon.
 
-``/metrics`` is the Prometheus exposition of the textfile (``metrics.render``,
-so the names are the same): the counters of the runs so far (seeded from the
+``/metrics`` is the Prometheus exposition of the textfile (``metrics.render``:
+the same prometheus_client registry and ``generate_latest``, so the names and the
+constant ``[metrics] labels`` are the same): the counters of the runs so far (seeded from the
 textfile when one is configured), the last run's gauges, and product counts and
 freshness read from the state file at each scrape. ``/healthz`` answers 200
 while the last run did not fail and the schedule is alive, 503 otherwise, with
@@ -33,7 +34,7 @@ from skuferry.service.metrics import RunOutcome
 
 log = logs.get(__name__)
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus text format
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # what generate_latest writes
 
 
 class Board:
@@ -59,7 +60,7 @@ class Board:
             return
         try:
             self._base = metrics.parse_samples(textfile.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError, ValueError):  # ValueError: not the text format
             self._base = {}
 
     def record(self, outcome: RunOutcome) -> None:
@@ -74,7 +75,12 @@ class Board:
         fresh = freshness.read(settings)
         with self._lock:
             return metrics.render(
-                self._base, self._last, products, fresh, hooks.budget_per_minute(settings)
+                self._base,
+                self._last,
+                products,
+                fresh,
+                hooks.budget_per_minute(settings),
+                labels=settings.metrics.labels,
             )
 
     def health(self) -> tuple[int, dict[str, Any]]:

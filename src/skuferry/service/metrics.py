@@ -3,26 +3,40 @@
 ``RunOutcome`` is how the watchers (this textfile, the monitoring pings, the
 systemd STATUS line) see one run, whether the engine returned a summary or
 raised. ``record_run`` rewrites ``[metrics] textfile`` for node_exporter's
-textfile collector after every run, atomically (a temporary file in the same
-directory, then ``os.replace``) so the collector never reads half a file.
+textfile collector after every run; the daemon's ``/metrics`` serves the same
+exposition (service/http_endpoint.py). Both are built by ``render``: the
+families go into a prometheus_client ``CollectorRegistry`` and come out through
+``generate_latest``, so the text format is the library's, not ours.
 
 Counters must survive restarts and one-shot runs (cron, the sync timer), so
-the previous values are read back from the file itself: the file is the only
-state. A missing or unreadable file starts the counters at zero, which
-Prometheus reads as a counter reset, exactly what it is.
+the previous values are read back from the file itself with prometheus_client's
+parser: the file is the only state. A missing or unreadable file starts the
+counters at zero, which Prometheus reads as a counter reset, exactly what it is.
+
+The file is replaced atomically by ``write_atomically`` rather than
+prometheus_client's ``write_to_textfile``, for two reasons: that function leaves
+the file's mode to the umask (the shipped systemd units set ``UMask=0077``,
+which would make the textfile unreadable to node_exporter, another user), and
+it does not fsync before the rename (a power cut could leave an empty file and
+reset every counter).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
 from skuferry import logs
+from skuferry.config.models import METRIC_LABELS
 from skuferry.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -101,37 +115,62 @@ class RunOutcome:
         return f"{self.result} (exit {self.exit_code}): {first_line}"
 
 
-_SAMPLE = re.compile(r'^(skuferry_[a-z_]+)(?:\{[a-z_]+="((?:[^"\\]|\\.)*)"\})?\s+(\S+)\s*$')
+Samples = Mapping[tuple[str, str | None], float]
 
 
 def parse_samples(text: str) -> dict[tuple[str, str | None], float]:
-    """The samples of a textfile this module wrote: (metric, label value) -> value."""
+    """The samples of a textfile: (sample name, value of its own label) -> value.
+
+    Read with Prometheus' own parser, so any text-format file is understood (the
+    hand-written exposition of 0.2.0 as well as prometheus_client's). Constant labels
+    (``[metrics] labels``) are not part of the key: counters carry on when they change.
+    A line the parser refuses loses the whole file's counters (logged by the caller's
+    ``metrics.read.failed``): a counter reset, which Prometheus understands.
+    """
     samples: dict[tuple[str, str | None], float] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        name, label, raw = match.groups()
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        samples[(name, _unescape(label) if label is not None else None)] = value
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if not sample.name.startswith("skuferry_"):
+                continue
+            # one of its own labels at most; any other is a constant ([metrics] labels)
+            own = [value for name, value in sample.labels.items() if name in METRIC_LABELS]
+            samples[(sample.name, own[0] if own else None)] = float(sample.value)
     return samples
 
 
 def render(
-    previous: Mapping[tuple[str, str | None], float],
+    previous: Samples,
     outcome: RunOutcome | None,
     products: Mapping[str, int] | None,
     freshness: Freshness | None = None,
     budget: Mapping[str, float] | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
 ) -> str:
-    """The new textfile: previous counters plus this run, gauges from this run. Pure.
+    """The new exposition: previous counters plus this run, gauges from this run. Pure.
 
     ``outcome`` None (``/metrics`` before the daemon's first run): the counters as
-    they were, no last-run gauges.
+    they were, no last-run gauges. ``labels`` are added to every sample.
     """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(
+        _Snapshot(
+            families(previous, outcome, products, freshness=freshness, budget=budget, labels=labels)
+        )
+    )
+    return generate_latest(registry).decode("utf-8")
+
+
+def families(
+    previous: Samples,
+    outcome: RunOutcome | None,
+    products: Mapping[str, int] | None,
+    *,
+    freshness: Freshness | None = None,
+    budget: Mapping[str, float] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> list[Metric]:
+    """The metric families of ``render``, in exposition order."""
 
     def labelled(metric: str) -> dict[str, float]:
         return {label: v for (name, label), v in previous.items() if name == metric and label}
@@ -174,140 +213,135 @@ def render(
         previous.get(("skuferry_oldest_unsynced_change_timestamp_seconds", None)),
         previous.get(("skuferry_last_full_pull_timestamp_seconds", None)),
     )
+    budget = budget if budget is not None else labelled("skuferry_budget_per_minute")
 
-    out: list[str] = []
-    _family(
-        out,
-        "skuferry_runs_total",
-        "counter",
-        "Sync runs finished, by result.",
-        label="result",
-        values=runs,
-    )
-    _family(
-        out,
-        "skuferry_products",
-        "gauge",
-        "Products in the local mirror, by state.",
-        label="state",
-        values=states,
-    )
-    _family(
-        out,
-        "skuferry_requests_total",
-        "counter",
-        "API requests sent, by budget tier.",
-        label="tier",
-        values=requests,
-    )
-    _family(
-        out,
-        "skuferry_rate_limited_total",
-        "counter",
-        "API answers of 429 RATE_LIMITED.",
-        label=None,
-        values={"": rate_limited},
+    out = _Families(labels or {})
+    out.counter("skuferry_runs_total", "Sync runs finished, by result.", "result", runs)
+    out.gauge("skuferry_products", "Products in the local mirror, by state.", "state", states)
+    out.counter("skuferry_requests_total", "API requests sent, by budget tier.", "tier", requests)
+    out.counter(
+        "skuferry_rate_limited_total", "API answers of 429 RATE_LIMITED.", None, rate_limited
     )
     if by_key:
-        _family(
-            out,
+        out.counter(
             "skuferry_key_requests_total",
-            "counter",
             "API requests sent, by API key fingerprint (first 8 hex of its SHA-256).",
-            label="key",
-            values=by_key,
+            "key",
+            by_key,
         )
     for event, total in moved.items():
-        _family(
-            out,
-            f"skuferry_{event}_total",
-            "counter",
-            f"Products {event} on the remote ([gone]).",
-            label=None,
-            values={"": total},
+        out.counter(
+            f"skuferry_{event}_total", f"Products {event} on the remote ([gone]).", None, total
         )
-    _family(
-        out,
+    out.counter(
         "skuferry_state_errors_total",
-        "counter",
         "Runs that failed reading or writing the state file.",
-        label=None,
-        values={"": state_errors},
+        None,
+        state_errors,
     )
-    _family(
-        out,
+    out.counter(
         "skuferry_rows_rejected_total",
-        "counter",
         "Source rows that could not be read or mapped, summed over runs.",
-        label=None,
-        values={"": rows_total},
+        None,
+        rows_total,
     )
-    if rows_last is not None:
-        _family(
-            out,
-            "skuferry_rows_rejected",
-            "gauge",
-            "Source rows that could not be read or mapped in the last run that read the source.",
-            label=None,
-            values={"": rows_last},
-        )
-    budget = budget if budget is not None else labelled("skuferry_budget_per_minute")
+    out.gauge(
+        "skuferry_rows_rejected",
+        "Source rows that could not be read or mapped in the last run that read the source.",
+        None,
+        rows_last,
+    )
     if budget:
-        _family(
-            out,
+        out.gauge(
             "skuferry_budget_per_minute",
-            "gauge",
             "Requests per minute this key may spend ([budget]), by tier.",
-            label="tier",
-            values=budget,
+            "tier",
+            budget,
         )
-    if freshness.last_full_pull is not None:
-        _family(
-            out,
-            "skuferry_last_full_pull_timestamp_seconds",
-            "gauge",
-            "Unix time the last full source pull (whose writes were committed) started.",
-            label=None,
-            values={"": freshness.last_full_pull},
-        )
-    if freshness.oldest_unsynced_change is not None:
-        _family(
-            out,
-            "skuferry_oldest_unsynced_change_timestamp_seconds",
-            "gauge",
-            "Unix time of the oldest known source change not yet on the remote.",
-            label=None,
-            values={"": freshness.oldest_unsynced_change},
-        )
-    if last_success is not None:
-        _family(
-            out,
-            "skuferry_last_success_timestamp_seconds",
-            "gauge",
-            "Unix time the last run that went through the whole catalog ended.",
-            label=None,
-            values={"": last_success},
-        )
-    if outcome is None:
-        return "\n".join(out) + "\n"
-    _family(
-        out,
-        "skuferry_last_run_duration_seconds",
-        "gauge",
-        "Wall time of the last run.",
-        label=None,
-        values={"": outcome.duration_s},
+    out.gauge(
+        "skuferry_last_full_pull_timestamp_seconds",
+        "Unix time the last full source pull (whose writes were committed) started.",
+        None,
+        freshness.last_full_pull,
     )
-    _family(
-        out,
-        "skuferry_last_run_exit_code",
-        "gauge",
-        "Exit code of the last run (0 ok, 1 partial, 2 config, 3 unreachable, "
-        "75 locked, 130 interrupted, 70 internal error).",
-        label=None,
-        values={"": float(outcome.exit_code)},
+    out.gauge(
+        "skuferry_oldest_unsynced_change_timestamp_seconds",
+        "Unix time of the oldest known source change not yet on the remote.",
+        None,
+        freshness.oldest_unsynced_change,
     )
-    return "\n".join(out) + "\n"
+    out.gauge(
+        "skuferry_last_success_timestamp_seconds",
+        "Unix time the last run that went through the whole catalog ended.",
+        None,
+        last_success,
+    )
+    if outcome is not None:
+        out.gauge(
+            "skuferry_last_run_duration_seconds",
+            "Wall time of the last run.",
+            None,
+            outcome.duration_s,
+        )
+        out.gauge(
+            "skuferry_last_run_exit_code",
+            "Exit code of the last run (0 ok, 1 partial, 2 config, 3 unreachable, "
+            "75 locked, 130 interrupted, 70 internal error).",
+            None,
+            float(outcome.exit_code),
+        )
+    return out.families
+
+
+class _Families:
+    """Builds prometheus_client metric families, each with the constant labels."""
+
+    def __init__(self, constant: Mapping[str, str]) -> None:
+        self._names = list(constant)
+        self._values = list(constant.values())
+        self.families: list[Metric] = []
+
+    def counter(
+        self, name: str, help_text: str, label: str | None, values: Mapping[str, float] | float
+    ) -> None:
+        self._add(CounterMetricFamily, name, help_text, label, values)
+
+    def gauge(
+        self,
+        name: str,
+        help_text: str,
+        label: str | None,
+        values: Mapping[str, float] | float | None,
+    ) -> None:
+        if values is not None:  # an unknown timestamp: no sample, as before
+            self._add(GaugeMetricFamily, name, help_text, label, values)
+
+    def _add(
+        self,
+        kind: type[CounterMetricFamily | GaugeMetricFamily],
+        name: str,
+        help_text: str,
+        label: str | None,
+        values: Mapping[str, float] | float,
+    ) -> None:
+        own = [label] if label else []
+        family = kind(name, help_text, labels=[*own, *self._names])
+        if isinstance(values, Mapping):
+            for key in sorted(values):
+                family.add_metric([key, *self._values], values[key])
+        else:
+            family.add_metric(self._values, values)
+        self.families.append(family)
+
+
+class _Snapshot(Collector):
+    """A collector of families computed once (the registry of one textfile or scrape)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
 
 
 def record_run(
@@ -317,6 +351,7 @@ def record_run(
     products: Mapping[str, int] | None = None,
     freshness: Freshness | None = None,
     budget: Mapping[str, float] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> bool:
     """Fold ``outcome`` into the textfile at ``path``; False (and logged) if it cannot be written.
 
@@ -326,11 +361,12 @@ def record_run(
         previous = parse_samples(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         previous = {}
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: not the text format
         log.warning("metrics.read.failed", path=str(path), error=str(exc))
         previous = {}
     try:
-        write_atomically(path, render(previous, outcome, products, freshness, budget))
+        text = render(previous, outcome, products, freshness, budget, labels=labels)
+        write_atomically(path, text)
     except OSError as exc:
         log.warning("metrics.write.failed", path=str(path), error=exc.strerror or str(exc))
         return False
@@ -354,31 +390,3 @@ def write_atomically(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-
-
-def _family(
-    out: list[str],
-    name: str,
-    kind: str,
-    help_text: str,
-    *,
-    label: str | None,
-    values: Mapping[str, float],
-) -> None:
-    out.append(f"# HELP {name} {help_text}")
-    out.append(f"# TYPE {name} {kind}")
-    for key in sorted(values):
-        suffix = f'{{{label}="{_escape(key)}"}}' if label else ""
-        out.append(f"{name}{suffix} {_number(values[key])}")
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
