@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import fill, keys, local, readers, soak, walks
+from bench import density, fill, keys, local, readers, soak, walks
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -26,6 +26,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "xlsx": readers.xlsx,  # a 200k-row XLSX read with flat memory
     "xml": readers.xml,  # a 300 MB BMEcat XML read with flat memory
     "soak": soak.figure,  # the daemon for 10 min against 4 % write faults (issue 18)
+    "density": density.density,  # the daemon's RSS idle and during runs: workspaces per node
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -526,3 +527,35 @@ def test_overlapping_fire_times_are_logged_as_skipped(tmp_path: Path, started: A
         )
         release.set()
         stop(daemon, result)
+
+
+# --- memory between runs (issue 23: density) ---------------------------------------------
+
+
+def test_after_every_run_the_daemon_hands_freed_memory_back(
+    tmp_path: Path, started: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skuferry.service import daemon as daemon_module
+
+    released: list[int] = []
+    real = daemon_module.release_memory
+
+    def counting() -> bool:
+        released.append(1)
+        return real()
+
+    monkeypatch.setattr(daemon_module, "release_memory", counting)
+    job = FakeJob(RunSummary(created=1), SourceError("the export is gone"))
+    started(make_settings(tmp_path), job)
+    wait_until(lambda: len(job.calls) >= 2 and len(released) >= 2, "two runs")
+    assert len(released) >= 2  # after a success and after a failure alike
+
+
+@pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc",
+    reason="malloc_trim is glibc's",
+)
+def test_release_memory_trims_glibc_s_heap() -> None:
+    from skuferry.service.daemon import release_memory
+
+    assert release_memory() is True
