@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from skuferry.models import RunSummary
@@ -105,3 +106,28 @@ def test_the_rejection_alert_sees_rows_rejected_at_the_source() -> None:
     rules = ALERTS.read_text(encoding="utf-8")
     assert "skuferry_rows_rejected" in rules
     assert {"skuferry_rows_rejected", "skuferry_rows_rejected_total"} <= exposed_names()
+
+
+def test_the_dashboard_has_a_workspace_variable_that_every_query_honours() -> None:
+    """Many daemons, one per workspace ([metrics] labels): pick one, several or all."""
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    workspace = variables["workspace"]
+    assert workspace["query"] == "label_values(skuferry_runs_total, workspace)"
+    assert workspace["includeAll"] and workspace["multi"]
+    assert workspace["allValue"] == ".*"  # All includes daemons without the label
+    assert "$workspace" in variables["instance"]["query"]  # instances of the chosen workspaces
+    queries = [e for e in _expressions(dashboard["panels"]) if "skuferry_" in e]
+    assert queries
+    for expr in queries:
+        for selector in re.findall(r"skuferry_[a-z_]+(\{[^}]*\})?", expr):
+            assert 'workspace=~"$workspace"' in selector, expr
+
+
+def test_the_alerts_keep_the_workspace_label_and_name_it() -> None:
+    rules = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    for rule in (r for group in rules["groups"] for r in group["rules"]):
+        summary = rule["annotations"]["summary"]
+        assert "{{ with $labels.workspace }}" in summary, rule["alert"]
+        # an aggregation that keeps only some labels would drop the workspace
+        assert " by (" not in rule["expr"] and "by(" not in rule["expr"], rule["alert"]
