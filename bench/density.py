@@ -15,10 +15,11 @@ is an interval of 20 s with ``run_at_start = false``, so the daemon first sits i
 
 The cases: 3,000 products with a first sync (3,000 creates into an empty remote),
 3,000 with 1 % changed, 100,000 with 1 % changed; then the first and the last again
-with ``PYTHONMALLOC=malloc``, as the container image runs the daemon (the daemon trims
-the heap after each run: service/daemon.py ``release_memory``). A node's share is
-extrapolated from the image's figures: workspaces per 4 GiB node = (4 GiB - reserve)
-/ peak, with 1 GiB reserved for the kubelet, the runtime and system daemons.
+with ``PYTHONMALLOC=malloc`` (the daemon trims glibc's heap after each run,
+service/daemon.py ``release_memory``; with that setting the trim also reaches Python's
+small objects). A node's share is extrapolated from the default allocator's figures:
+workspaces per 4 GiB node = (4 GiB - reserve) / peak, with 1 GiB reserved for the
+kubelet, the runtime and system daemons.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Case:
     name: str
     products: int
     first_sync: bool  # an empty remote and mirror: every product created
-    malloc: bool = False  # PYTHONMALLOC=malloc, as the container image runs it
+    malloc: bool = False  # PYTHONMALLOC=malloc: every allocation glibc's, so the trim reaches it
 
 
 @dataclass(frozen=True)
@@ -191,13 +192,13 @@ def density(quick: bool) -> Result:
             f"peak during the run {f.run_peak_mib:.1f} MiB (run ~{f.run_s:.1f} s, exit "
             f"{f.exit_code}), idle after the run {f.idle_after_mib:.1f} MiB"
         )
-    image = [(c, f) for c, f in measured if c.malloc]  # as the container image runs it
+    image = [(c, f) for c, f in measured if not c.malloc]  # as the container image runs it
     idle = max(f.idle_after_mib for _, f in image)
     peak_small = max(f.run_peak_mib for c, f in image if c.products == 3_000)
     peak_large = max(f.run_peak_mib for c, f in image if c.products == 100_000)
     usable = NODE_MIB - RESERVED_MIB
     notes.append(
-        f"a 4 GiB node, {RESERVED_MIB} MiB reserved, as the image runs (PYTHONMALLOC=malloc): "
+        f"a 4 GiB node, {RESERVED_MIB} MiB reserved, default allocator: "
         f"{usable // peak_small:.0f} workspaces of 3,000 products or {usable // peak_large:.0f} "
         f"of 100,000 if every one peaks at once; {usable // idle:.0f} daemons between runs "
         f"(the largest idle after a run, {idle:.0f} MiB)"

@@ -467,11 +467,12 @@ def release_memory() -> bool:
     """Hand the memory a finished run freed back to the operating system; False if unsupported.
 
     A run over a large catalog allocates tens of MiB (rows, fingerprints, the plan) and
-    frees them when it ends, but the allocators keep freed memory mapped for reuse, so a
-    daemon would sit between runs near its last run's peak. ``malloc_trim(0)`` returns
-    glibc's free pages. Python's own small-object allocator keeps its arenas while one
-    object in them lives; with ``PYTHONMALLOC=malloc`` (the container image sets it) every
-    allocation is glibc's and the trim reaches it all. bench/density.py measures both.
+    frees them when it ends, but glibc keeps freed memory mapped for reuse, so a daemon
+    would sit between runs nearer its last run's peak. ``malloc_trim(0)`` returns glibc's
+    free pages (about 5 MiB after a 100,000-product run). Python's own small-object
+    allocator keeps an arena while one object in it lives: with ``PYTHONMALLOC=malloc``
+    the trim reaches those too (13 MiB more), at the price of a few MiB more at the peak
+    and some CPU; bench/density.py measures both, docs/kubernetes.md weighs them.
     glibc only: elsewhere this does nothing.
     """
     gc.collect()  # cycles left by the run, so that their memory is free to trim
