@@ -606,3 +606,9 @@ def test_metrics_label_names_must_be_prometheus_label_names(
     (problem,) = problems_of(MINIMAL + f"\n[metrics]\nlabels = {labels}\n")
     assert problem.startswith("config.toml: at 'metrics.labels")
     assert expected in problem
+
+
+def test_every_bad_label_name_is_named_at_once(here: Path) -> None:
+    (problem,) = problems_of(MINIMAL + '\n[metrics]\nlabels = { "a-b" = "x", key = "y" }\n')
+    assert "'a-b' is not a Prometheus label name" in problem
+    assert "'key' is a label skuferry's metrics already use" in problem

@@ -332,19 +332,22 @@ class MetricsSettings(_Strict):
     @field_validator("labels")
     @classmethod
     def _label_names(cls, labels: dict[str, str]) -> dict[str, str]:
+        problems = []  # every bad name at once
         for name in labels:
             if not _LABEL_NAME.fullmatch(name):
-                raise ValueError(
+                problems.append(
                     f"{name!r} is not a Prometheus label name (a letter or _, then letters, "
                     "digits and _), e.g. workspace"
                 )
-            if name.startswith("__"):
-                raise ValueError(f"{name!r}: label names starting with __ are Prometheus' own")
-            if name in METRIC_LABELS:
-                raise ValueError(
+            elif name.startswith("__"):
+                problems.append(f"{name!r}: label names starting with __ are Prometheus' own")
+            elif name in METRIC_LABELS:
+                problems.append(
                     f"{name!r} is a label skuferry's metrics already use "
                     f"({', '.join(sorted(METRIC_LABELS))}); pick another name"
                 )
+        if problems:
+            raise ValueError("; ".join(problems))
         return labels
 
 
