@@ -192,21 +192,22 @@ def density(quick: bool) -> Result:
             f"peak during the run {f.run_peak_mib:.1f} MiB (run ~{f.run_s:.1f} s, exit "
             f"{f.exit_code}), idle after the run {f.idle_after_mib:.1f} MiB"
         )
-    image = [(c, f) for c, f in measured if not c.malloc]  # as the container image runs it
-    idle = max(f.idle_after_mib for _, f in image)
-    peak_small = max(f.run_peak_mib for c, f in image if c.products == 3_000)
-    peak_large = max(f.run_peak_mib for c, f in image if c.products == 100_000)
+    default = [(c, f) for c, f in measured if not c.malloc]  # Python's own allocator
     usable = NODE_MIB - RESERVED_MIB
-    notes.append(
-        f"a 4 GiB node, {RESERVED_MIB} MiB reserved, default allocator: "
-        f"{usable // peak_small:.0f} workspaces of 3,000 products or {usable // peak_large:.0f} "
-        f"of 100,000 if every one peaks at once; {usable // idle:.0f} daemons between runs "
-        f"(the largest idle after a run, {idle:.0f} MiB)"
-    )
+    fits = {}
+    for size in (3_000, 100_000):
+        between = max(f.idle_after_mib for c, f in default if c.products == size)
+        peak = max(f.run_peak_mib for c, f in default if c.products == size)
+        fits[size] = (usable // peak, usable // between)
+        notes.append(
+            f"a 4 GiB node, {RESERVED_MIB} MiB reserved, workspaces of {size:,} products: "
+            f"{usable // peak:.0f} if every one is at its peak ({peak:.0f} MiB) at once, "
+            f"{usable // between:.0f} between runs ({between:.0f} MiB each)"
+        )
     return Result(
         "daemon RSS and density",
-        f"between runs {idle:.0f} MiB, run 3k {peak_small:.0f} / 100k {peak_large:.0f} MiB; "
-        f"{usable // peak_large:.0f}-{usable // peak_small:.0f} per 4 GiB node",
+        f"3k: {fits[3_000][0]:.0f}-{fits[3_000][1]:.0f}, 100k: {fits[100_000][0]:.0f}-"
+        f"{fits[100_000][1]:.0f} workspaces per 4 GiB node (peak-between runs)",
         "figures (issue 23, no target)",
         None,
         notes,
