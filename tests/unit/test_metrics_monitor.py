@@ -375,3 +375,10 @@ def test_every_label_of_skuferry_s_own_is_refused_as_a_constant_label() -> None:
     )
     used = {name for s in all_samples(text) for name in s.labels} - {"workspace"}
     assert used == METRIC_LABELS
+
+
+def test_advance_in_memory_is_what_the_textfile_would_carry() -> None:
+    previous = parse_samples(FILE_0_2_0.read_text())
+    outcome = ok_outcome(requests_by_key={"1a2b3c4d": 4})
+    through_text = parse_samples(metrics.render(previous, outcome, None))
+    assert metrics.advance(previous, outcome) == through_text

@@ -66,7 +66,7 @@ class Board:
     def record(self, outcome: RunOutcome) -> None:
         with self._lock:
             if self._last is not None:
-                self._base = metrics.parse_samples(metrics.render(self._base, self._last, None))
+                self._base = metrics.advance(self._base, self._last)
             self._last = outcome
 
     def metrics_text(self) -> str:

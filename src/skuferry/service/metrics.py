@@ -127,8 +127,21 @@ def parse_samples(text: str) -> dict[tuple[str, str | None], float]:
     A line the parser refuses loses the whole file's counters (logged by the caller's
     ``metrics.read.failed``): a counter reset, which Prometheus understands.
     """
+    return samples_of(text_string_to_metric_families(text))
+
+
+def advance(previous: Samples, outcome: RunOutcome) -> dict[tuple[str, str | None], float]:
+    """The counters and gauges after ``outcome``, as ``parse_samples`` of ``render`` would read.
+
+    For the daemon's ``/metrics``, which carries its counters in memory between scrapes.
+    """
+    return samples_of(families(previous, outcome, None))
+
+
+def samples_of(found: Iterable[Metric]) -> dict[tuple[str, str | None], float]:
+    """(sample name, value of its own label) -> value, for the families ``found``."""
     samples: dict[tuple[str, str | None], float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in found:
         for sample in family.samples:
             if not sample.name.startswith("skuferry_"):
                 continue
