@@ -382,3 +382,17 @@ def test_advance_in_memory_is_what_the_textfile_would_carry() -> None:
     outcome = ok_outcome(requests_by_key={"1a2b3c4d": 4})
     through_text = parse_samples(metrics.render(previous, outcome, None))
     assert metrics.advance(previous, outcome) == through_text
+
+
+@pytest.mark.integration
+def test_a_run_s_start_does_not_import_prometheus_client() -> None:
+    """Only writing or serving the exposition does: `sync` imports this module before it works."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, skuferry.service.runner, skuferry.service.hooks; "
+        "print('prometheus_client' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -29,11 +29,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING
 
 from skuferry import logs
 from skuferry.config.models import METRIC_LABELS
@@ -46,6 +42,12 @@ from skuferry.errors import (
 )
 from skuferry.models import RunSummary
 from skuferry.service.freshness import Freshness
+
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+# prometheus_client is imported where the exposition is written or read, not at import:
+# every `skuferry sync` imports this module for RunOutcome before its first useful work.
 
 log = logs.get(__name__)
 
@@ -127,6 +129,8 @@ def parse_samples(text: str) -> dict[tuple[str, str | None], float]:
     A line the parser refuses loses the whole file's counters (logged by the caller's
     ``metrics.read.failed``): a counter reset, which Prometheus understands.
     """
+    from prometheus_client.parser import text_string_to_metric_families
+
     return samples_of(text_string_to_metric_families(text))
 
 
@@ -165,12 +169,19 @@ def render(
     ``outcome`` None (``/metrics`` before the daemon's first run): the counters as
     they were, no last-run gauges. ``labels`` are added to every sample.
     """
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.registry import Collector
+
+    found = families(previous, outcome, products, freshness=freshness, budget=budget, labels=labels)
+
+    class Snapshot(Collector):
+        """The families computed once: the registry of one textfile or scrape."""
+
+        def collect(self) -> Iterable[Metric]:
+            return found
+
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(
-        _Snapshot(
-            families(previous, outcome, products, freshness=freshness, budget=budget, labels=labels)
-        )
-    )
+    registry.register(Snapshot())
     return generate_latest(registry).decode("utf-8")
 
 
@@ -317,6 +328,8 @@ class _Families:
     def counter(
         self, name: str, help_text: str, label: str | None, values: Mapping[str, float] | float
     ) -> None:
+        from prometheus_client.core import CounterMetricFamily
+
         self._add(CounterMetricFamily, name, help_text, label, values)
 
     def gauge(
@@ -326,6 +339,8 @@ class _Families:
         label: str | None,
         values: Mapping[str, float] | float | None,
     ) -> None:
+        from prometheus_client.core import GaugeMetricFamily
+
         if values is not None:  # an unknown timestamp: no sample, as before
             self._add(GaugeMetricFamily, name, help_text, label, values)
 
@@ -345,16 +360,6 @@ class _Families:
         else:
             family.add_metric(self._values, values)
         self.families.append(family)
-
-
-class _Snapshot(Collector):
-    """A collector of families computed once (the registry of one textfile or scrape)."""
-
-    def __init__(self, families: list[Metric]) -> None:
-        self._families = families
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families
 
 
 def record_run(
