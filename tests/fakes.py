@@ -7,8 +7,9 @@ behaviour of ``RemoteClient`` against the sandbox (PATCH merges, PUT replaces,
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -130,13 +131,18 @@ class FakeRemote:
 
 
 class ListSource(Source):
-    def __init__(self, rows: list[dict[str, Any] | str]) -> None:
+    """Rows as a source yields them: a dict is a row, a str an unreadable row without a
+    key, a ``BadRecord`` an unreadable row as given (its ``fields`` may hold the key)."""
+
+    def __init__(self, rows: Sequence[dict[str, Any] | str | BadRecord]) -> None:
         self.rows = rows
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         for i, row in enumerate(self.rows, start=2):
             if isinstance(row, str):
                 yield BadRecord(line=i, reason=f"line {i}: {row}")
+            elif isinstance(row, BadRecord):
+                yield dataclasses.replace(row, line=i, reason=f"line {i}: {row.reason}")
             else:
                 yield RawRecord(line=i, fields=dict(row))
 

@@ -6,7 +6,7 @@ No I/O here: these are the nouns every module shares.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +27,25 @@ class RawRecord:
 
 @dataclass(frozen=True, slots=True)
 class BadRecord:
-    """A record that could not be read or mapped. ``reason`` names line and column."""
+    """A record that could not be read or mapped. ``reason`` names line and column.
+
+    A product whose row is bad is *held*: it keeps its last state (no update, no
+    archive, no gone). For that its key must be known. The mapper sets ``key``;
+    a source does not know the mapping, so it hands over the ``fields`` it could
+    read for sure (say the cells before an unclosed quote) and the planner reads
+    the key from them with the mapping's key spec (``Mapper.key_of_bad``).
+    ``guessed``: the fields were read by position but may be misplaced (a row
+    with more fields than its header): the key read from them is held, yet the
+    row's own product is not known for sure. A bad record whose product is not
+    known for sure keeps a full pull from deciding anything gone (``plan``).
+    """
 
     line: int
     reason: str
     key: str | None = None
+    # What the reader could read for sure, for the key alone; not part of equality.
+    fields: Mapping[str, Any] | None = field(default=None, compare=False)
+    guessed: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +154,10 @@ class RunSummary:
     duplicates: int = 0
     skipped: int = 0  # records left out on purpose: [source] where, skip_if_empty
     joins: dict[str, str] = field(default_factory=dict)  # [[join]] name -> "read" | "reused"
+    # Rejected rows whose key cannot be read for sure; in a full pull they stop every
+    # gone decision (``gone_skipped``): any of them could be a product that seems to have left.
+    rows_without_key: int = 0
+    gone_skipped: bool = False
     requests: dict[str, int] = field(default_factory=lambda: {"read": 0, "write": 0})
     requests_by_key: dict[str, int] = field(default_factory=dict)  # by key fingerprint
     rate_limited: int = 0
@@ -166,6 +184,8 @@ class RunSummary:
             "duplicates": self.duplicates,
             "skipped": self.skipped,
             "joins": dict(self.joins),
+            "rows_without_key": self.rows_without_key,
+            "gone_skipped": self.gone_skipped,
             "requests": dict(self.requests),
             "requests_by_key": dict(self.requests_by_key),
             "rate_limited": self.rate_limited,

@@ -16,9 +16,9 @@ from skuferry.config.load import CsvSourceSettings, JsonlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
-from skuferry.sources.csv import CsvSource
+from skuferry.sources.csv import CsvSource, leading_cells
 from skuferry.sources.dispatch import open_source
-from skuferry.sources.jsonl import JsonlSource
+from skuferry.sources.jsonl import JsonlSource, leading_members
 from tests.source_contract import GOOD, SourceContract
 
 
@@ -170,11 +170,109 @@ def test_csv_stray_quote_rejects_the_row_and_reads_on(tmp_path: Path) -> None:
     assert out[1:] == [RawRecord(3, {"sku": "B-2", "name": "Bucket"})]
 
 
-def test_csv_unclosed_quote_fails_the_read(tmp_path: Path) -> None:
-    # The rows after it would vanish into one field: the read must not look complete.
-    path = _write(tmp_path / "products.csv", b'sku,name\nA-1,"Anvil\nB-2,Bucket\n')
-    with pytest.raises(SourceError, match=r"products\.csv line 2: a quoted field is never closed"):
-        _read(CsvSource(path))
+def _bad(out: list[RawRecord | BadRecord]) -> list[tuple[int, str, dict[str, Any] | None]]:
+    """(line, reason, sure fields) of each rejected record."""
+    return [
+        (r.line, r.reason, dict(r.fields) if r.fields is not None else None)
+        for r in out
+        if isinstance(r, BadRecord)
+    ]
+
+
+def test_csv_unclosed_quote_rejects_the_lines_it_swallowed_and_reads_on(tmp_path: Path) -> None:
+    # The quote opened on line 3 is taken as closed by the next quote, on line 5:
+    # lines 3-5 are one broken row. Each is reported with the cells sure in it.
+    path = _write(
+        tmp_path / "products.csv",
+        b'sku,name,price\nA-1,Anvil,1\nB-2,"Bucket,2\nC-3,Crowbar,3\nD-4,"Drill",4\nE-5,Easel,5\n',
+    )
+    out = _read(CsvSource(path))
+    span = "lines 3\u20135 rejected"
+    assert _bad(out) == [
+        (3, f"products.csv line 3: a quote opened here runs to line 5 (',' expected after '\"'); "
+            f"{span}", {"sku": "B-2"}),
+        (4, f"products.csv line 4: inside the quote opened on line 3; {span}",
+            {"sku": "C-3", "name": "Crowbar", "price": "3"}),
+        (5, f"products.csv line 5: inside the quote opened on line 3; {span}",
+            {"sku": "D-4", "name": "Drill", "price": "4"}),
+    ]  # fmt: skip
+    assert [r for r in out if isinstance(r, RawRecord)] == [
+        RawRecord(2, {"sku": "A-1", "name": "Anvil", "price": "1"}),
+        RawRecord(6, {"sku": "E-5", "name": "Easel", "price": "5"}),
+    ]
+
+
+def test_csv_quote_never_closed_rejects_the_rest_of_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "products.csv", b'sku,name\nA-1,"Anvil\nB-2,Bucket\n\nC-3,Cart\n')
+    out = _read(CsvSource(path))
+    span = "lines 2\u20135 rejected"
+    assert _bad(out) == [
+        (2, f"products.csv line 2: a quote opened here runs to the end of the file (line 5); "
+            f"{span}", {"sku": "A-1"}),
+        (3, f"products.csv line 3: inside the quote opened on line 2; {span}",
+            {"sku": "B-2", "name": "Bucket"}),
+        # line 4 is blank: it holds no product
+        (5, f"products.csv line 5: inside the quote opened on line 2; {span}",
+            {"sku": "C-3", "name": "Cart"}),
+    ]  # fmt: skip
+    assert len(out) == 3
+
+
+def test_csv_quote_opened_on_the_last_line(tmp_path: Path) -> None:
+    path = _write(tmp_path / "products.csv", b'sku,name\nA-1,Anvil\nB-2,"Bucket\n')
+    out = _read(CsvSource(path))
+    assert out[0] == RawRecord(2, {"sku": "A-1", "name": "Anvil"})
+    assert _bad(out) == [
+        (3, "products.csv line 3: a quote opened here is never closed; line 3 rejected",
+            {"sku": "B-2"}),
+    ]  # fmt: skip
+
+
+def test_csv_quote_closed_in_another_column_rows_later_is_not_one_row(tmp_path: Path) -> None:
+    # Read as one row without an error, but with fewer fields than the header.
+    path = _write(tmp_path / "products.csv", b'sku,name,price\nA-1,"Anvil,1\nB-2,Bucket,2"\n')
+    out = _read(CsvSource(path))
+    assert [(line, reason.split(";")[0]) for line, reason, _ in _bad(out)] == [
+        (2, "products.csv line 2: a quote opened here runs to line 3, read as one row of "
+            "2 fields (the header has 3)"),
+        (3, "products.csv line 3: inside the quote opened on line 2"),
+    ]  # fmt: skip
+
+
+def test_csv_a_cell_with_line_breaks_is_still_one_row(tmp_path: Path) -> None:
+    path = _write(tmp_path / "p.csv", b'sku,text,price\nA-1,"<p>Soft, warm</p>\n<p>Oak</p>",1\n')
+    assert _read(CsvSource(path)) == [
+        RawRecord(2, {"sku": "A-1", "text": "<p>Soft, warm</p>\n<p>Oak</p>", "price": "1"})
+    ]
+
+
+def test_csv_bad_rows_hand_over_the_cells_sure_in_them(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "products.csv",
+        b'sku,name,price\nA-1,Caf\xe9,1\nB-2,Bucket, large,2\nC-3,"Crowbar"x,3\n"D-4""x,1\n',
+    )
+    bad = [r for r in _read(CsvSource(path)) if isinstance(r, BadRecord)]
+    assert [(r.line, r.fields, r.guessed) for r in bad] == [
+        (2, {"sku": "A-1", "name": "Caf\udce9", "price": "1"}, False),  # a bad byte: in place
+        (3, {"sku": "B-2", "name": "Bucket", "price": " large"}, True),  # maybe shifted
+        (4, {"sku": "C-3"}, False),  # the cells before the stray quote
+        (5, {}, False),  # the stray quote is in the first cell: nothing is sure
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "cells", "complete"),
+    [
+        ("a,b,c\r\n", ["a", "b", "c"], True),
+        ('a,"b, ""c""",d\n', ["a", 'b, "c"', "d"], True),
+        ("a,b,\n", ["a", "b", ""], True),
+        ('a,"b', ["a"], False),  # the line ends inside quotes
+        ('a,"b"x,c', ["a"], False),  # a quote closed inside a cell
+        ('a,b"x,c', ["a", 'b"x', "c"], True),  # a quote inside an unquoted cell is text
+    ],
+)
+def test_csv_leading_cells(line: str, cells: list[str], complete: bool) -> None:
+    assert leading_cells(line, ",") == (cells, complete)
 
 
 @pytest.mark.parametrize(
@@ -282,6 +380,41 @@ def test_jsonl_bad_line_is_rejected_and_the_rest_read(
         BadRecord(2, reason),
         RawRecord(3, {"sku": "C-3"}),
     ]
+
+
+def test_jsonl_broken_lines_hand_over_the_members_sure_in_them(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "p.jsonl",
+        b'{"sku": "A-1", "name": "Caf\xe9"}\n'  # a bad byte: the object is whole
+        b'{"sku": "B-2", "name": "Bucket\n'  # cut short
+        b'{"sku": "C-3", "price": 1.0.0}\n'  # a broken number after the key
+        b'{"price": 1.0.0, "sku": "D-4"}\n'  # ... and before it: nothing after it is sure
+        b'["E-5"]\n'
+        b'{"sku": "F-6"}\n',
+    )
+    out = _read(JsonlSource(path))
+    assert [(r.line, r.fields) for r in out if isinstance(r, BadRecord)] == [
+        (1, {"sku": "A-1", "name": "Caf\udce9"}),
+        (2, {"sku": "B-2"}),
+        (3, {"sku": "C-3"}),
+        (4, {}),
+        (5, None),
+    ]
+    assert out[-1] == RawRecord(6, {"sku": "F-6"})
+
+
+@pytest.mark.parametrize(
+    ("text", "members"),
+    [
+        ('{"sku": "A", "n": {"x": [1, 2]}, "p": 1', {"sku": "A", "n": {"x": [1, 2]}}),
+        ('{"sku": 12.5.3}', {}),  # 12.5 is only the start of what is there
+        ('{"sku": "A"}extra', {"sku": "A"}),
+        ('{"sku": "A" "p": 1}', {}),
+        ("[1, 2]", {}),
+    ],
+)
+def test_jsonl_leading_members(text: str, members: dict[str, Any]) -> None:
+    assert leading_members(text) == members
 
 
 def test_jsonl_bom_and_latin1(tmp_path: Path) -> None:

@@ -14,9 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skuferry import canonical
+from skuferry.config.load import MappingSettings
 from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, State
 from skuferry.sync import plan as plan_module
-from skuferry.sync.plan import decide, plan
+from skuferry.sync.mapping import Mapper
+from skuferry.sync.plan import Tally, decide, plan
 
 
 def prod(key: str, line: int = 1, **fields: Any) -> Product:
@@ -197,6 +199,72 @@ def test_keys_that_left_the_source_are_gone_once() -> None:
     actions = list(plan(records, mirror, walked=True))
     gone = [(a.key, a.remote_id) for a in actions if a.kind is Kind.GONE]
     assert gone == [("B-1", "r2"), ("D-1", None)]  # C-1 already gone, E-1 still in the source
+
+
+# -- held, not gone: a product whose row is present but unreadable -----------------------
+
+SYNCED = {k: MirrorRow(k, State.SYNCED, digest=k, remote_id=k) for k in ("A-1", "B-1", "C-1")}
+MAPPER = Mapper(MappingSettings(key="sku", fields={"sku": "SKU", "name": "Name"}))
+ARCHIVING = "patch-digest"
+
+
+def _kinds(actions: Iterable[Action]) -> dict[str | None, Kind]:
+    return {a.key: a.kind for a in actions}
+
+
+@pytest.mark.parametrize("archiving", [None, ARCHIVING])
+def test_a_bad_row_whose_key_is_sure_holds_its_product_and_the_rest_is_decided(
+    archiving: str | None,
+) -> None:
+    # A bad byte in the name: the source hands over the cells, the mapping finds the key.
+    bad = BadRecord(3, "c.csv line 3, column 'Name': invalid utf-8", fields={"SKU": " A-1 "})
+    tally = Tally()
+    records = [bad]
+    actions = list(
+        plan(records, SYNCED, walked=True, mapper=MAPPER, archiving=archiving, tally=tally)
+    )
+    leaving = Kind.ARCHIVE if archiving else Kind.GONE
+    assert _kinds(actions) == {"A-1": Kind.REJECT, "B-1": leaving, "C-1": leaving}
+    assert actions[0] == Action(Kind.REJECT, "A-1", reason=bad.reason, line=3)
+    assert (tally.unsure, tally.gone_skipped) == (0, False)
+
+
+@pytest.mark.parametrize("archiving", [None, ARCHIVING])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        BadRecord(4, "c.csv line 4: a quote opened here ..."),  # nothing sure in the row
+        BadRecord(4, "c.csv line 4: ...", fields={"Name": "Lamp"}),  # the key cell is not sure
+        BadRecord(4, "c.csv line 4: ...", fields={"SKU": "A-\udce9"}),  # a bad byte in the key
+        BadRecord(4, "c.csv line 4, column 'SKU': the key 'sku' is empty"),  # the mapper's
+    ],
+)
+def test_a_bad_row_without_a_readable_key_stops_every_gone_decision(
+    bad: BadRecord, archiving: str | None
+) -> None:
+    tally = Tally()
+    records: list[Product | BadRecord] = [bad, prod("C-1", 5)]
+    actions = list(
+        plan(records, SYNCED, walked=True, mapper=MAPPER, archiving=archiving, tally=tally)
+    )
+    assert _kinds(actions) == {None: Kind.REJECT, "C-1": Kind.UPDATE}  # A-1, B-1: no decision
+    assert (tally.unsure, tally.gone_skipped) == (1, True)
+
+
+def test_a_row_with_shifted_fields_holds_the_key_it_reads_and_stops_gone_decisions() -> None:
+    # "4 fields, the header has 3": the key read by position is likely right, not sure.
+    shifted = BadRecord(4, "c.csv line 4: 4 fields", fields={"SKU": "A-1"}, guessed=True)
+    tally = Tally()
+    actions = list(plan([shifted], SYNCED, walked=True, mapper=MAPPER, tally=tally))
+    assert _kinds(actions) == {"A-1": Kind.REJECT}
+    assert (tally.unsure, tally.gone_skipped) == (1, True)
+
+
+def test_an_incremental_pull_counts_unsure_rows_but_skips_nothing() -> None:
+    tally = Tally()
+    actions = list(plan([BadRecord(2, "unreadable")], SYNCED, walked=True, full=False, tally=tally))
+    assert _kinds(actions) == {None: Kind.REJECT}
+    assert (tally.unsure, tally.gone_skipped) == (1, False)  # an incremental pull decides no gone
 
 
 def test_mirror_keys_limits_the_gone_pass() -> None:
@@ -381,3 +449,18 @@ def test_a_conflicting_key_never_gets_a_write_after_its_reject(
             i for i, a in enumerate(actions) if a.key == key and a.kind is Kind.REJECT
         )
         assert all(a.key != key for a in actions[first_reject + 1 :] if a.kind is not Kind.REJECT)
+
+
+@given(records=catalogs(), world=worlds(), archiving=st.none() | st.just(ARCHIVING))
+def test_a_held_product_is_never_written_nor_gone(
+    records: list[Product | BadRecord], world: World, archiving: str | None
+) -> None:
+    """A key with a bad row ends REJECTed (the last action for a key wins), never GONE or
+    ARCHIVEd; a bad row without a key stops every gone move."""
+    actions = list(plan(records, world.view(), walked=world.walked, archiving=archiving))
+    held = {r.key for r in records if isinstance(r, BadRecord) and r.key is not None}
+    final = last_by_key(actions)
+    assert all(final[key].kind is Kind.REJECT for key in held)
+    assert not [a for a in actions if a.key in held and a.kind in (Kind.GONE, Kind.ARCHIVE)]
+    if any(isinstance(r, BadRecord) and r.key is None for r in records):
+        assert not [a for a in actions if a.kind in (Kind.GONE, Kind.ARCHIVE)]

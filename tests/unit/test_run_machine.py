@@ -10,7 +10,11 @@ none, and ``[gone]`` archiving or none.
 
 After every step: no key is ever on the remote twice, no POST went out for a key
 whose earlier create was left in doubt (checked by ``tests.faults`` at POST time),
-and a create-only value staff wrote is never overwritten. After a run in which
+and a create-only value staff wrote is never overwritten. After every run, also
+one that crashed: a product whose row is present but unreadable is never
+archived, gone or updated (held: its remote product and its mirror row are as
+before the run), and while the source holds a row whose product cannot be told
+(no readable key, or fields that may be shifted) nothing is archived or gone. After a run in which
 nothing went wrong: every valid source product is on the remote once with the
 source's owned fields (except staff edits a plain run cannot see), products that
 left the source are archived and those back are restored, and a run right after it,
@@ -29,6 +33,7 @@ import sqlite3
 import tempfile
 from collections import Counter
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,6 +50,7 @@ from hypothesis.stateful import (
 
 from skuferry import errors
 from skuferry.config.load import Settings, settings_from_dict
+from skuferry.models import BadRecord
 from skuferry.sync.engine import Adapters, run_once
 from tests.fakes import Crash, FakeRemote, ListSource
 from tests.faults import (
@@ -95,13 +101,34 @@ def write_faults(draw: st.DrawFn, among: list[str]) -> WriteFault:
 
 
 Row = dict[str, str]
+MirrorState = tuple[str, str | None, str | None, str | None]  # state, digest, refused, remote id
+
+
+@dataclass(frozen=True)
+class HeldSnapshot:
+    """Before a run: each held key's remote products and mirror row; what had left."""
+
+    held: dict[str, tuple[list[dict[str, Any]], MirrorState | None]]
+    left: set[str]  # keys the mirror had as gone or archived
+    archived: set[str]  # remote ids the remote had archived
+    unsure: bool  # the source holds a row that could be any product
+
+
+def _key_of(row: Row | str | BadRecord) -> str | None:
+    if isinstance(row, dict):
+        return row["sku"]
+    if isinstance(row, BadRecord) and row.fields:
+        return str(row.fields["sku"])
+    return None
 
 
 class RunMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="skuferry-machine-"))
-        self.rows: list[Row | str] = []  # the source; a str is an unreadable line
+        # the source; a str is an unreadable row without a key, a BadRecord one whose
+        # fields hold its key (held), shifted or not
+        self.rows: list[Row | str | BadRecord] = []
         self.remote = FaultyRemote(state_path=self.dir / "state.db")
         self.staff_touched: set[str] = set()  # owned fields changed on the remote by staff
         self.settled = False  # the last run was clean and nothing changed since
@@ -151,6 +178,16 @@ class RunMachine(RuleBasedStateMachine):
     def _source_keys(self) -> list[str]:
         return sorted({r["sku"] for r in self.rows if isinstance(r, dict)})
 
+    def _held(self) -> set[str]:
+        """Keys with an unreadable row: their products keep their last state."""
+        return {str(r.fields["sku"]) for r in self.rows if isinstance(r, BadRecord) and r.fields}
+
+    def _unsure(self) -> bool:
+        """The source holds a row that could be any product: nothing may be decided gone."""
+        return any(
+            isinstance(r, str) or (isinstance(r, BadRecord) and r.guessed) for r in self.rows
+        )
+
     def _changed(self) -> None:
         self.settled = False
 
@@ -161,11 +198,12 @@ class RunMachine(RuleBasedStateMachine):
         self.rows.append({"sku": key, "name": name, "price": price, "blurb": blurb})
         self._changed()
 
-    @precondition(lambda self: self._source_keys())
+    @precondition(lambda self: self._source_keys() or self._held())
     @rule(data=st.data())
     def remove_key(self, data: st.DataObject) -> None:
-        key = data.draw(st.sampled_from(self._source_keys()))
-        self.rows = [r for r in self.rows if not (isinstance(r, dict) and r["sku"] == key)]
+        """A product leaves the source: its rows, readable or not."""
+        key = data.draw(st.sampled_from(sorted(set(self._source_keys()) | self._held())))
+        self.rows = [r for r in self.rows if _key_of(r) != key]
         self._changed()
 
     @precondition(lambda self: self._source_keys())
@@ -180,7 +218,26 @@ class RunMachine(RuleBasedStateMachine):
 
     @rule()
     def unreadable_row(self) -> None:
+        """A row without a readable key: which product it is cannot be told."""
         self.rows.append("unreadable row")
+        self._changed()
+
+    @rule(key=keys, shifted=st.booleans(), drop_valid=st.booleans())
+    def unreadable_row_of(self, key: str, shifted: bool, drop_valid: bool) -> None:
+        """A product's row turns unreadable (a bad byte; with ``shifted``, a field too many:
+        the key read by position is held, but the row could be another product)."""
+        if drop_valid:  # the bad row replaces the product's row, as in a broken export
+            self.rows = [r for r in self.rows if not (isinstance(r, dict) and r["sku"] == key)]
+        fields = {"sku": key, "name": "L\udce9mp", "price": "1.00", "blurb": BLURBS[0]}
+        reason = "4 fields, the header has 3" if shifted else "column 'name': invalid utf-8"
+        self.rows.append(BadRecord(0, reason, fields=fields, guessed=shifted))
+        self._changed()
+
+    @precondition(lambda self: any(not isinstance(r, dict) for r in self.rows))
+    @rule()
+    def fix_export(self) -> None:
+        """The export is put right: every unreadable row is gone from it."""
+        self.rows = [r for r in self.rows if isinstance(r, dict)]
         self._changed()
 
     # -- staff on the remote ------------------------------------------------------------
@@ -267,6 +324,7 @@ class RunMachine(RuleBasedStateMachine):
         settled, writes_before = self.settled, self.remote.requests["write"]
         in_doubt = {key for (key,) in self._state("SELECT key FROM intents")}
         relinked_before = self._relinked()
+        held_before = self._held_snapshot()
         fired: list[str] = []
         failure: BaseException | None = None
         try:
@@ -280,6 +338,7 @@ class RunMachine(RuleBasedStateMachine):
         except (Crash, errors.ApiError, errors.EmptySourceRefused) as exc:
             failure = exc
         fired += self.remote.disarm()
+        self._assert_held(held_before)  # whatever happened in the run, a crash too
         for what in fired:
             event(f"fired: {what.split(' p')[0].rsplit(' ', 1)[0]}")  # minus the key, the page
         event(f"run ended by {type(failure).__name__}" if failure else "run completed")
@@ -302,6 +361,48 @@ class RunMachine(RuleBasedStateMachine):
         # Else the next run still has work to do: --verify repairs, a late archive.
         self.settled = not self.staff_touched and not late
 
+    def _held_snapshot(self) -> HeldSnapshot:
+        """What a run must not change: held products, and with an unsure row any gone move."""
+        sql = "SELECT key, state, digest, rejected_digest, remote_id FROM products"
+        mirror = {
+            key: (state, digest, rejected, rid)
+            for key, state, digest, rejected, rid in self._state(sql)
+        }
+        held = {
+            key: ([dict(p) for p in self.remote.by_key(key)], mirror.get(key))
+            for key in self._held()
+        }
+        left = {k for k, (state, *_) in mirror.items() if state in ("gone", "archived")}
+        archived = {rid for rid, p in self.remote.products.items() if p.get("status") == "archived"}
+        return HeldSnapshot(held, left, archived, unsure=self._unsure())
+
+    def _assert_held(self, before: HeldSnapshot) -> None:
+        """A product whose row is present but unreadable is never archived, gone or updated."""
+        sql = "SELECT key, state, digest, rejected_digest, remote_id FROM products"
+        mirror = {
+            key: (state, digest, rejected, rid)
+            for key, state, digest, rejected, rid in self._state(sql)
+        }
+        for key, (remote, row) in before.held.items():
+            now = [dict(p) for p in self.remote.by_key(key)]
+            assert now == remote, f"held {key} changed on the remote: {remote} -> {now}"
+            after = mirror.get(key)
+            if row is None:  # unknown: a walk may find it on the remote (remote only)
+                assert after is None or after[0] == "remote_only", f"held {key}: {after}"
+            elif row[3] is None:  # no remote id: a walk may link the one it finds
+                assert after is not None and after[0] == row[0], f"held {key}: {row} -> {after}"
+            else:
+                assert after == row, f"held {key} changed in the mirror: {row} -> {after}"
+        if before.unsure:
+            left = {k for k, (state, *_) in mirror.items() if state in ("gone", "archived")}
+            assert left <= before.left, (
+                f"gone with an unsure row in the source: {left - before.left}"
+            )
+            archived = {
+                rid for rid, p in self.remote.products.items() if p.get("status") == "archived"
+            }
+            assert archived <= before.archived, "archived with an unsure row in the source"
+
     def _relinked(self) -> set[str]:
         """PENDING keys a walk linked to a product it found (archived by the next run)."""
         sql = "SELECT key FROM products WHERE state = 'pending' AND remote_id IS NOT NULL"
@@ -322,7 +423,10 @@ class RunMachine(RuleBasedStateMachine):
         for r in self.rows:
             if isinstance(r, dict):
                 by_key.setdefault(r["sku"], []).append(r)
-        return {k: rs[0] for k, rs in by_key.items() if all(r == rs[0] for r in rs)}
+        held = self._held()  # rejected: whatever the remote held before stays
+        return {
+            k: rs[0] for k, rs in by_key.items() if k not in held and all(r == rs[0] for r in rs)
+        }
 
     def _assert_in_step(self, in_doubt: set[str]) -> set[str]:
         """Returns the keys archived only by the next run (see ``_assert_archived``)."""
@@ -346,11 +450,13 @@ class RunMachine(RuleBasedStateMachine):
         product staff made again after its archive answered 404: it is linked by the
         walk, and archived by the next run (``plan.leaving``).
         """
+        if self._unsure():
+            return set()  # nothing decided gone: checked by _assert_held
         linked = self._state(
             "SELECT remote_id, key FROM products WHERE remote_id IS NOT NULL "
             "AND state != 'remote_only'"
         )
-        in_source, late = set(self._source_keys()), set()
+        in_source, late = set(self._source_keys()) | self._held(), set()
         for rid, key in linked:
             product = self.remote.products.get(rid)
             if key in in_source or product is None or product.get("status") == "archived":

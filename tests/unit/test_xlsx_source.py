@@ -213,3 +213,19 @@ def test_the_shared_strings_table_reads_runs_and_skips_phonetic_guides() -> None
     table = SharedStrings.parse(io.BytesIO(xml))
     assert list(table) == ["Akku-Bohrschrauber", "Stichsäge 6,5° ", "東京", "", "a_b"]
     assert len(table) == 5 and table[2] == "東京"
+
+
+def test_a_cell_showing_an_excel_error_rejects_its_row_and_hands_over_the_rest(
+    tmp_path: Path,
+) -> None:
+    # A failed lookup: Excel stores the cell as an error (t="e") whose value is the code.
+    rows = [HEADER, ["A-1", "Lamp", 1], ["#N/A", "Desk", 2], ["C-3", "#REF!", 3], ["D-4", "Bed", 4]]
+    out = list(XlsxSource(write_xlsx(tmp_path / "catalog.xlsx", {"Products": rows})).records())
+    bad = [(r.line, r.reason, r.fields) for r in out if isinstance(r, BadRecord)]
+    assert bad == [
+        (3, "catalog.xlsx line 3, column 'sku': the cell shows the Excel error #N/A "
+            "(a formula that failed)", {"name": "Desk", "price": 2}),
+        (4, "catalog.xlsx line 4, column 'name': the cell shows the Excel error #REF! "
+            "(a formula that failed)", {"sku": "C-3", "price": 3}),
+    ]  # fmt: skip
+    assert [r.line for r in out if isinstance(r, RawRecord)] == [2, 5]

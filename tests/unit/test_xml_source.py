@@ -281,3 +281,14 @@ def test_a_huge_tag_with_no_end_in_sight_fails_the_pull(tmp_path: Path) -> None:
     path.write_text(f'<catalog><product a="{"z" * 3_000_000}"/></catalog>', encoding="utf-8")
     with pytest.raises(SourceError, match="no element ends within 1,000,000 bytes"):
         list(XmlSource(path, record="product", max_record_bytes=1_000_000).records())
+
+
+@pytest.mark.parametrize("cut", ["after a record", "inside a record"])
+def test_a_truncated_file_fails_the_pull(tmp_path: Path, cut: str) -> None:
+    # Nothing read before the cut may pass for the whole catalog (it would make the rest gone).
+    whole = "".join(_product(p) for p in GOOD[:2])
+    body = whole if cut == "after a record" else whole[: len(whole) - 12]
+    path = tmp_path / "p.xml"
+    path.write_text(f'<?xml version="1.0"?>\n<catalog>\n{body}', encoding="utf-8")
+    with pytest.raises(SourceError, match=r"p\.xml line \d+, column \d+: not well-formed XML"):
+        list(XmlSource(path, record="product").records())

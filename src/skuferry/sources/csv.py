@@ -3,11 +3,21 @@
 Streams row by row (the file is never held in memory). Invalid bytes for the
 configured encoding are read with ``surrogateescape`` so that only the row that
 holds them is rejected; the rest of the file is still read.
+
+No row is swallowed in silence. A quote that is never closed, or that the next
+quote rows later closes, takes the lines after it into one field: each line it
+took is rejected on its own ("line 32: a quote opened here runs to line 34;
+lines 32-34 rejected"), and reading goes on after it. Every rejected row hands
+over the cells that are sure in it (``BadRecord.fields``), so that the planner
+can hold its product by key. A quote that opens and closes in the same column
+rows apart reads as one row with a multi-line cell: that cannot be told from a
+description with line breaks, which is valid CSV.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,42 +71,50 @@ class CsvSource(Source):
 
     def _rows(self, handle: TextIO) -> Iterator[RawRecord | BadRecord]:
         # strict: a stray quote is reported as an error for its row instead of silently
-        # swallowing the lines after it into one field.
-        reader = csv.reader(handle, delimiter=self.delimiter, strict=True)
+        # swallowing the lines after it into one field. ``lag`` trails the reader by one
+        # record (a C-level tee): it hands over the physical lines of a record that went
+        # wrong, so that each of them can be reported and its product held.
+        feed, lag = itertools.tee(handle)
+        reader = csv.reader(feed, delimiter=self.delimiter, strict=True)
         header: list[str] | None = None
         width = 0
         name = self._name
         encoding = self.encoding
-        previous_end = 0
+        consumed = 0  # physical lines the reader has taken so far
         while True:
-            start = previous_end + 1  # the physical line this row starts on
+            start = consumed + 1  # the physical line this row starts on
+            error: csv.Error | None = None
             try:
                 row = next(reader)
             except StopIteration:
                 return
             except csv.Error as exc:
-                previous_end = reader.line_num
-                if str(exc) == "unexpected end of data":
-                    # The rows after an unclosed quote were read as one field: what was read
-                    # cannot be told apart from what was lost, so the read is not complete.
-                    raise SourceError(
-                        f"{self.path} line {start}: a quoted field is never closed "
-                        "(the rest of the file would be read as one field)"
-                    ) from exc
-                if header is None:
-                    raise SourceError(f"{self.path} line {start}: bad header: {exc}") from exc
-                yield BadRecord(start, f"{name} line {start}: {exc}")
-                continue
-            previous_end = reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # a blank line
+                error = exc
+            end = reader.line_num
+            count, consumed = end - consumed, end
+            # the common case is one line, one row: its text is kept by reference only
+            lines = [next(lag)] if count == 1 else list(itertools.islice(lag, count))
             if header is None:
+                if error is not None:
+                    raise SourceError(f"{self.path} line {start}: bad header: {error}") from error
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # a blank line
                 header = self._header(row, start)
                 width = len(header)
                 continue
+            if error is not None or (count > 1 and len(row) != width):
+                yield from self._broken(header, lines, start=start, error=error, row=row)
+                continue
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # a blank line
             if len(row) > width:
+                # Misplaced fields: which ones moved is unknown, so the key read by
+                # position is held but the row's own product is not known for sure.
                 yield BadRecord(
-                    start, f"{name} line {start}: {len(row)} fields, the header has {width}"
+                    start,
+                    f"{name} line {start}: {len(row)} fields, the header has {width}",
+                    fields=dict(zip(header, row, strict=False)),
+                    guessed=True,
                 )
                 continue
             joined = "".join(row)
@@ -104,10 +122,72 @@ class CsvSource(Source):
             if not joined.isascii() and _ESCAPED_BYTE.search(joined):
                 column, byte = _escaped_byte(header, row)
                 where = f"{name} line {start}, column {column!r}"
-                yield BadRecord(start, f"{where}: invalid {encoding} (byte 0x{byte:02x})")
+                yield BadRecord(
+                    start,
+                    f"{where}: invalid {encoding} (byte 0x{byte:02x})",
+                    fields=dict(zip(header, row, strict=False)),  # in place: the key is sure
+                )
                 continue
             # Fewer fields than the header: zip stops early and the missing columns are absent.
             yield RawRecord(start, dict(zip(header, row, strict=False)))
+
+    def _broken(
+        self,
+        header: list[str],
+        lines: list[str],
+        *,
+        start: int,
+        error: csv.Error | None,
+        row: list[str],
+    ) -> Iterator[BadRecord]:
+        """A row the reader could not read, one ``BadRecord`` per physical line it took.
+
+        A quote that is never closed (or closed in another column, rows later) takes
+        the lines after it into one field: each of those lines is reported, and the
+        cells it holds before anything went wrong are handed over for its key.
+        """
+        name = self._name
+        end = start + len(lines) - 1
+        eof = error is not None and str(error) == "unexpected end of data"
+        if start == end and not eof:
+            # A stray quote within one line: the cells before it are sure.
+            yield self._bad(header, start, f"{name} line {start}: {error}", lines[0])
+            return
+        if start == end:
+            yield self._bad(
+                header,
+                start,
+                f"{name} line {start}: a quote opened here is never closed; line {start} rejected",
+                lines[0],
+            )
+            return
+        if eof:
+            runs = f"runs to the end of the file (line {end})"
+        elif error is not None:
+            runs = f"runs to line {end} ({error})"
+        else:
+            runs = (
+                f"runs to line {end}, read as one row of {len(row)} fields "
+                f"(the header has {len(header)})"
+            )
+        span = f"lines {start}\u2013{end} rejected"
+        opened = f"{name} line {start}: a quote opened here {runs}; {span}"
+        yield self._bad(header, start, opened, lines[0])
+        for number, text in enumerate(lines[1:], start=start + 1):
+            if text.strip():  # a blank line inside the quote holds no product
+                inside = f"{name} line {number}: inside the quote opened on line {start}; {span}"
+                yield self._bad(header, number, inside, text)
+
+    def _bad(self, header: list[str], line: int, reason: str, text: str) -> BadRecord:
+        """A rejected physical line with the cells that are sure in it, for its key.
+
+        Were the line a row of its own, its first cells are exactly those read before
+        anything went wrong (``leading_cells``). More cells than the header has: which
+        moved is unknown, so the key read from them is only a guess.
+        """
+        cells, _complete = leading_cells(text, self.delimiter)
+        fields = dict(zip(header, cells, strict=False))
+        return BadRecord(line, reason, fields=fields, guessed=len(cells) > len(header))
 
     def _header(self, row: list[str], line: int) -> list[str]:
         names = [cell.strip() for cell in row]
@@ -137,3 +217,40 @@ def _escaped_byte(header: list[str], row: list[str]) -> tuple[str, int]:
 
 def open_csv(settings: CsvSourceSettings) -> Source:
     return CsvSource(settings.path, encoding=settings.encoding, delimiter=settings.delimiter)
+
+
+def leading_cells(text: str, delimiter: str) -> tuple[list[str], bool]:
+    """The cells of one physical line read up to the first fault, and whether none occurred.
+
+    Quoted as the csv module quotes (``""`` inside quotes is a quote). A fault is a
+    closing quote followed by anything but the delimiter or the line's end, or the
+    line ending inside quotes; the cell it happens in is not among those returned.
+    """
+    text = text.rstrip("\r\n")
+    cells: list[str] = []
+    i, size = 0, len(text)
+    while True:
+        if i < size and text[i] == '"':
+            value: list[str] = []
+            i += 1
+            while True:
+                close = text.find('"', i)
+                if close < 0:
+                    return cells, False  # the line ends inside quotes
+                value.append(text[i:close])
+                if text.startswith('""', close):
+                    value.append('"')
+                    i = close + 2
+                    continue
+                i = close + 1
+                break
+            if i < size and text[i] != delimiter:
+                return cells, False  # a quote closed in the middle of a cell
+            cells.append("".join(value))
+        else:
+            stop = text.find(delimiter, i)
+            cells.append(text[i:] if stop < 0 else text[i:stop])
+            i = size if stop < 0 else stop
+        if i >= size:
+            return cells, True
+        i += 1  # past the delimiter

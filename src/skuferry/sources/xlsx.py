@@ -10,6 +10,8 @@ line is its spreadsheet row number.
 Values arrive typed: text as text (leading zeros kept), numbers as ``int`` or
 ``float`` (the mapping turns them into exact decimals), booleans as ``bool``,
 dates as ISO text (``2024-03-01``, or ``2024-03-01T08:30:00`` with a time).
+A row with a cell showing an Excel error (``#N/A``, ``#REF!``, ...) is rejected,
+its other cells handed over so that its product can be held by key.
 
 Header cells: an empty one leaves its column unread; a name that appears more
 than once is *ambiguous*. The unique columns still work, but asking a record
@@ -28,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from openpyxl.cell.cell import ERROR_CODES
 from openpyxl.reader.excel import SHARED_STRINGS, ExcelReader
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.exceptions import InvalidFileException
@@ -43,6 +46,9 @@ from skuferry.sources.xml import hardened_parser
 log = logs.get(__name__)
 
 _MISSING: Any = object()
+# What a cell shows when its formula failed (openpyxl gives the code as text; a text cell
+# that reads exactly so is taken as one too: it is never a product's value either).
+_ERRORS = frozenset(ERROR_CODES)
 
 
 class AmbiguousRow(dict[str, Any]):
@@ -135,9 +141,30 @@ class XlsxSource(Source):
                 }
                 if not values:
                     continue  # an empty row
+                if not _ERRORS.isdisjoint(values.values()):
+                    yield self._error_row(number, values, ambiguous)
+                    continue
                 yield RawRecord(number, AmbiguousRow(values, ambiguous) if ambiguous else values)
         finally:
             book.close()
+
+    def _error_row(
+        self, number: int, values: dict[str, Any], ambiguous: dict[str, str]
+    ) -> BadRecord:
+        """A row with a cell showing an Excel error: rejected, its other cells handed over.
+
+        A failed lookup in the key column would otherwise create a product "#N/A" and
+        let the real one look gone; in another column it would be sent as text.
+        """
+        errors = {k: v for k, v in values.items() if type(v) is str and v in _ERRORS}
+        column, code = next(iter(errors.items()))
+        sure = {k: v for k, v in values.items() if k not in errors}
+        return BadRecord(
+            number,
+            f"{self._name} line {number}, column {column!r}: the cell shows the Excel error "
+            f"{code} (a formula that failed)",
+            fields=AmbiguousRow(sure, ambiguous) if ambiguous else sure,
+        )
 
     def _sheet(self, book: Any) -> Any:
         names: list[str] = book.sheetnames

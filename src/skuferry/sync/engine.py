@@ -27,7 +27,15 @@ from pathlib import Path
 from skuferry import errors, logs
 from skuferry.config.keys import fingerprint
 from skuferry.config.load import Settings
-from skuferry.models import Action, Kind, Progress, RunOptions, RunSummary
+from skuferry.models import (
+    Action,
+    BadRecord,
+    Kind,
+    Progress,
+    RawRecord,
+    RunOptions,
+    RunSummary,
+)
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteApi, RemoteClient
 from skuferry.remote.scopes import PACE_META
@@ -43,7 +51,7 @@ from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.pieces import joins_read, open_pieces, pieces_notes, skipped, use_keys
-from skuferry.sync.plan import plan
+from skuferry.sync.plan import Tally, plan
 from skuferry.sync.writer import Writer
 
 log = logs.get(__name__)
@@ -143,19 +151,9 @@ def _run(
     store = mirror.plan_store()
     stack.callback(store.close)
     log.info("sync.plan.started", source=source.describe(), pull=pull.kind, why=pull.reason)
-    store.fill(
-        plan(
-            pull.records(source),
-            mirror.known(),
-            walked=mirror.walked(),
-            seen=mirror.seen_table(),
-            mapper=mapper,
-            full=pull.full,  # absence proves nothing in an incremental pull
-            archiving=GonePolicy.from_settings(settings.gone).archiving,  # ARCHIVE, not GONE
-        )
-    )
+    tally = _fill(store, pull.records(source), mirror, mapper, settings, full=pull.full)
     counts = store.counts()
-    _count_plan(store, counts, summary)
+    _count_plan(store, counts, summary, tally)
     _count_skips(base, source, summary)
     _guards(
         settings,
@@ -320,7 +318,35 @@ def _client(
     return client
 
 
-def _count_plan(store: PlanStore, counts: dict[Kind, int], summary: RunSummary) -> None:
+def _fill(
+    store: PlanStore,
+    records: Iterable[RawRecord | BadRecord],
+    mirror: Mirror,
+    mapper: Mapper,
+    settings: Settings,
+    *,
+    full: bool,
+) -> Tally:
+    """Plan the pull into ``store``; what the planner found out on the way."""
+    tally = Tally()
+    store.fill(
+        plan(
+            records,
+            mirror.known(),
+            walked=mirror.walked(),
+            seen=mirror.seen_table(),
+            mapper=mapper,
+            full=full,  # absence proves nothing in an incremental pull
+            archiving=GonePolicy.from_settings(settings.gone).archiving,  # ARCHIVE, not GONE
+            tally=tally,  # bad rows whose product is unknown: no gone decisions
+        )
+    )
+    return tally
+
+
+def _count_plan(
+    store: PlanStore, counts: dict[Kind, int], summary: RunSummary, tally: Tally
+) -> None:
     summary.unchanged = counts[Kind.UNCHANGED]
     summary.rejected = counts[Kind.REJECT] + counts[Kind.STILL_REJECTED]
     summary.rows_rejected = counts[Kind.REJECT]  # refused at the source (metric rows_rejected)
@@ -340,6 +366,20 @@ def _count_plan(store: PlanStore, counts: dict[Kind, int], summary: RunSummary) 
         summary.notes.append(
             f"{counts[Kind.ARCHIVE]} product(s) left the source: each gets the [gone] patch once"
         )
+    _count_unsure(tally, summary)
+
+
+def _count_unsure(tally: Tally, summary: RunSummary) -> None:
+    """Rejected rows whose product cannot be told, and the gone decisions they stopped."""
+    summary.rows_without_key = tally.unsure
+    summary.gone_skipped = tally.gone_skipped
+    if tally.gone_skipped:
+        summary.notes.append(
+            f"gone decisions skipped: {tally.unsure} row(s) without a readable key "
+            "(any of them could be a product this pull would otherwise mark gone or archive); "
+            "fix the rows listed and the next full pull decides"
+        )
+        log.warning("sync.gone.skipped", rows=tally.unsure)
 
 
 def _choose_pull(

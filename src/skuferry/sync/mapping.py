@@ -58,6 +58,7 @@ _BOOLEANS = {
 }  # fmt: skip
 
 _KEY_TYPES = ("string", "integer", "decimal")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # an undecodable byte read with surrogateescape
 
 
 class _RefusedError(Exception):
@@ -352,6 +353,24 @@ class Mapper:
             return _key_text(self._raw_key(record.fields)) or None
         except _SEARCH_ERRORS:
             return None  # map() says why
+
+    def key_of_bad(self, record: BadRecord) -> str | None:
+        """The key of a record that could not be read or mapped, when it can be told.
+
+        The mapper's own rejections carry it; a source's hand over the ``fields`` they
+        could read for sure, and the key is read from those as ``map()`` would read it.
+        A key holding an undecodable byte (a lone surrogate) is no key: which product
+        it names cannot be told.
+        """
+        if record.key is not None:
+            return record.key
+        if record.fields is None:
+            return None
+        fields = record.fields if isinstance(record.fields, dict) else dict(record.fields)
+        key = _key_text(self._raw_key(fields))
+        if not key or _SURROGATE.search(key):
+            return None
+        return key
 
     def _raw_key(self, fields: dict[str, Any]) -> Any:
         search = self._key_search

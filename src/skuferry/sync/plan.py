@@ -6,6 +6,12 @@ duplicate keys, and finally decides for keys that left the source
 (``leaving()``): GONE, or ARCHIVE under ``[gone] action = "patch"``. An
 ARCHIVED product that is back is RESTOREd.
 
+Held, not gone: a product whose row is present but cannot be read or mapped
+keeps its last state. Its REJECT changes nothing in the mirror, and its key
+counts as seen, so it is not GONE either. A bad row whose product cannot be
+told for sure (no readable key, or fields that may be shifted) could be any
+product: a full pull with such a row decides nothing gone (``Tally``).
+
 Who may POST without a lookup: only a create whose absence on the remote is
 known, i.e. a full remote walk was recorded (``walked``) and nothing about the
 key says "it may be there" (an open intent, a PENDING or DUPLICATE row).
@@ -13,6 +19,7 @@ key says "it may be there" (an open intent, a PENDING or DUPLICATE row).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
@@ -50,6 +57,16 @@ _REJECTED_IN_RUN = ""  # seen-digest marker: this key is rejected for the rest o
 # The payload of a product recognised by its fingerprint and never mapped: only
 # its key and digest are known, and an unchanged product needs nothing more.
 _UNMAPPED = UNMAPPED  # see models.was_mapped (the plan store reads it too)
+
+
+@dataclasses.dataclass
+class Tally:
+    """What ``plan()`` found out on the way that the run's summary reports."""
+
+    # Rejected rows whose product cannot be told for sure: no readable key, or a key
+    # read from fields that may be shifted. Any of them stops a full pull's gone decisions.
+    unsure: int = 0
+    gone_skipped: bool = False  # a full pull decided nothing gone because of them
 
 
 def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
@@ -114,6 +131,7 @@ def plan(
     mapper: Mapper | None = None,
     full: bool = True,
     archiving: str | None = None,
+    tally: Tally | None = None,
 ) -> Iterator[Action]:
     """Stream the actions that bring the remote in step with ``records``.
 
@@ -124,7 +142,11 @@ def plan(
     rejected for the run. REJECTs of records without a key have ``key=None``
     and are kept by line instead.
 
-    - a BadRecord -> REJECT(key, line, reason);
+    - a BadRecord -> REJECT(key, line, reason), the key read by the ``mapper``
+      from the fields a source could read (``Mapper.key_of_bad``): the product
+      is held (the REJECT changes nothing in the mirror, and the key counts as
+      seen). One whose product cannot be told for sure is counted in
+      ``tally.unsure``;
     - a key repeated with the same digest -> the repeat is ignored; with a
       different digest (or as a bad record) -> REJECT for the key, naming both
       lines and, when known, a differing field;
@@ -133,7 +155,9 @@ def plan(
       ``mirror_keys`` (default: the mirror's keys) that was not seen and is in
       the source as far as the mirror knows (not GONE already, not REMOTE_ONLY);
       with ``archiving`` (the digest of the ``[gone] patch``, see ``gone.py``)
-      such keys with a remote id are ARCHIVEd instead (see ``leaving``).
+      such keys with a remote id are ARCHIVEd instead (see ``leaving``). Not
+      when ``tally.unsure``: a row that could be any product was rejected, so
+      absence proves nothing and ``tally.gone_skipped`` is set instead.
 
     ``seen`` (key -> (digest, first line)) may be a disk-backed mapping for
     huge catalogs; it is filled as the records stream by.
@@ -143,10 +167,13 @@ def plan(
     ``was_mapped``); every other one is mapped here.
     """
     seen = {} if seen is None else seen
+    tally = Tally() if tally is None else tally
     recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for record, row in _with_rows(records, mirror, mapper):
         if isinstance(record, BadRecord):
             reason = record.reason
+            if record.key is None or record.guessed:
+                tally.unsure += 1
             if record.key is not None:
                 earlier = seen.get(record.key)
                 if earlier is not None and earlier[0] != _REJECTED_IN_RUN:
@@ -177,6 +204,9 @@ def plan(
             reason=_conflict_reason(record, first_line, recent.get(record.key)),
         )
     if not full:
+        return
+    if tally.unsure:
+        tally.gone_skipped = True
         return
     for key in mirror if mirror_keys is None else mirror_keys:
         if key in seen:
@@ -237,7 +267,7 @@ def _with_rows(
         )
         for item, key in zip(chunk, keys, strict=True):
             if isinstance(item, BadRecord):
-                yield item, None
+                yield (item if key == item.key else dataclasses.replace(item, key=key)), None
                 continue
             row = found.get(key) if key is not None else None
             if isinstance(item, Product):
@@ -254,6 +284,8 @@ def _with_rows(
 def _key(record: Record, mapper: Mapper | None) -> str | None:
     if isinstance(record, Product):
         return record.key
+    if isinstance(record, BadRecord):
+        return mapper.key_of_bad(record) if mapper is not None else record.key
     if isinstance(record, RawRecord) and mapper is not None:
         return mapper.key_of(record)
     return None
