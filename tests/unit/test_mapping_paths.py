@@ -543,3 +543,15 @@ def test_shortest_text_reads_back_as_the_float_or_its_32_bit_self(value: float) 
 
 def test_a_huge_integral_float_as_text_keeps_its_exponent() -> None:
     assert (float_text(4006381333931.0), float_text(1e16)) == ("4006381333931", "1e+16")
+
+
+def test_the_key_of_a_bad_record_is_read_from_its_sure_fields_as_map_would() -> None:
+    mapper = _mapper(sku=FieldSpec(path="identifier.code"), name="name")
+    cut_short = BadRecord(3, "p.jsonl line 3: not valid JSON", fields={"identifier": {"code": 7}})
+    assert mapper.key_of_bad(cut_short) == "7"
+    assert mapper.key_of_bad(BadRecord(3, "...", fields={"name": "Lamp"})) is None
+    assert (
+        mapper.key_of_bad(BadRecord(3, "...", fields={"identifier": {"code": "A\udce9"}})) is None
+    )
+    assert mapper.key_of_bad(BadRecord(3, "...")) is None  # nothing sure in it
+    assert mapper.key_of_bad(BadRecord(3, "...", key="B-2")) == "B-2"  # the mapper's own

@@ -219,7 +219,13 @@ def test_a_cell_showing_an_excel_error_rejects_its_row_and_hands_over_the_rest(
     tmp_path: Path,
 ) -> None:
     # A failed lookup: Excel stores the cell as an error (t="e") whose value is the code.
-    rows = [HEADER, ["A-1", "Lamp", 1], ["#N/A", "Desk", 2], ["C-3", "#REF!", 3], ["D-4", "Bed", 4]]
+    rows: list[list[Any]] = [
+        HEADER,
+        ["A-1", "Lamp", 1],
+        ["#N/A", "Desk", 2],
+        ["C-3", "#REF!", 3],
+        ["D-4", "Bed", 4],
+    ]
     out = list(XlsxSource(write_xlsx(tmp_path / "catalog.xlsx", {"Products": rows})).records())
     bad = [(r.line, r.reason, r.fields) for r in out if isinstance(r, BadRecord)]
     assert bad == [
