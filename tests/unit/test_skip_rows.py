@@ -198,7 +198,7 @@ def test_the_incremental_capability_is_forwarded() -> None:
     assert isinstance(source, SkipEmptyRows)
     assert (source.incremental, source.full_every, source.overlap_s) == (True, 7, 60.0)
     since = datetime(2026, 1, 1, tzinfo=UTC)
-    assert [r.fields["sku"] for r in source.records_since(since)] == ["B"]  # type: ignore[union-attr]
+    assert [r.fields["sku"] for r in source.records_since(since)] == ["B"]  # type: ignore[index]
     assert inner.asked == [since]
     assert source.skipped == 1
     full = list(source.records())
@@ -241,7 +241,7 @@ def test_open_source_wraps_every_type_and_keeps_sql_incremental(tmp_path: Path) 
     source = open_source(settings)
     assert isinstance(source, IncrementalSource) and isinstance(source, SkipEmptyRows)
     assert source.incremental
-    assert [r.fields["sku"] for r in source.records()] == ["A"]  # type: ignore[union-attr]
+    assert [r.fields["sku"] for r in source.records()] == ["A"]  # type: ignore[index]
     assert source.note() == "1 row(s) skipped: sku empty"
 
 
