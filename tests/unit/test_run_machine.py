@@ -665,3 +665,31 @@ def test_an_archive_whose_answer_was_lost_is_sent_again_while_the_product_stays_
     writes = remote.requests["write"]
     _sync(settings, remote, [DESK], verify=False)  # archived for sure: not again
     assert remote.requests["write"] == writes
+
+
+# -- found by the machine with SKUFERRY_MACHINE_EXAMPLES=300 (issue 18), not fixed here ----
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a restore PATCH the server applied before the process died leaves the "
+    "mirror row ARCHIVED 'for sure' (rejected_digest NULL), so when the product leaves "
+    "again it is never archived; reproduces on fe13083, before issue 18's changes",
+)
+def test_a_restore_cut_short_by_a_crash_is_archived_again_when_the_product_leaves(
+    tmp_path: Path,
+) -> None:
+    settings, remote = _settings(tmp_path, gone=GONE), FakeRemote()
+    _sync(settings, remote, [LAMP, DESK], verify=False)
+    _sync(settings, remote, [DESK], verify=False)  # A archived
+
+    def die(op: str, payload: dict[str, Any]) -> None:
+        raise Crash(f"killed after the server applied the {op}")
+
+    remote.post = die
+    with pytest.raises(Crash):
+        _sync(settings, remote, [{**LAMP, "price": "2.50"}, DESK], verify=False)  # restored
+    remote.post = None
+    assert remote.by_key("A")[0]["status"] == "active"
+    _sync(settings, remote, [DESK], verify=False)  # A leaves again
+    assert remote.by_key("A")[0]["status"] == "archived"
