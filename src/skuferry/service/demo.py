@@ -3,7 +3,9 @@
 Starts the sandbox API on a free loopback port, writes a config and a state
 file in a temporary folder, syncs the shipped sample catalog (with its broken
 rows), then plays a week in the shop: staff rewrite a description in the CMS,
-the ERP changes a few prices and drops a product. The second sync sends only
+the ERP changes a few prices, drops a product and fixes the row that had no
+item number (a row without a readable key holds every gone decision: it could
+be any product). The second sync sends only
 the prices (the description is create-only: the CMS's now) and archives the
 dropped product; the demo shows what the server received, then says what to
 do next.
@@ -120,7 +122,8 @@ def run_demo(
         out.print(
             f"\n[bold]2. a week in the shop[/bold]: staff rewrote the description of {edited} "
             f"in the CMS; the ERP changed the price of {len(changed)} products "
-            f"({', '.join(changed)}) and dropped {dropped}. Synced again:"
+            f"({', '.join(changed)}), dropped {dropped} and no longer exports the row without "
+            "an item number (while it was there, nothing could be archived). Synced again:"
         )
         second = _sync(settings)
         report.print_summary(second, stream=out.file)
@@ -186,9 +189,14 @@ def _change_prices(path: Path, count: int) -> list[str]:
 
 
 def _drop(path: Path, key: str) -> None:
-    """Remove one product's row, as an ERP export does for a discontinued product."""
+    """Remove one product's row, as an ERP export does for a discontinued product.
+
+    The row without an item number goes too: while a row's key cannot be read, a
+    full pull decides nothing gone (it could be the dropped product), so the demo's
+    second export is the one where the ERP fixed it.
+    """
     with path.open(newline="", encoding="utf-8") as f:
-        rows = [row for row in csv.DictReader(f) if row["SKU"] != key]
+        rows = [row for row in csv.DictReader(f) if row["SKU"] not in (key, "")]
     _write_rows(path, rows)
 
 
