@@ -162,6 +162,37 @@ def test_a_lost_restore_answer_is_settled_in_the_same_run(tmp_path: Path) -> Non
     assert _states(settings) == {"synced": 12}
 
 
+def test_a_restore_cut_short_by_a_crash_leaves_the_archive_in_doubt(tmp_path: Path) -> None:
+    """The restore PATCH landed, the process died before committing it: the product is live
+    on the CMS, so when it leaves the source again it must be archived again."""
+    gone = {"action": "patch", "patch": {"status": "archived"}, "restore": {"status": "active"}}
+    settings, remote = make_settings(tmp_path, gone=gone), FakeRemote()
+    sync(settings, remote, catalog(3))
+    sync(settings, remote, catalog(2))  # SKU-0002 archived
+
+    def crash(kind: str, payload: dict[str, Any]) -> None:
+        if kind == "update":
+            raise Crash("killed after the restore PATCH was stored")
+
+    remote.post = crash
+    with pytest.raises(Crash):
+        sync(settings, remote, catalog(3, changed={"SKU-0002": "3.00"}))
+    remote.post = None
+    assert remote.by_key("SKU-0002")[0]["status"] == "active"
+    mirror = Mirror(settings.state.path)
+    try:
+        row = mirror.rows(["SKU-0002"])["SKU-0002"]
+    finally:
+        mirror.close()
+    assert row.state is State.ARCHIVED and row.digest is not None, "archived in doubt"
+    summary = sync(settings, remote, catalog(2))  # it leaves again
+    assert (summary.archived, summary.failed) == (1, 0), summary.problems
+    assert remote.by_key("SKU-0002")[0]["status"] == "archived"
+    writes = remote.requests["write"]
+    sync(settings, remote, catalog(2))  # archived for sure now
+    assert remote.requests["write"] == writes
+
+
 def test_a_401_on_an_update_ends_the_run_and_marks_no_product(tmp_path: Path) -> None:
     settings, remote = make_settings(tmp_path), FakeRemote()
     sync(settings, remote, catalog(3))

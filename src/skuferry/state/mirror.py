@@ -17,7 +17,8 @@ Column meaning, kept so the planner can trust ``MirrorRow.digest``:
 values skuferry last sent or found there (NULL when unknown);
 ``rejected_digest`` is what the API refused, read as ``MirrorRow.digest`` while
 the row is REJECTED; while it is ARCHIVED, it is the [gone] patch's digest when
-the archive is in doubt, or a refused restore's digest (``record_archive_sent``).
+the archive is in doubt (an archive or a restore sent, its outcome not committed:
+``record_archive_sent``, ``record_update_sent``), or a refused restore's digest.
 
 sqlite-utils serves the reads that return rows as dicts (``db.query``); the
 writes stay plain SQL: each is one ``BEGIN IMMEDIATE`` transaction, which
@@ -449,13 +450,19 @@ class Mirror:
                 },
             )
 
-    def record_update_sent(self, key: str, in_flight: Iterable[str]) -> None:
+    def record_update_sent(
+        self, key: str, in_flight: Iterable[str], *, patch_digest: str | None = None
+    ) -> None:
         """The journal of an update (or restore), committed before its PATCH/PUT.
 
         Until the answer comes, the remote may hold either value of the fields ``in_flight``:
         they leave ``sent`` and the digest is unknown. An answer lost, or a crash, then leaves
         a product the next plan updates, carrying those fields again, even if the source went
         back to the old values meanwhile. ``record_updated`` commits the outcome.
+
+        A restore passes the ``[gone]`` patch's digest: until its answer comes the product
+        may be live again, so it stays ARCHIVED *in doubt*, as after ``record_archive_sent``:
+        back in the source it is restored again, away it is archived again.
         """
         with self._write() as conn:
             found = conn.execute("SELECT sent FROM products WHERE key = ?", (key,)).fetchone()
@@ -465,16 +472,14 @@ class Mirror:
             if sent is not None:
                 for name in in_flight:
                     sent.pop(name, None)
-            self._upsert(
-                conn,
-                key,
-                None,
-                {
-                    "digest": None,
-                    "source_fingerprint": None,
-                    "sent": None if sent is None else canonical.dumps(sent),
-                },
-            )
+            fields: dict[str, Any] = {
+                "digest": None,
+                "source_fingerprint": None,
+                "sent": None if sent is None else canonical.dumps(sent),
+            }
+            if patch_digest is not None:
+                fields["rejected_digest"] = patch_digest
+            self._upsert(conn, key, None, fields)
 
     def record_archive_sent(self, key: str, *, patch_digest: str) -> None:
         """The journal of an archive, committed before its PATCH: ARCHIVED, in doubt.

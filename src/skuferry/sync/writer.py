@@ -169,7 +169,8 @@ class Writer:
             return None
         # Journalled before the PATCH/PUT: an answer lost leaves fields the remote may hold.
         in_flight = self._updater.in_flight(product, sent, restore=restore)
-        self._mirror.record_update_sent(product.key, in_flight)
+        doubt = (self._gone.archiving or "") if restore else None  # may be live: archive in doubt
+        self._mirror.record_update_sent(product.key, in_flight, patch_digest=doubt)
         return pool.submit(self._updater.update, _remote_id(action), product, sent, restore=restore)
 
     def expected(self, action: Action, sent: dict[str, Any] | None) -> dict[str, Any]:
