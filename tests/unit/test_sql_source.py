@@ -18,12 +18,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from skuferry.config.load import MappingSettings
 from skuferry.config.sources import SqlSourceSettings, anchor_sqlite_url
 from skuferry.errors import ConfigError, SourceError
-from skuferry.models import BadRecord, RawRecord
+from skuferry.models import BadRecord, Kind, MirrorRow, RawRecord, State
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.sql import SqlSource, UnconvertibleError, to_field
+from skuferry.sync.mapping import Mapper
+from skuferry.sync.plan import Tally, plan
 from tests.source_contract import GOOD, SourceContract
 
 
@@ -202,3 +205,33 @@ def test_bad_record_reason_names_row_and_column(tmp_path: Path) -> None:
     (bad,) = make(f"sqlite:///{db}", table="products").records()
     assert isinstance(bad, BadRecord)
     assert bad.reason == "row 1: column 'name' holds binary data that is not UTF-8 text"
+
+
+def test_a_row_with_an_unconvertible_column_holds_its_product_by_key(tmp_path: Path) -> None:
+    rows = [("A-1", "Anvil", "1"), ("B-2", b"\xff", "2"), ("C-3", "Crate", "3")]
+    db = sqlite_file(tmp_path / "c.db", rows)
+    records = list(make(f"sqlite:///{db}", table="products").records())
+    bad = records[1]
+    assert isinstance(bad, BadRecord)
+    assert bad.fields == {"sku": "B-2", "price": "2"}, "the other columns, handed over"
+    assert not bad.guessed  # columns are named: nothing read by position
+    synced = {k: MirrorRow(k, State.SYNCED, digest=k, remote_id=k) for k in ("A-1", "B-2", "C-3")}
+    mapper = Mapper(MappingSettings(key="sku", fields={"sku": "sku", "name": "name"}))
+    tally = Tally()
+    actions = list(plan(records[:2], synced, walked=True, mapper=mapper, tally=tally))
+    kinds = {a.key: a.kind for a in actions}
+    assert kinds == {"A-1": Kind.UPDATE, "B-2": Kind.REJECT, "C-3": Kind.GONE}, "B-2 is held"
+    assert tally.unsure == 0
+
+
+def test_a_row_whose_key_column_cannot_be_converted_decides_nothing_gone(tmp_path: Path) -> None:
+    db = sqlite_file(tmp_path / "c.db", [(b"\xff", "Anvil", "1")])
+    (bad,) = make(f"sqlite:///{db}", table="products").records()
+    assert isinstance(bad, BadRecord) and bad.fields == {"name": "Anvil", "price": "1"}
+    synced = {"A-1": MirrorRow("A-1", State.SYNCED, digest="d", remote_id="r")}
+    mapper = Mapper(MappingSettings(key="sku", fields={"sku": "sku"}))
+    tally = Tally()
+    assert [a.kind for a in plan([bad], synced, walked=True, mapper=mapper, tally=tally)] == [
+        Kind.REJECT
+    ]
+    assert (tally.unsure, tally.gone_skipped) == (1, True)

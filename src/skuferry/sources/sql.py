@@ -260,12 +260,17 @@ class SqlSource(IncrementalSource):
         log.info("source.sql.done", source=self.describe(), records=line)
 
     def _record(self, line: int, columns: list[str], row: Any) -> RawRecord | BadRecord:
+        """One row; a row with a column that has no JSON form is bad, and hands over the
+        columns that converted (``BadRecord.fields``): its key, if readable, holds the product."""
         fields: dict[str, Any] = {}
+        problem: str | None = None
         for column, value in zip(columns, row, strict=True):
             try:
                 fields[column] = to_field(value)
             except UnconvertibleError as exc:
-                return BadRecord(line=line, reason=f"row {line}: column {column!r} holds {exc}")
+                problem = problem or f"row {line}: column {column!r} holds {exc}"
+        if problem is not None:
+            return BadRecord(line=line, reason=problem, fields=fields)
         return RawRecord(line=line, fields=fields)
 
     def _failure(self, exc: Exception, line: int) -> str:
