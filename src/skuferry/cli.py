@@ -174,9 +174,14 @@ def sync(ctx: click.Context, /, **options: Any) -> None:
 @main.command("plan")
 @config_option
 @json_option
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Plan against the whole source even when it is set up for incremental pulls.",
+)
 @click.pass_context
 @guarded
-def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool) -> None:
+def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool, full: bool) -> None:
     """What a sync would do (same as sync --dry-run); changes nothing."""
     _sync(
         ctx,
@@ -187,7 +192,7 @@ def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool) -> Non
         verify=False,
         force=False,
         allow_empty_source=False,
-        full=False,
+        full=full,
     )
 
 

@@ -127,7 +127,14 @@ def test_projects_and_content_endpoints(client: httpx.Client) -> None:
     assert created.json()["data"]["title"] == "hello"
 
 
-def test_updates_are_405_by_default(client: httpx.Client) -> None:
+def test_patch_is_served_by_default_and_strict_mode_answers_405(
+    client: httpx.Client, sandbox: Sandbox
+) -> None:
+    unlimited(sandbox)
+    first = post(client, "Z").json()["data"]["id"]
+    assert client.patch(f"{PRODUCTS}/{first}", json={"name": "new"}).status_code == 200
+    assert client.put(f"{PRODUCTS}/{first}", json={"sku": "Z", "name": "n"}).status_code == 405
+    sandbox.set_updates(None)  # skuferry sandbox --strict: the spec lists neither method
     product_id = post(client, "A").json()["data"]["id"]
     response = client.patch(f"{PRODUCTS}/{product_id}", json={"name": "new"})
     assert response.status_code == 405

@@ -57,3 +57,23 @@ def test_short_waits_are_pacing_not_news() -> None:
     view = PacedProgress(lambda done, total: None, clock=clock)
     view.waiting("write", 0.4)
     assert view.text() == ""
+
+
+def test_the_bar_stays_on_one_line_in_an_80_column_terminal() -> None:
+    import io
+    import re
+    import time
+
+    from skuferry.service.progress import progress_bar
+
+    out = io.StringIO()
+    with progress_bar(enabled=True, file=out, width=80, force_terminal=True) as view:
+        assert isinstance(view, PacedProgress)
+        view.waiting("write", 43)
+        view(12_345, 100_000)
+        time.sleep(0.25)  # a refresh or two of the live display
+    lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue()).splitlines()
+    drawn = [line for line in lines if line.strip()]
+    assert drawn, "the bar was drawn"
+    assert all(line.startswith("syncing") for line in drawn), drawn  # no wrapped tails
+    assert any("waiting for the write budget" in line for line in drawn)

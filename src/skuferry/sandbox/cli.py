@@ -104,8 +104,15 @@ def _parse_faults(values: tuple[str, ...], *, slow_s: float) -> Faults:
 @click.option(
     "--updates",
     type=click.Choice(UPDATE_CHOICES),
-    default=None,
-    help="Serve PATCH and/or PUT /api/v1/products/:id (default: 405, as in the spec).",
+    default="patch",
+    show_default=True,
+    help="Which of PATCH and PUT /api/v1/products/:id are served.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="The strict reading of the spec, which lists neither PATCH nor PUT: both answer 405 "
+    "(skuferry then reports changed products as drift).",
 )
 @click.option(
     "--latency",
@@ -147,7 +154,8 @@ def sandbox_command(
     workspace_read_per_minute: int,
     workspace_write_per_minute: int,
     burst: int | None,
-    updates: str | None,
+    updates: str,
+    strict: bool,
     latency: float,
     keys: tuple[str, ...],
     faults: tuple[str, ...],
@@ -162,7 +170,7 @@ def sandbox_command(
         workspace_limits={"read": workspace_read_per_minute, "write": workspace_write_per_minute},
         mode=_MODES["bucket" if burst is not None else mode],
         burst=burst,
-        updates=_UPDATES.get(updates or ""),
+        updates=None if strict else _UPDATES[updates],
         faults=_parse_faults(faults, slow_s=slow_s),
         seed=seed,
         latency_s=latency,
@@ -179,7 +187,8 @@ def sandbox_command(
     try:
         url = sandbox.start()
         shape = f"mode bucket, burst {burst}" if burst is not None else f"mode {mode}"
-        click.echo(f"sandbox CMS API at {url}  ({shape}, admin {url}/_sandbox/stats)")
+        served = "PATCH/PUT: 405 (--strict)" if strict else f"updates: {updates}"
+        click.echo(f"sandbox CMS API at {url}  ({shape}, {served}, admin {url}/_sandbox/stats)")
         for key, workspace in key_map.items():
             click.echo(f"  key {key} -> workspace {workspace}")
         click.echo("Ctrl-C to stop")

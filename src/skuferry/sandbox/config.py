@@ -28,8 +28,10 @@ class SandboxConfig:
     expensive, egress) to its per-key and per-workspace requests per minute;
     ``key_limits`` / ``workspace_limits`` (tier -> per minute) override one side
     of it, e.g. ``key_limits={"write": 5}``.
-    ``updates`` turns on ``PATCH``/``PUT /api/v1/products/:id`` (None: 405, as the
-    spec lists neither). ``latency_s`` delays every response, on top of any
+    ``updates`` says which of ``PATCH``/``PUT /api/v1/products/:id`` are served
+    (default PATCH, what a newcomer's first price change needs; None: 405 to both,
+    the strict reading of the spec, which lists neither: ``skuferry sandbox --strict``).
+    ``latency_s`` delays every response, on top of any
     ``faults.latency_s``. ``clock`` (seconds, monotonic) drives rate limits and
     stats; tests may inject one. ``burst`` (bucket mode only) makes each bucket
     hold fewer than a minute's requests, refilled at the same rate: a gateway.
@@ -41,7 +43,7 @@ class SandboxConfig:
     workspace_limits: dict[str, int] | None = None
     mode: Mode = "window"
     burst: int | None = None
-    updates: Updates | None = None
+    updates: Updates | None = "patch"
     faults: Faults = field(default_factory=Faults)
     seed: int = 0
     latency_s: float = 0.0

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import csv
 import shutil
+import sys
 import tempfile
+from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 
@@ -82,10 +84,19 @@ path = "skuferry.db"
 def run_demo(
     *, keep: bool = False, workdir: Path | None = None, console: Console | None = None
 ) -> int:
+    out = console or Console(highlight=False, soft_wrap=True)
+    with ExitStack() as stack:
+        # Without --workdir the folder is temporary: removed when the demo ends (after
+        # Ctrl-C with --keep), so demo runs leave nothing behind in /tmp.
+        folder = workdir or Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="skuferry-demo-"))
+        )
+        return _demo(out, folder, keep=keep, temporary=workdir is None)
+
+
+def _demo(out: Console, folder: Path, *, keep: bool, temporary: bool) -> int:
     from skuferry.sandbox import Sandbox, SandboxConfig
 
-    out = console or Console(highlight=False, soft_wrap=True)
-    folder = workdir or Path(tempfile.mkdtemp(prefix="skuferry-demo-"))
     create_private(folder / "catalog.csv")  # catalog data is private, like the state file
     shutil.copyfile(catalog_path(), folder / "catalog.csv")
     config = SandboxConfig(
@@ -100,7 +111,8 @@ def run_demo(
             f"  its write limit is raised to {DEMO_WRITE_PER_MINUTE}/min for the demo "
             "(the real API allows 60/min per key), so this takes seconds"
         )
-        out.print(f"  state and config in {folder}\n")
+        where = " (temporary: --workdir DIR keeps them)" if temporary else ""
+        out.print(f"  state and config in {folder}{where}\n")
         config_file = folder / "skuferry.toml"
         config_file.touch(mode=0o600)  # it holds the (demo) key: as a real config should be
         config_file.chmod(0o600)
@@ -154,17 +166,48 @@ def run_demo(
             and kept
             and (second.updated, second.archived, second.created) == (len(changed), 1, 0)
         )
+        cmd, hint = command_name()
         out.print(
-            "\n[bold]next:[/bold] copy config.example.toml, point \\[api] base_url at your "
+            "\nnext: copy config.example.toml, point [api] base_url at your "
             "workspace, put the key in SKUFERRY_API_KEY or a file, then:\n"
-            "  skuferry check --config my.toml    # config, source, one authenticated read\n"
-            "  skuferry plan  --config my.toml    # what would change, with an ETA\n"
-            "  skuferry sync  --config my.toml    # do it"
+            f"  {cmd} check --config my.toml    # config, source, one authenticated read\n"
+            f"  {cmd} plan  --config my.toml    # what would change, with an ETA\n"
+            f"  {cmd} sync  --config my.toml    # do it",
+            markup=False,
         )
+        if hint:
+            out.print(hint, markup=False)
         if keep:
-            out.print(f"\nsandbox still serving at {sandbox.url} (key {DEMO_KEY}); Ctrl-C to stop")
+            out.print(
+                f"\nsandbox still serving at {sandbox.url} (key {DEMO_KEY}, workspace demo); "
+                f"try:\n  {cmd} status --config {folder / 'skuferry.toml'}\n"
+                f"  curl -s '{sandbox.url}/_sandbox/updates?workspace=demo'\n"
+                "Ctrl-C to stop",
+                markup=False,
+            )
             _wait_forever()
     return 0 if ok else 1
+
+
+def command_name() -> tuple[str, str | None]:
+    """How to type ``skuferry`` in this shell, and a hint when it is not on the PATH.
+
+    ``python3 dev.py demo`` runs from ``.venv``, whose ``bin`` is rarely on the PATH:
+    the demo then names the script by its path instead of printing a command that
+    the shell cannot find.
+    """
+    script = Path(sys.executable).parent / "skuferry"
+    found = shutil.which("skuferry")
+    if found is not None and (not script.exists() or Path(found).resolve() == script.resolve()):
+        return "skuferry", None
+    if not script.exists():
+        return f"{Path(sys.executable).name} -m skuferry", None
+    shown = str(script)  # absolute: dev.py runs the demo from the checkout, not the shell's cwd
+    hint = (
+        f"(skuferry is not on your PATH: use {shown}, or `python3 dev.py skuferry ...` in a "
+        f'checkout, or put it there: export PATH="{script.parent}:$PATH" or pipx install .)'
+    )
+    return shown, hint
 
 
 def _sync(settings: Settings) -> RunSummary:

@@ -83,7 +83,11 @@ class _PaceColumn(ProgressColumn):
         self._view = view
 
     def render(self, task: Task) -> Text:
-        return Text(self._view.text(), style="progress.remaining")
+        # One line whatever the terminal's width: cut with an ellipsis, never wrapped (a
+        # wrapped bar leaves a trail of half lines in an 80-column terminal).
+        return Text(
+            self._view.text(), style="progress.remaining", no_wrap=True, overflow="ellipsis"
+        )
 
 
 @contextmanager
@@ -94,7 +98,7 @@ def progress_bar(*, enabled: bool, **console: Any) -> Iterator[ProgressFn | None
         return
     bar = Progress(
         TextColumn("[bold]syncing"),
-        BarColumn(),
+        BarColumn(bar_width=20),  # room for the count and the wait in 80 columns
         MofNCompleteColumn(),
         console=Console(stderr=True, **console),
         transient=True,

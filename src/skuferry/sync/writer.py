@@ -370,9 +370,12 @@ class Writer:
             f"the API does not accept {method} /api/v1/products/:id (HTTP {exc.status}); "
             "changed products are reported as drift"
         )
+        other = "patch" if method == "PUT" else "put"
         note = (
-            f"{self._updates_off_reason}. Updates are off for the rest of this run; "
-            f"set [api] update_method to {'patch' if method == 'PUT' else 'put'} or none."
+            f"{self._updates_off_reason}. Updates are off for the rest of this run. "
+            f'If the API takes {other.upper()}, set [api] update_method = "{other}"; if it '
+            'takes neither, set update_method = "none" to stop trying. (skuferry\'s sandbox '
+            "answers 405 to both only when started with --strict: restart it without it.)"
         )
         self.results.notes.append(note)
         log.error("sync.updates.unsupported", method=method, status=exc.status)
