@@ -47,7 +47,7 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from skuferry import canonical
 
@@ -206,6 +206,13 @@ class PimServer:
             return self.catalog.changed_since(since)
         return [p for p in self.catalog if "updated" not in p or _when(p["updated"]) > since]
 
+    def item(self, key: str) -> Any | None:
+        """The product whose ``sku`` (or Akeneo ``identifier``) is ``key``, as a JSON object."""
+        for product in self.catalog:
+            if isinstance(product, dict) and key in (product.get("sku"), product.get("identifier")):
+                return product
+        return None
+
     def page(
         self,
         style: str,
@@ -296,6 +303,11 @@ def _handler_for(server: PimServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, server.raw_pages[self.path], {})
             parts = urlsplit(self.path)
             segments = parts.path.strip("/").split("/")
+            if len(segments) == 3 and segments[1] == "products":  # one item: /<style>/products/KEY
+                item = server.item(unquote(segments[2]))
+                if item is None:
+                    return self._send(404, b'{"error": "no such product"}', {})
+                return self._send(200, json.dumps(item, default=_number).encode(), {})
             if (
                 len(segments) != 2
                 or segments[1] != "products"

@@ -5,6 +5,8 @@ run    the daemon           status what the mirror knows
 check  config, source, one authenticated read
 demo   the embedded default (sandbox API + sample catalog)
 sandbox  serve the local stand-in of the CMS API
+rejected the products refused or failed, with stage and reason
+retry  send rejected or failed products again
 """
 
 from __future__ import annotations
@@ -164,11 +166,49 @@ json_option = click.option(
     is_flag=True,
     help="Pull the whole source even when it is set up for incremental pulls.",
 )
+@click.option(
+    "--only",
+    is_flag=True,
+    help="Only the KEYs named after the options: read, planned and written; nothing is "
+    "marked gone. While another run is writing, they go to its urgent lane.",
+)
+@click.option(
+    "--keys-from",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Only the keys listed in FILE, one a line (# comments); implies --only.",
+)
+@click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.pass_context
 @guarded
-def sync(ctx: click.Context, /, **options: Any) -> None:
-    """One run: pull, diff, check-then-create/update, report."""
-    _sync(ctx, **options)
+def sync(
+    ctx: click.Context,
+    /,
+    only: bool,
+    keys_from: Path | None,
+    keys: tuple[str, ...],
+    **options: Any,
+) -> None:
+    """One run: pull, diff, check-then-create/update, report.
+
+    With --only KEY ... (or --keys-from FILE), a run of those products only.
+    """
+    named = _named_keys(only=only, keys=keys, keys_from=keys_from)
+    _sync(ctx, **options, only=named)
+
+
+def _named_keys(
+    *, only: bool, keys: tuple[str, ...], keys_from: Path | None
+) -> tuple[str, ...] | None:
+    from skuferry.sync.named import read_keys, unique
+
+    if keys and not (only or keys_from):
+        raise errors.UsageError(f"keys given without --only: {' '.join(keys[:3])}")
+    if not (only or keys_from):
+        return None
+    named = unique([*keys, *(read_keys(keys_from) if keys_from else [])])
+    if not named:
+        raise errors.UsageError("--only needs at least one KEY (or --keys-from FILE)")
+    return tuple(named)
 
 
 @main.command("plan")
@@ -193,6 +233,7 @@ def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool, full: 
         force=False,
         allow_empty_source=False,
         full=full,
+        only=None,
     )
 
 
@@ -207,11 +248,9 @@ def _sync(
     force: bool,
     allow_empty_source: bool,
     full: bool,
+    only: tuple[str, ...] | None,
 ) -> None:
     from skuferry.models import RunOptions
-    from skuferry.service import report
-    from skuferry.service.runner import run_watched
-    from skuferry.sync import engine
 
     _configure_logs(ctx, quiet=quiet)
     settings = _settings(config_path)
@@ -221,7 +260,43 @@ def _sync(
         force=force,
         allow_empty_source=allow_empty_source,
         full=full,
+        only=only,
     )
+    summary = _run_sync(settings, options, quiet=quiet, watched=not dry_run)
+    if summary is None:  # named keys handed to the run holding the lock
+        if not quiet:
+            click.echo(
+                f"handed {len(only or ())} key(s) to the running skuferry run: its urgent lane "
+                "sends them next (see `skuferry status` / `skuferry rejected`)"
+            )
+        sys.exit(errors.EXIT_OK)
+    _finish(summary, as_json=as_json, quiet=quiet)
+
+
+def _run_sync(settings: Any, options: Any, *, quiet: bool, watched: bool) -> RunSummary | None:
+    """One run, with progress, signals and monitoring hooks; None when handed over."""
+    from skuferry.service import operator
+    from skuferry.state.lock import run_lock
+
+    if options.only is None or options.dry_run:
+        return _run_watched(settings, options, quiet=quiet, watched=watched)
+    try:
+        with run_lock(settings.state.path):
+            pass  # free: this process runs the keys (the run takes the lock again)
+    except errors.LockHeld:  # a run is writing: its urgent lane takes the keys
+        return operator.hand_over(
+            settings,
+            options.only,
+            lambda: _run_watched(settings, options, quiet=quiet, watched=watched),
+        )
+    return _run_watched(settings, options, quiet=quiet, watched=watched)
+
+
+def _run_watched(settings: Any, options: Any, *, quiet: bool, watched: bool) -> RunSummary:
+    from skuferry.service import report
+    from skuferry.service.runner import run_watched
+    from skuferry.sync import engine
+
     stop = threading.Event()
     # SIGTERM (systemctl stop, a timeout) and Ctrl-C: stop sending, let the requests in
     # flight finish and be committed, then exit 130.
@@ -231,7 +306,7 @@ def _sync(
             outcome = run_watched(
                 settings,
                 lambda: engine.run_once(settings, options, stop=stop, on_progress=on_progress),
-                watched=not dry_run,  # a dry run pings no monitor and writes no metrics
+                watched=watched,  # a dry run pings no monitor and writes no metrics
             )
     finally:
         for sig, handler in previous.items():
@@ -240,7 +315,7 @@ def _sync(
         raise outcome.exception  # the hooks have seen it; guarded() words it
     if outcome.summary is None:  # pragma: no cover - an outcome holds one or the other
         raise RuntimeError("a run ended with neither a summary nor an error")
-    _finish(outcome.summary, as_json=as_json, quiet=quiet)
+    return outcome.summary
 
 
 def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
@@ -333,6 +408,86 @@ def demo(ctx: click.Context, keep: bool, workdir: Path | None) -> None:
     if workdir is not None:
         files.private_dir(workdir)  # it gets the state and a config holding the sandbox key
     sys.exit(demo_mod.run_demo(keep=keep, workdir=workdir))
+
+
+@main.command()
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print the list as one JSON array.")
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write the list to FILE as CSV (created 0600), for the data team.",
+)
+@click.pass_context
+@guarded
+def rejected(
+    ctx: click.Context, config_path: Path | None, as_json: bool, csv_path: Path | None
+) -> None:
+    """The products the last runs left rejected or failed: stage, reason, source line."""
+    from skuferry.service import operator
+
+    _configure_logs(ctx)
+    settings = _settings(config_path)
+    letters = operator.dead_letters(settings)
+    if csv_path is not None:
+        operator.write_csv(letters, csv_path)
+        click.echo(f"{len(letters)} rejected or failed product(s) written to {csv_path}")
+    elif as_json:
+        click.echo(operator.letters_json(letters))
+    else:
+        operator.print_letters(letters, sys.stdout)
+
+
+@main.command()
+@config_option
+@click.option("--all", "every", is_flag=True, help="Every rejected or failed product.")
+@json_option
+@click.argument("keys", nargs=-1, metavar="[KEY]...")
+@click.pass_context
+@guarded
+def retry(
+    ctx: click.Context,
+    config_path: Path | None,
+    every: bool,
+    as_json: bool,
+    keys: tuple[str, ...],
+) -> None:
+    """Send rejected or failed products again, without a source change.
+
+    By the normal rules: read from the source, check-then-create, budgets, field
+    ownership. Prints what happened to each key.
+    """
+    from skuferry.models import RunOptions
+    from skuferry.service import operator
+    from skuferry.sync.named import unique
+
+    _configure_logs(ctx)
+    settings = _settings(config_path)
+    if not keys and not every:
+        raise errors.UsageError("name the keys to retry, or pass --all")
+    wanted = unique(operator.retry_keys(settings, keys, every=every))
+    if not wanted:
+        click.echo("nothing to retry: no rejected or failed products")
+        sys.exit(errors.EXIT_OK)
+    before = operator.rows(settings, wanted)
+    options = RunOptions(only=tuple(wanted), resend=frozenset(wanted))
+    summary = _run_watched(settings, options, quiet=as_json, watched=True)
+    found = operator.outcomes(
+        wanted,
+        before,
+        operator.rows(settings, wanted),
+        operator.dead_letters(settings, wanted),
+        summary,
+    )
+    if as_json:
+        data = {**summary.as_json(), "keys": [o.as_json() for o in found]}
+        click.echo(json.dumps(data, ensure_ascii=False))
+    else:
+        click.echo(f"retried {len(found)} product(s):")
+        operator.print_outcomes(found, sys.stdout)
+    sys.exit(summary.exit_code)
 
 
 def _register_sandbox() -> None:

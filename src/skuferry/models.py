@@ -46,6 +46,15 @@ class BadRecord:
     # What the reader could read for sure, for the key alone; not part of equality.
     fields: Mapping[str, Any] | None = field(default=None, compare=False)
     guessed: bool = field(default=False, compare=False)
+    # Which stage refused it (``skuferry rejected``): "read", the source could not read
+    # the record; "map", the mapping refused its values (see ``STAGES``).
+    stage: str = "read"
+
+
+# The stages that may refuse a product, in the order a product meets them: the source
+# reads it, the mapping types it, skuferry's checks before sending (duplicate keys in
+# the source, several remote products with its key), the API.
+STAGES = ("read", "map", "check", "api")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +138,7 @@ class Action:
     reason: str | None = None
     line: int | None = None
     lookup_first: bool = False
+    stage: str | None = None  # a REJECT's stage (see ``STAGES``)
 
 
 MAX_LISTED_PROBLEMS = 1000
@@ -164,7 +174,7 @@ class RunSummary:
     duration_s: float = 0.0
     dry_run: bool = False
     interrupted: bool = False
-    pull: str = "full"  # or "incremental": only the source's changes were read
+    pull: str = "full"  # "incremental": only the source's changes were read; "named": --only
     problems: list[dict[str, Any]] = field(default_factory=list)  # {key, line, reason}
     notes: list[str] = field(default_factory=list)  # one-time remarks, e.g. updates disabled
 
@@ -234,3 +244,7 @@ class RunOptions:
     force: bool = False  # past the change and gone guards
     allow_empty_source: bool = False  # an empty source may mark the whole catalog gone
     full: bool = False  # pull everything even from a source set up for incremental pulls
+    # named keys (sync --only, retry, hooks): only these are read, planned and written;
+    # nothing is decided gone and the incremental watermark stays where it was
+    only: tuple[str, ...] | None = None
+    resend: frozenset[str] = frozenset()  # retry: data the API refused are sent again

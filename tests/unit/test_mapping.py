@@ -129,7 +129,10 @@ def test_the_key_field_and_the_source_name() -> None:
     assert mapper.key_field == "sku"
     bad = _bad(mapper.map(RawRecord(12, {"ItemNo": "A-1", "UnitPrice": "12,50"})))
     assert bad == BadRecord(
-        12, "products.csv line 12, column 'UnitPrice': '12,50' is not a decimal number", "A-1"
+        12,
+        "products.csv line 12, column 'UnitPrice': '12,50' is not a decimal number",
+        "A-1",
+        stage="map",  # skuferry rejected: the mapping refused it, not the reader
     )
 
 
@@ -149,7 +152,9 @@ def test_the_key_field_and_the_source_name() -> None:
 )
 def test_a_missing_or_empty_key_is_rejected(fields: dict[str, Any], problem: str) -> None:
     bad = _bad(_mapper().map(RawRecord(4, fields)))
-    assert bad == BadRecord(4, f"products.csv line 4, column 'ItemNo': {problem}", None)
+    assert bad == BadRecord(
+        4, f"products.csv line 4, column 'ItemNo': {problem}", None, stage="map"
+    )
 
 
 def test_the_key_is_stripped_and_stays_in_the_payload() -> None:
@@ -319,7 +324,7 @@ def test_a_missing_column_is_null_unless_required() -> None:
     assert _product(_mapper("decimal").map(record)).payload == {"sku": "A-1", "value": None}
     bad = _bad(_mapper("decimal", required=True).map(record))
     assert bad == BadRecord(
-        6, "products.csv line 6, column 'Value': is required but missing", "A-1"
+        6, "products.csv line 6, column 'Value': is required but missing", "A-1", stage="map"
     )
 
 

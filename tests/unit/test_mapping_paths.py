@@ -141,7 +141,9 @@ def test_a_path_value_of_the_wrong_kind_names_the_path() -> None:
 
 def test_a_key_path_that_finds_nothing_is_a_missing_key() -> None:
     bad = _bad(_mapper(sku=FieldSpec(path="identifier"), n="name").map(RawRecord(4, {"n": "x"})))
-    assert bad == BadRecord(4, "catalog line 4, path 'identifier': the key 'sku' is missing")
+    assert bad == BadRecord(
+        4, "catalog line 4, path 'identifier': the key 'sku' is missing", stage="map"
+    )
 
 
 def test_paths_work_on_flat_rows_too() -> None:

@@ -382,3 +382,40 @@ def test_readonly_reads_an_old_file_without_migrating_it(path: Path) -> None:
     finally:
         m.close()
     assert path.read_bytes() == before and user_version(path) == 1
+
+
+# -- dead letters ---------------------------------------------------------------------------
+
+
+def test_dead_letters_follow_the_journal_and_keep_their_first_sighting(mirror: Mirror) -> None:
+    a, b = prod("A", line=2), prod("B", line=3)
+    mirror.record_rejected(a, "name is required", status=422)
+    mirror.record_failed("B", "HTTP 503: busy", product=b, status=503)
+    mirror.note_refusals([("C", "map", "line 4: bad price", 4)], source="cat.csv", whole=True)
+    letters = {x.key: x for x in mirror.dead_letters()}
+    assert [x.key for x in mirror.dead_letters()] == ["C", "A", "B"], "by stage, then key"
+    assert (letters["A"].stage, letters["A"].status, letters["A"].message) == (
+        "api",
+        422,
+        "name is required",
+    )
+    assert letters["A"].source == "cat.csv" and letters["A"].line == 2
+    assert mirror.dead_letter_counts() == {"read": 0, "map": 1, "check": 0, "api": 2}
+    first = letters["A"].first_seen
+    mirror.note_refusals([("A", "api", "still refused", 2)], source="cat.csv", whole=True)
+    again = mirror.dead_letters(["A"])[0]
+    assert (again.first_seen, again.status) == (first, 422), "same stage: details kept"
+    assert [x.key for x in mirror.dead_letters()] == ["A", "B"], "a whole pull: C is over"
+    mirror.record_created(a, "r1")
+    mirror.mark_gone(["B"])
+    assert mirror.dead_letters() == []
+
+
+def test_a_partial_pull_clears_plan_letters_of_the_keys_it_found_valid(mirror: Mirror) -> None:
+    mirror.note_refusals(
+        [("A", "map", "bad", 1), ("B", "read", "bad", 2), (None, "read", "no key", 3)],
+        source="s",
+        whole=True,
+    )
+    mirror.note_refusals([], valid=["A"], source="s", whole=False)
+    assert [(x.key, x.line) for x in mirror.dead_letters()] == [(None, 3), ("B", 2)]

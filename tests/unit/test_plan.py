@@ -138,8 +138,8 @@ def test_bad_records_are_rejected_with_line_and_reason() -> None:
     keyless = BadRecord(line=8, reason="line 8: no sku")
     actions = list(plan([bad, keyless], {}, walked=True))
     assert actions == [
-        Action(Kind.REJECT, "B-2", reason=bad.reason, line=7),
-        Action(Kind.REJECT, None, reason=keyless.reason, line=8),
+        Action(Kind.REJECT, "B-2", reason=bad.reason, line=7, stage="read"),
+        Action(Kind.REJECT, None, reason=keyless.reason, line=8, stage="read"),
     ]
 
 
@@ -464,3 +464,33 @@ def test_a_held_product_is_never_written_nor_gone(
     assert not [a for a in actions if a.key in held and a.kind in (Kind.GONE, Kind.ARCHIVE)]
     if any(isinstance(r, BadRecord) and r.key is None for r in records):
         assert not [a for a in actions if a.kind in (Kind.GONE, Kind.ARCHIVE)]
+
+
+# -- retry: refused data sent again ---------------------------------------------------------
+
+
+def test_resend_sends_data_the_api_refused_by_the_normal_rules() -> None:
+    refused_create = row(State.REJECTED, digest=P.digest)
+    assert decide(P, refused_create, walked=True).kind is Kind.STILL_REJECTED
+    again = decide(P, refused_create, walked=False, resend=True)
+    assert (again.kind, again.lookup_first) == (Kind.CREATE, True), "looked up first"
+    refused_update = row(State.REJECTED, digest=P.digest, remote_id="r1")
+    update = decide(P, refused_update, walked=True, resend=True)
+    assert (update.kind, update.remote_id) == (Kind.UPDATE, "r1")
+    refused_restore = row(State.ARCHIVED, digest=P.digest, remote_id="r1")
+    assert decide(P, refused_restore, walked=True, resend=True).kind is Kind.RESTORE
+
+
+def test_plan_resends_only_the_named_keys_and_tags_each_refusal_with_its_stage() -> None:
+    mirror = {
+        "A-1": row(State.REJECTED, digest=P.digest),
+        "B-1": MirrorRow("B-1", State.REJECTED, digest=prod("B-1").digest),
+    }
+    records: list[Product | BadRecord] = [P, prod("B-1"), BadRecord(3, "bad", "C-1", stage="map")]
+    records.append(prod("D-1", line=4))
+    records.append(prod("D-1", line=5, price=2))
+    actions = last_by_key(plan(records, mirror, walked=True, resend={"A-1"}))
+    assert actions["A-1"].kind is Kind.CREATE
+    assert actions["B-1"].kind is Kind.STILL_REJECTED
+    assert (actions["C-1"].kind, actions["C-1"].stage) == (Kind.REJECT, "map")
+    assert (actions["D-1"].kind, actions["D-1"].stage) == (Kind.REJECT, "check")

@@ -159,6 +159,8 @@ class MappingSettings(_Strict):
     key: str = "sku"
     fields: dict[str, str | FieldSpec] | None = None
     send_nulls: bool = False  # a field the source dropped is PATCHed to null (else left alone)
+    # target fields whose changes jump the queue when writes wait for budget (sync/lanes.py)
+    urgent: list[str] = Field(default_factory=list)
     # products in pieces (sync/pieces.py, docs/mapping-pieces.md)
     each: str | None = None  # JMESPath to a list: each element is one record (parent: the record)
     group_by: str | None = None  # column or path: consecutive records sharing it form a group
@@ -185,6 +187,11 @@ class MappingSettings(_Strict):
         spec = (self.fields or {}).get(self.key)
         if getattr(spec, "create_only", False):
             raise ValueError(f"the key field '{self.key}' cannot be create_only")
+        unknown = [f for f in self.urgent if self.fields is not None and f not in self.fields]
+        if unknown:
+            raise ValueError(
+                f"urgent names {', '.join(map(repr, unknown))}, not a field of [mapping.fields]"
+            )
         return self
 
     @property
@@ -353,6 +360,25 @@ class MetricsSettings(_Strict):
 
 class DaemonSettings(_Strict):
     listen: str | None = None  # "127.0.0.1:9347": /metrics and /healthz over HTTP
+    # POST /hooks/sync and /hooks/run on `listen` (service/hooks_http.py): the shared secret
+    # that signs their bodies; without one the hook routes answer 404
+    hook_secret_file: Path | None = None
+    hook_secret_env: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _relative_paths(cls, data: Any, info: ValidationInfo) -> Any:
+        return _anchor(data, info, ("hook_secret_file",))
+
+    @model_validator(mode="after")
+    def _one_hook_secret(self) -> DaemonSettings:
+        if self.hook_secret_file is not None and self.hook_secret_env is not None:
+            raise ValueError("set one of hook_secret_file and hook_secret_env, not both")
+        return self
+
+    @property
+    def hooks(self) -> bool:
+        return self.hook_secret_file is not None or self.hook_secret_env is not None
 
     @field_validator("listen")
     @classmethod

@@ -42,6 +42,7 @@ SECRET_FILE_KEYS = (
     "password_file",
     "sftp_key_file",
     "sftp_password_file",
+    "hook_secret_file",
 )
 # Keys whose value is a secret written into the config file itself.
 INLINE_SECRET_KEYS = frozenset({"api_key", "api_keys", "token", "password", "sftp_password"})

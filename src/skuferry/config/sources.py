@@ -186,11 +186,24 @@ class HttpSourceSettings(SourceCommon):
     since_template: str | None = Field(default=None, validate_default=True)  # Akeneo's search=
     since_overlap_s: float = Field(300.0, ge=0)
     full_every: int = Field(24, ge=1)  # every Nth run pulls everything (and decides gone)
+    # one item by key (sync --only, retry, hooks; sources/http_items.py): ".../products/{key}"
+    item_url: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _relative_paths(cls, data: Any, info: ValidationInfo) -> Any:
         return _anchor(data, info, ("token_file", "password_file", "ca_bundle"))
+
+    @field_validator("item_url")
+    @classmethod
+    def _item_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        if value.count("{key}") != 1:
+            raise ValueError('must hold "{key}" once, where the product\'s key goes')
+        return value
 
     @field_validator("url")
     @classmethod

@@ -144,6 +144,14 @@ def _parse_faults(values: tuple[str, ...], *, slow_s: float) -> Faults:
     help="Seconds a slow_after_commit answer waits.",
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the fault draws.")
+@click.option(
+    "--require",
+    "required",
+    multiple=True,
+    metavar="FIELD",
+    help="A field every product must carry, else 422 (repeatable; default sku and name; "
+    "change it live with POST /_sandbox/required).",
+)
 def sandbox_command(
     *,
     host: str,
@@ -161,6 +169,7 @@ def sandbox_command(
     faults: tuple[str, ...],
     slow_s: float,
     seed: int,
+    required: tuple[str, ...],
 ) -> None:
     """Serve the local stand-in of the CMS API (admin under /_sandbox/) until stopped."""
     key_map = _parse_keys(keys)
@@ -174,6 +183,7 @@ def sandbox_command(
         faults=_parse_faults(faults, slow_s=slow_s),
         seed=seed,
         latency_s=latency,
+        required_fields=required or ("sku", "name"),
         host=host,
         port=port,
     )

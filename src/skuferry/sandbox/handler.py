@@ -199,6 +199,8 @@ class SandboxHandler(BaseHTTPRequestHandler):
             reply = _set_faults(api, body)
         elif (method, path) == ("POST", "/_sandbox/keys/revoke"):  # {"key": "..."}: now a 401
             reply = _revoke_key(api, body)
+        elif (method, path) == ("POST", "/_sandbox/required"):  # the CMS's validation rule
+            reply = _set_required(api, body)
         elif (method, path) == ("POST", "/_sandbox/reset"):
             api.reset()
             reply = Reply(200, {"data": {"reset": True}, "meta": {}})
@@ -308,3 +310,16 @@ def _revoke_key(api: Api, body: bytes) -> Reply:
     if not api.revoke_key(key):
         return error(404, "NOT_FOUND", "no such key")
     return Reply(200, {"data": {"revoked": True}, "meta": {}})
+
+
+def _set_required(api: Api, body: bytes) -> Reply:
+    """``{"fields": ["sku", "name", "category"]}``: the fields a product must carry."""
+    try:
+        data = parse_json(body or b"{}")
+    except ValueError as exc:
+        return error(400, "BAD_REQUEST", str(exc))
+    fields = data.get("fields") if isinstance(data, dict) else None
+    if not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields):
+        return error(400, "BAD_REQUEST", 'the body must be {"fields": ["sku", "name", ...]}')
+    api.config.required_fields = tuple(fields)
+    return Reply(200, {"data": {"required": fields}, "meta": {}})

@@ -29,6 +29,7 @@ def after_run(settings: Settings, outcome: RunOutcome, *, stopping: bool = False
             freshness=freshness.read(settings),
             budget=budget_per_minute(settings),
             labels=settings.metrics.labels,
+            dead_letters=dead_letter_counts(settings.state.path),
         )
     ping_settings = settings.monitor
     if stopping:  # keep inside the stop deadline
@@ -40,6 +41,19 @@ def after_run(settings: Settings, outcome: RunOutcome, *, stopping: bool = False
 
 def budget_per_minute(settings: Settings) -> dict[str, float]:
     return {"read": settings.budget.read_per_minute, "write": settings.budget.write_per_minute}
+
+
+def dead_letter_counts(state_path: Path) -> dict[str, int] | None:
+    """Rejected or failed products by stage (state/deadletters.py); None when unreadable."""
+    try:
+        mirror = Mirror(state_path, readonly=True)
+        try:
+            return mirror.dead_letter_counts()
+        finally:
+            mirror.close()
+    except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; metrics are best effort
+        log.warning("metrics.dead_letters.failed", error=str(exc))
+        return None
 
 
 def product_counts(state_path: Path) -> dict[str, int] | None:

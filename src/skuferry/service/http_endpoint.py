@@ -81,6 +81,7 @@ class Board:
                 fresh,
                 hooks.budget_per_minute(settings),
                 labels=settings.metrics.labels,
+                dead_letters=hooks.dead_letter_counts(settings.state.path),
             )
 
     def health(self) -> tuple[int, dict[str, Any]]:

@@ -163,6 +163,7 @@ def render(
     budget: Mapping[str, float] | None = None,
     *,
     labels: Mapping[str, str] | None = None,
+    dead_letters: Mapping[str, int] | None = None,
 ) -> str:
     """The new exposition: previous counters plus this run, gauges from this run. Pure.
 
@@ -172,7 +173,15 @@ def render(
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.registry import Collector
 
-    found = families(previous, outcome, products, freshness=freshness, budget=budget, labels=labels)
+    found = families(
+        previous,
+        outcome,
+        products,
+        freshness=freshness,
+        budget=budget,
+        labels=labels,
+        dead_letters=dead_letters,
+    )
 
     class Snapshot(Collector):
         """The families computed once: the registry of one textfile or scrape."""
@@ -193,6 +202,7 @@ def families(
     freshness: Freshness | None = None,
     budget: Mapping[str, float] | None = None,
     labels: Mapping[str, str] | None = None,
+    dead_letters: Mapping[str, int] | None = None,
 ) -> list[Metric]:
     """The metric families of ``render``, in exposition order."""
 
@@ -274,6 +284,17 @@ def families(
         "Source rows that could not be read or mapped in the last run that read the source.",
         None,
         rows_last,
+    )
+    dead = (
+        {stage: float(n) for stage, n in dead_letters.items()}
+        if dead_letters is not None
+        else labelled("skuferry_dead_letters")  # no fresh counts: as last seen
+    )
+    out.gauge(
+        "skuferry_dead_letters",
+        "Products left rejected or failed (skuferry rejected), by the stage that refused them.",
+        "stage",
+        dead,
     )
     if budget:
         out.gauge(
@@ -370,6 +391,7 @@ def record_run(
     freshness: Freshness | None = None,
     budget: Mapping[str, float] | None = None,
     labels: Mapping[str, str] | None = None,
+    dead_letters: Mapping[str, int] | None = None,
 ) -> bool:
     """Fold ``outcome`` into the textfile at ``path``; False (and logged) if it cannot be written.
 
@@ -383,7 +405,15 @@ def record_run(
         log.warning("metrics.read.failed", path=str(path), error=str(exc))
         previous = {}
     try:
-        text = render(previous, outcome, products, freshness, budget, labels=labels)
+        text = render(
+            previous,
+            outcome,
+            products,
+            freshness,
+            budget,
+            labels=labels,
+            dead_letters=dead_letters,
+        )
         write_atomically(path, text)
     except OSError as exc:
         log.warning("metrics.write.failed", path=str(path), error=exc.strerror or str(exc))

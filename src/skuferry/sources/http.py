@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -453,6 +453,36 @@ class HttpSource(IncrementalSource):
             headers=response.headers,
             next_header=link,
         )
+
+    # -- one item by key: [source] item_url (sources/http_items.py) -------------------
+
+    @property
+    def by_key(self) -> bool:
+        """Whether single items can be fetched by key (``[source] item_url``)."""
+        return self.settings.item_url is not None
+
+    def fetch_items(self, keys: Iterable[str]) -> Iterator[RawRecord | BadRecord]:
+        """The records of ``keys``, one GET each, paced, pinned and authenticated as pages."""
+        from skuferry.sources.http_items import fetch_items
+
+        with httpx.Client(
+            headers=self._headers,
+            auth=self._auth,
+            timeout=self.settings.timeout_s,
+            follow_redirects=False,
+            verify=self._verify,
+            transport=self._transport,
+        ) as client:
+            yield from fetch_items(
+                client,
+                self.settings,
+                keys,
+                allowed=self._allowed,
+                pace=self._pace,
+                backoff=self._backoff,
+                sleep=self._sleep,
+                where=self.describe(),
+            )
 
 
 def open_http_source(settings: HttpSourceSettings) -> HttpSource:

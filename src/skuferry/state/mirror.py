@@ -42,7 +42,8 @@ import sqlite_utils
 from skuferry import canonical, logs
 from skuferry.errors import StateError
 from skuferry.models import MirrorRow, Product, State
-from skuferry.state import schema
+from skuferry.state import deadletters, schema
+from skuferry.state.deadletters import DeadLetter
 from skuferry.state.planstore import PlanStore
 from skuferry.state.reads import MirrorLookup, SeenTable, rows, scan
 from skuferry.state.remoteindex import RemoteIndex
@@ -291,6 +292,7 @@ class Mirror:
                     },
                 )
                 conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+            deadletters.clear(conn, (product.key for product, _ in items))
 
     def open_intent(self, product: Product, *, run_id: int | None) -> None:
         with self._write() as conn:
@@ -353,7 +355,14 @@ class Mirror:
             )
             conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
 
-    def record_failed(self, key: str, error: str, *, product: Product | None = None) -> None:
+    def record_failed(
+        self,
+        key: str,
+        error: str,
+        *,
+        product: Product | None = None,
+        status: int | None = None,
+    ) -> None:
         """A transient failure: retried next run. An open intent stays open."""
         fields: dict[str, Any] = {"last_error": error}
         if product is not None:
@@ -361,10 +370,36 @@ class Mirror:
         with self._write() as conn:
             self._upsert(conn, key, State.FAILED, fields)
             conn.execute("UPDATE products SET attempts = attempts + 1 WHERE key = ?", (key,))
+            line = product.line if product is not None else None
+            self._letter(conn, key, error, status=status, line=line)
 
-    def record_rejected(self, product: Product, reason: str) -> None:
+    def _letter(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        reason: str,
+        *,
+        stage: str = "api",
+        status: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        """The product's dead letter (state/deadletters.py), in the caller's transaction."""
+        message = reason if status is not None else None  # the API's own words
+        deadletters.put(
+            conn,
+            key=key,
+            stage=stage,
+            reason=reason,
+            status=status,
+            message=message,
+            line=line,
+            now=self._clock(),
+        )
+
+    def record_rejected(self, product: Product, reason: str, *, status: int | None = None) -> None:
         """The API refused this digest: not resent until the data change."""
         with self._write() as conn:
+            self._letter(conn, product.key, reason, status=status, line=product.line)
             self._upsert(
                 conn,
                 product.key,
@@ -383,6 +418,7 @@ class Mirror:
     def record_drift(self, product: Product, reason: str) -> None:
         """The source changed but could not be sent; ``digest`` stays the remote's."""
         with self._write() as conn:
+            deadletters.clear(conn, [product.key])  # reported as drift, not refused
             self._upsert(
                 conn,
                 product.key,
@@ -396,6 +432,8 @@ class Mirror:
     def record_duplicate(self, key: str, remote_ids: list[str]) -> None:
         shown = ", ".join(remote_ids[:10]) + (", ..." if len(remote_ids) > 10 else "")
         with self._write() as conn:
+            reason = f"the remote holds {len(remote_ids)} products with this key: {shown}"
+            self._letter(conn, key, reason, stage="check")
             self._upsert(
                 conn,
                 key,
@@ -438,6 +476,7 @@ class Mirror:
     def record_archived(self, key: str, sent: Mapping[str, Any]) -> None:
         """The [gone] patch went out: ARCHIVED, not sent again while the product stays away."""
         with self._write() as conn:
+            deadletters.clear(conn, [key])
             self._upsert(
                 conn,
                 key,
@@ -496,6 +535,7 @@ class Mirror:
         """The API refused a restore: still ARCHIVED (the remote holds the [gone] patch), with
         the refused digest, so it is not resent until the data change (then restored)."""
         with self._write() as conn:
+            self._letter(conn, product.key, reason, line=product.line)
             self._upsert(
                 conn,
                 product.key,
@@ -523,6 +563,7 @@ class Mirror:
         """The API refused the [gone] patch: REJECTED under the patch's digest, so it is not
         resent until the patch changes (the digest the remote holds stays as it was)."""
         with self._write() as conn:
+            self._letter(conn, key, reason)
             self._upsert(
                 conn,
                 key,
@@ -564,6 +605,10 @@ class Mirror:
 
     def mark_gone(self, keys: Iterable[str]) -> int:
         """Mark keys that left the source; they stay on the remote (no DELETE). Returns how many."""
+        keys = list(keys)
+        if keys:
+            with self._write() as conn:
+                deadletters.clear(conn, keys)  # a product that left is no longer refused
         return self._set_state(keys, State.GONE, _IN_SOURCE)
 
     def mark_in_step(self, keys: Iterable[str]) -> int:
@@ -620,6 +665,46 @@ class Mirror:
             "FROM products WHERE state = 'rejected' ORDER BY updated_at DESC, key LIMIT ?"
         )
         return list(self._db.query(sql, [limit]))
+
+    # -- dead letters (state/deadletters.py) -----------------------------------
+
+    def dead_letters(self, keys: Sequence[str] | None = None) -> list[DeadLetter]:
+        """The products refused or failed, with stage and reason (``skuferry rejected``)."""
+        return deadletters.listing(self._conn, keys)
+
+    def dead_letter_counts(self) -> dict[str, int]:
+        return deadletters.counts_by_stage(self._conn)
+
+    def note_refusals(
+        self,
+        refused: Iterable[tuple[str | None, str, str, int | None]],
+        *,
+        valid: Iterable[str] = (),
+        source: str,
+        whole: bool,
+    ) -> None:
+        """The plan's refusals, (key, stage, reason, line) each, in one transaction.
+
+        ``whole``: the pull read the whole source, so read, map and check letters it did
+        not refuse again are over. Otherwise the ``valid`` keys (planned as products) lose
+        theirs. The API's letters, written by the journal, get ``source``.
+        """
+        with self._write() as conn:
+            started = self._clock()
+            for key, stage, reason, line in refused:
+                deadletters.put(
+                    conn, key=key, stage=stage, reason=reason, line=line, source=source, now=started
+                )
+            if whole:
+                deadletters.expire_plan_stages(conn, before=started)
+            elif deadletters.any_plan_stage(conn):
+                deadletters.clear_plan_stages(conn, valid)
+            deadletters.name_source(conn, source)
+
+    def name_letters(self, source: str) -> None:
+        """Letters the journal wrote this run get the source's name."""
+        with self._write() as conn:
+            deadletters.name_source(conn, source)
 
     def set_meta(self, name: str, value: str | None) -> None:
         self.set_metas({name: value})

@@ -32,7 +32,8 @@ class PlanStore:
                 key TEXT, kind TEXT NOT NULL, line INTEGER, reason TEXT,
                 remote_id TEXT, lookup_first INTEGER NOT NULL DEFAULT 0,
                 digest TEXT, payload TEXT,
-                fingerprint TEXT            -- writes, and unchanged rows mapped in full
+                fingerprint TEXT,           -- writes, and unchanged rows mapped in full
+                stage TEXT                  -- a reject's stage (models.STAGES)
             )"""
         )
         # The writes are read back in source order by walking this index page by page
@@ -70,7 +71,9 @@ class PlanStore:
         if not rows and not quiet:
             return
         self._conn.execute("BEGIN")
-        self._conn.executemany("INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows
+        )
         self._conn.executemany("INSERT INTO run_unchanged VALUES (?,?,?)", quiet)
         self._conn.execute("COMMIT")
 
@@ -95,10 +98,12 @@ class PlanStore:
         wanted = "(" + ", ".join(f"'{Kind(k).value}'" for k in kinds) + ")"
         select = (
             "SELECT line, slot, key, kind, reason, remote_id, lookup_first, digest, payload, "
-            "fingerprint FROM run_plan"
+            "fingerprint, stage FROM run_plan"
         )
         for row in keyset(self._conn, select, order=("line", "slot"), where=f"kind IN {wanted}"):
-            line, _slot, key, kind, reason, remote_id, lookup_first, digest, payload, fp = row
+            line, _slot, key, kind, reason, remote_id, lookup_first, digest, payload, fp, stage = (
+                row
+            )
             product = (
                 Product(key, canonical.loads(payload), digest, line, fp)
                 if payload is not None
@@ -112,6 +117,7 @@ class PlanStore:
                 reason=reason,
                 line=line,
                 lookup_first=bool(lookup_first),
+                stage=stage,
             )
 
     def keys(self, kind: Kind) -> Iterator[str]:
@@ -167,4 +173,5 @@ def _row(action: Action) -> tuple[Any, ...]:
         product.digest if product and write else None,
         canonical.dumps(product.payload) if product and write else None,
         fingerprint,
+        action.stage,
     )

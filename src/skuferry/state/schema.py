@@ -108,11 +108,37 @@ def _m4_last_sent(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE products RENAME COLUMN payload TO sent")
 
 
+def _m5_dead_letters(conn: sqlite3.Connection) -> None:
+    # Products refused or failed, with the stage that refused them (state/deadletters.py):
+    # what `skuferry rejected` lists and `skuferry retry` sends again. One row per key, or
+    # per source line for a record without a key ('#<line>').
+    _run(
+        conn,
+        """
+        CREATE TABLE dead_letters (
+            slot TEXT PRIMARY KEY,
+            key TEXT,
+            stage TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            status INTEGER,
+            message TEXT,
+            source TEXT,
+            line INTEGER,
+            first_seen REAL NOT NULL,
+            last_seen REAL NOT NULL
+        );
+        CREATE INDEX dead_letters_key ON dead_letters(key);
+        CREATE INDEX dead_letters_stage ON dead_letters(stage)
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m1_initial,
     _m2_rejected_digest,
     _m3_source_fingerprint,
     _m4_last_sent,
+    _m5_dead_letters,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from skuferry import errors, logs
 from skuferry.config.keys import fingerprint
@@ -49,7 +50,9 @@ from skuferry.state.remoteindex import RemoteIndex
 from skuferry.sync import auth_check, check_then_create, eta, gone, incremental, settle
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
+from skuferry.sync.lanes import LANE_META, Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
 from skuferry.sync.mapping import Mapper
+from skuferry.sync.named import NamedPull
 from skuferry.sync.pieces import joins_read, open_pieces, pieces_notes, skipped, use_keys
 from skuferry.sync.plan import Tally, plan
 from skuferry.sync.writer import Writer
@@ -66,6 +69,7 @@ class Adapters:
 
     source: Source | None = None
     client: RemoteApi | None = None
+    urgent: UrgentInbox | None = None  # the daemon's hooks: keys for the running run's lane
 
 
 def run_once(
@@ -75,7 +79,8 @@ def run_once(
     stop: threading.Event | None = None,
     on_progress: Progress | None = None,
     adapters: Adapters | None = None,
-    **flags: bool,
+    urgent: UrgentInbox | None = None,
+    **flags: Any,
 ) -> RunSummary:
     """Run one sync. Raises a SkuferryError when the run as a whole cannot proceed.
 
@@ -86,6 +91,8 @@ def run_once(
     dry_run = options.dry_run
     stop = stop or threading.Event()
     adapters = adapters or Adapters()
+    if urgent is not None:  # the daemon's inbox: keys pushed while this run writes
+        adapters = dataclasses.replace(adapters, urgent=urgent)
     started = time.monotonic()
     summary = RunSummary(dry_run=dry_run)
     state_path = settings.state.path
@@ -147,13 +154,24 @@ def _run(
     stack: ExitStack,
 ) -> None:
     base, source, mapper = _open_source(settings, adapters, stack, dry_run=options.dry_run)
-    pull = _choose_pull(settings, mirror, source, summary, force_full=options.full)
+    named = NamedPull(options.only, mapper) if options.only is not None else None
+    pull = (
+        None if named else _choose_pull(settings, mirror, source, summary, force_full=options.full)
+    )
+    full = pull is not None and pull.full  # absence proves nothing in incremental, named pulls
     store = mirror.plan_store()
     stack.callback(store.close)
-    log.info("sync.plan.started", source=source.describe(), pull=pull.kind, why=pull.reason)
-    tally = _fill(store, pull.records(source), mirror, mapper, settings, full=pull.full)
+    if named is not None:
+        summary.pull = "named"
+        log.info("sync.plan.started", source=source.describe(), pull="named", keys=len(named.keys))
+    elif pull is not None:
+        log.info("sync.plan.started", source=source.describe(), pull=pull.kind, why=pull.reason)
+    records = named.records(source) if named is not None else _records(pull, source)
+    tally = _fill(store, records, mirror, mapper, settings, full=full, resend=options.resend)
     counts = store.counts()
     _count_plan(store, counts, summary, tally)
+    if named is not None:
+        _report_missing(named.missing, summary)
     _count_skips(base, source, summary)
     _guards(
         settings,
@@ -162,7 +180,7 @@ def _run(
         counts,
         force=options.force,
         allow_empty_source=options.allow_empty_source,
-        full=pull.full,
+        full=full,
     )
 
     if summary.dry_run:
@@ -170,8 +188,9 @@ def _run(
             settings, store, counts, summary, verify=options.verify, paces=mirror.metas(PACE_META)
         )
         return
-
-    incremental.note_pending(mirror, pull, writes=counts[Kind.CREATE] + counts[Kind.UPDATE])
+    _note_refusals(mirror, store, source=_short_name(source), whole=full)
+    if pull is not None:
+        incremental.note_pending(mirror, pull, writes=counts[Kind.CREATE] + counts[Kind.UPDATE])
     # Gone or drifted products back in step are SYNCED before --verify reads the synced rows,
     # so a remote edit made while they were away is put right too.
     mirror.mark_in_step(store.keys(Kind.UNCHANGED))
@@ -184,8 +203,70 @@ def _run(
         stack.callback(index.close)
         check_then_create.settle(orphans, index, mirror)
 
-    tick = _ticker(on_progress, total=sum(counts[k] for k in _WRITE_KINDS))
-    writer = Writer(
+    writer = _send(
+        settings,
+        mirror,
+        store,
+        summary,
+        client=client,
+        index=index,
+        lane=_Lane(source, mapper, adapters.urgent),
+        run_id=run_id,
+        options=options,
+        stop=stop,
+        tick=_ticker(on_progress, total=sum(counts[k] for k in _WRITE_KINDS)),
+        stack=stack,
+    )
+    mirror.mark_gone(store.keys(Kind.GONE))
+    mirror.name_letters(_short_name(source))  # the API's refusals of this run
+    mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
+    summary.interrupted = stop.is_set()
+    if writer.results.fatal is not None:
+        raise writer.results.fatal
+    if pull is not None:  # all writes committed: the next window starts at this pull's start
+        incremental.finish(mirror, pull, committed=not summary.interrupted and not summary.failed)
+
+
+def _records(pull: incremental.Pull | None, source: Source) -> Iterator[RawRecord | BadRecord]:
+    if pull is None:  # pragma: no cover - a run has a pull or named keys
+        raise RuntimeError("a run without a pull")
+    return pull.records(source)
+
+
+def _report_missing(missing: list[str], summary: RunSummary) -> None:
+    for key in missing:
+        summary.add_problem(key, None, "not in the source")
+    if missing:
+        shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
+        summary.notes.append(f"{len(missing)} named key(s) are not in the source: {shown}")
+
+
+@dataclass
+class _Lane:
+    """What the urgent lane needs to read keys that arrive mid-run (sync/lanes.py)."""
+
+    source: Source
+    mapper: Mapper
+    inbox: UrgentInbox | None
+
+
+def _send(
+    settings: Settings,
+    mirror: Mirror,
+    store: PlanStore,
+    summary: RunSummary,
+    *,
+    client: RemoteApi,
+    index: RemoteIndex | None,
+    lane: _Lane,
+    run_id: int | None,
+    options: RunOptions,
+    stop: threading.Event,
+    tick: Callable[[], None],
+    stack: ExitStack,
+) -> Writer:
+    """The writes: the urgent lane, then the plan's (urgent updates first), then repairs."""
+    writer = TrackingWriter(
         client,
         mirror,
         run_id=run_id,
@@ -196,7 +277,14 @@ def _run(
         ownership=Ownership.from_mapping(settings.mapping),
         gone=GonePolicy.from_settings(settings.gone),
     )
-    writes: Iterator[Action] = store.actions(*_WRITE_KINDS)
+    lanes = Lanes(
+        ordered(store, mirror, settings.mapping.urgent),
+        take=Arrivals(mirror, lane.inbox),
+        fetch=lambda keys: _fetch_urgent(mirror, lane, keys, summary),
+        in_flight=writer.in_flight,
+        can_send=lambda action: index is not None or not action.lookup_first,
+    )
+    writes: Iterator[Action] = iter(lanes)
     checked: check_then_create.Checked | None = None
     found = check_then_create.Lookups()  # counted into the summary below
     if index is not None:
@@ -220,13 +308,62 @@ def _run(
         settle.give_up(writer, mirror)  # what is still in doubt is failed, sent again next run
         _count_lookups(found, summary)
         _collect(writer, summary, client)
-    mirror.mark_gone(store.keys(Kind.GONE))
-    mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
-    summary.interrupted = stop.is_set()
-    if writer.results.fatal is not None:
-        raise writer.results.fatal
-    # all writes committed: the next window starts at this pull's start
-    incremental.finish(mirror, pull, committed=not summary.interrupted and not summary.failed)
+        if lanes.leftover and lane.inbox is not None:
+            lane.inbox.put(lanes.leftover)  # the daemon runs them right after this run
+        elif lanes.leftover:  # another process handed them over: back to the state file
+            mirror.set_metas({LANE_META + k: str(time.time()) for k in lanes.leftover})
+    return writer
+
+
+def _fetch_urgent(
+    mirror: Mirror, lane: _Lane, keys: list[str], summary: RunSummary
+) -> list[Action]:
+    """Read ``keys`` from the source again and plan them against the mirror as it is now."""
+    named = NamedPull(keys, lane.mapper)
+    actions = list(
+        plan(
+            named.records(lane.source),
+            mirror.known(),
+            walked=mirror.walked(),
+            mapper=lane.mapper,
+            full=False,
+        )
+    )
+    _report_missing(named.missing, summary)
+    refused = [a for a in actions if a.kind in (Kind.REJECT, Kind.STILL_REJECTED)]
+    for action in refused:
+        summary.rejected += 1
+        summary.add_problem(action.key, action.line, action.reason or "rejected")
+    if refused:
+        mirror.note_refusals(
+            ((a.key, a.stage or "api", a.reason or "rejected", a.line) for a in refused),
+            source=_short_name(lane.source),
+            whole=False,
+        )
+    return [a for a in actions if a.kind in _WRITE_KINDS]
+
+
+_VALID_KINDS = (Kind.CREATE, Kind.UPDATE, Kind.RESTORE, Kind.UNCHANGED, Kind.ARCHIVE)
+
+
+def _note_refusals(mirror: Mirror, store: PlanStore, *, source: str, whole: bool) -> None:
+    """What `skuferry rejected` lists (state/deadletters.py): the plan's refusals."""
+    mirror.note_refusals(
+        _refusals(store),
+        valid=itertools.chain.from_iterable(store.keys(k) for k in _VALID_KINDS),
+        source=source,
+        whole=whole,
+    )
+
+
+def _refusals(store: PlanStore) -> Iterator[tuple[str | None, str, str, int | None]]:
+    """(key, stage, reason, line) of each product the plan refused, or still refuses."""
+    for action in store.actions(Kind.REJECT, Kind.STILL_REJECTED):
+        if action.kind is Kind.STILL_REJECTED:  # the API refused these very data before
+            reason = action.reason or "rejected earlier; not resent until its data change"
+            yield action.key, "api", reason, action.line
+        else:
+            yield action.key, action.stage or "read", action.reason or "refused", action.line
 
 
 def _after_writes(
@@ -326,6 +463,7 @@ def _fill(
     settings: Settings,
     *,
     full: bool,
+    resend: frozenset[str] = frozenset(),
 ) -> Tally:
     """Plan the pull into ``store``; what the planner found out on the way."""
     tally = Tally()
@@ -339,6 +477,7 @@ def _fill(
             full=full,  # absence proves nothing in an incremental pull
             archiving=GonePolicy.from_settings(settings.gone).archiving,  # ARCHIVE, not GONE
             tally=tally,  # bad rows whose product is unknown: no gone decisions
+            resend=resend,  # retry: refused data sent again
         )
     )
     return tally

@@ -464,7 +464,7 @@ class Mapper:
         self, line: int, where: str, problem: str, key: str | None, label: str | None = None
     ) -> BadRecord:
         at = label or f"line {line}"
-        return BadRecord(line, f"{self._source_name} {at}, {where}: {problem}", key)
+        return BadRecord(line, f"{self._source_name} {at}, {where}: {problem}", key, stage="map")
 
     def _bad_key(self, line: int, raw_key: Any, label: str | None = None) -> BadRecord:
         name = self._key_field

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from skuferry.models import (
@@ -69,11 +69,15 @@ class Tally:
     gone_skipped: bool = False  # a full pull decided nothing gone because of them
 
 
-def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
+def decide(
+    product: Product, row: MirrorRow | None, *, walked: bool, resend: bool = False
+) -> Action:
     """What to do with ``product`` given the mirror's ``row`` for its key.
 
     ``row.digest`` is the digest last confirmed on the remote, except for a
     REJECTED row, where it is the digest the API (or mapping) refused.
+    ``resend`` (``skuferry retry``): data the API refused are sent again, by the
+    same rules as a change (an update, or a create after a lookup when needed).
     """
 
     def create(*, lookup: bool = False) -> Action:
@@ -97,7 +101,7 @@ def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
     if row.intent_digest is not None:
         return create(lookup=True)  # a POST may have landed: resolve by lookup, never re-POST blind
     if row.state is State.REJECTED:
-        if row.digest == product.digest:
+        if row.digest == product.digest and not resend:
             return Action(
                 Kind.STILL_REJECTED, product.key, product, line=product.line, reason=row.last_error
             )
@@ -107,7 +111,7 @@ def decide(product: Product, row: MirrorRow | None, *, walked: bool) -> Action:
     if row.state is State.ARCHIVED and row.remote_id is not None:
         # Back in the source: the remote holds (or may hold) the [gone] patch, so whatever
         # the digest it is restored, unless this very data was refused as a restore.
-        if row.digest == product.digest:
+        if row.digest == product.digest and not resend:
             return Action(
                 Kind.STILL_REJECTED, product.key, product, line=product.line, reason=row.last_error
             )
@@ -132,6 +136,7 @@ def plan(
     full: bool = True,
     archiving: str | None = None,
     tally: Tally | None = None,
+    resend: Collection[str] = (),
 ) -> Iterator[Action]:
     """Stream the actions that bring the remote in step with ``records``.
 
@@ -162,6 +167,8 @@ def plan(
     ``seen`` (key -> (digest, first line)) may be a disk-backed mapping for
     huge catalogs; it is filled as the records stream by.
 
+    ``resend``: keys whose refused data are sent again (see ``decide``).
+
     Raw source records need a ``mapper``: one whose fingerprint equals the one a
     SYNCED row holds beside its digest is UNCHANGED without being mapped (see
     ``was_mapped``); every other one is mapped here.
@@ -182,14 +189,16 @@ def plan(
                         f"line {earlier[1]}: {reason}"
                     )
                 seen[record.key] = (_REJECTED_IN_RUN, earlier[1] if earlier else record.line)
-            yield Action(Kind.REJECT, record.key, reason=reason, line=record.line)
+            yield Action(
+                Kind.REJECT, record.key, reason=reason, line=record.line, stage=record.stage
+            )
             continue
         earlier = seen.get(record.key)
         if earlier is None:
             seen[record.key] = (record.digest, record.line)
             if was_mapped(record):
                 _remember(recent, record)
-                yield decide(record, row, walked=walked)
+                yield decide(record, row, walked=walked, resend=record.key in resend)
             else:  # recognised: _recognised() checked the row is SYNCED with this digest
                 yield Action(Kind.UNCHANGED, record.key, record, line=record.line)
             continue
@@ -202,6 +211,7 @@ def plan(
             record.key,
             line=record.line,
             reason=_conflict_reason(record, first_line, recent.get(record.key)),
+            stage="check",  # each row reads and maps; together they contradict each other
         )
     if not full:
         return

@@ -264,7 +264,7 @@ class Writer:
             if restoring:  # stays ARCHIVED: restored (restore table and all) when data change
                 self._mirror.record_restore_refused(product, exc.message or str(exc))
             else:
-                self._mirror.record_rejected(product, exc.message or str(exc))
+                self._mirror.record_rejected(product, exc.message or str(exc), status=exc.status)
             self.results.rejected.append({"key": key, "line": product.line, "reason": str(exc)})
             log.warning(
                 "sync.rejected", key=key, line=product.line, status=exc.status, reason=exc.message
@@ -294,7 +294,8 @@ class Writer:
             if restoring:
                 self._mirror.record_unsent(key, str(exc), state=State.ARCHIVED)
             else:
-                self._mirror.record_failed(key, str(exc), product=product)
+                status = getattr(exc, "status", None)
+                self._mirror.record_failed(key, str(exc), product=product, status=status)
             self._other_failure(key, exc)
 
     def _archive_failed(self, action: Action, exc: errors.SkuferryError) -> None:
