@@ -23,13 +23,14 @@ from structlog.testing import capture_logs
 from skuferry.config.load import ScheduleSettings, Settings
 from skuferry.config.schedule import build_trigger, crontab_weekdays, describe_schedule
 from skuferry.errors import AuthError, ConfigError, LockHeld, SourceError
-from skuferry.models import RunSummary
+from skuferry.models import RunOptions, RunSummary
 from skuferry.service.daemon import Daemon
 from skuferry.service.metrics import parse_samples
 from skuferry.service.notify import Notifier
 from skuferry.service.report import collect_status, print_status
 from skuferry.state import schema
 from skuferry.state.mirror import Mirror
+from skuferry.sync.lanes import UrgentInbox
 
 FAST = 0.05  # seconds between runs
 
@@ -73,11 +74,14 @@ class FakeJob:
     def __call__(
         self,
         settings: Settings,
+        options: RunOptions | None = None,
         *,
         verify: bool = False,
         stop: threading.Event | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        urgent: UrgentInbox | None = None,
     ) -> RunSummary:
+        del options, urgent  # targeted runs and lanes: tests/integration/test_hooks.py
         step = self.script[min(len(self.calls), len(self.script) - 1)]
         self.calls.append({"settings": settings, "verify": verify, "stop": stop})
         if isinstance(step, Exception):

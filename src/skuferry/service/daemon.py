@@ -52,33 +52,40 @@ from skuferry.errors import (
     LockHeld,
     SkuferryError,
 )
-from skuferry.models import RunSummary
-from skuferry.service import freshness
+from skuferry.models import RunOptions, RunSummary
+from skuferry.service import freshness, hooks_http
 from skuferry.service.http_endpoint import Board, Endpoint
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.service.runner import run_watched
 from skuferry.service.watch import FileWatch
 from skuferry.state.mirror import Mirror
+from skuferry.sync.lanes import UrgentInbox
 
 log = logs.get(__name__)
 
 JOB_ID = "sync"
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
-_STOP, _RELOAD, _RUN = "stop", "reload", "run"
+_STOP, _RELOAD, _RUN, _KEYS = "stop", "reload", "run", "keys"
 
 
 class Job(Protocol):
-    """What the daemon runs: ``engine.run_once`` or a test's fake."""
+    """What the daemon runs: ``engine.run_once`` or a test's fake.
+
+    With hooks on, runs also get ``urgent`` (the inbox their lane takes pushed keys
+    from) and targeted runs ``options`` (``RunOptions(only=...)``).
+    """
 
     def __call__(
         self,
         settings: Settings,
+        options: RunOptions | None = ...,
         *,
         verify: bool = ...,
         stop: threading.Event | None = ...,
         on_progress: Callable[[int, int], None] | None = ...,
+        urgent: UrgentInbox | None = ...,
     ) -> RunSummary: ...
 
 
@@ -147,6 +154,7 @@ class Daemon:
         idle_tick_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        lanes: bool = True,
     ) -> None:
         self._config_path = config_path
         self._job = job
@@ -171,6 +179,15 @@ class Daemon:
         self._last_status = float("-inf")
         self.last_outcome: RunOutcome | None = None
         self._run_asked = False  # a watched file changed: run as soon as no run is going
+        self._run_reason = ""
+        # Keys pushed by POST /hooks/sync: taken by the urgent lane of the run going, or
+        # by a targeted run started at once (sync/lanes.py). ``lanes=False`` (benchmarks):
+        # the run going does not see them; they wait for a targeted run after it.
+        self.inbox = UrgentInbox()
+        self._lanes = lanes
+        self._hooks = False
+        self._gate = threading.Lock()  # one run at a time: scheduled, asked or targeted
+        self._targeted = 0
         self._watch: FileWatch | None = None
         self._endpoint: Endpoint | None = None
         self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
@@ -192,10 +209,17 @@ class Daemon:
     def request_reload(self) -> None:
         self._commands.put(_RELOAD)
 
-    def request_run(self) -> None:
+    def request_run(self, reason: str = "the source file changed") -> None:
         """Run now, besides the schedule (after the run in flight, if any)."""
+        self._run_reason = reason
         self._run_asked = True
         self._commands.put(_RUN)
+
+    def push_keys(self, keys: list[str]) -> int:
+        """Keys to sync now (POST /hooks/sync); how many are waiting. Thread-safe."""
+        waiting = self.inbox.put(keys)
+        self._commands.put(_KEYS)
+        return waiting
 
     def start(self) -> None:
         """Load the config, open the state, schedule, tell systemd READY=1. Raises SkuferryError."""
@@ -238,11 +262,15 @@ class Daemon:
                 if not self._executor.busy():
                     self._notify.keepalive()  # during a run, progress points do it
                     self._run_if_asked()
+                    self._run_keys_if_waiting()
                 continue
             if command == _STOP:
                 return self.shutdown()
             if command == _RUN:
                 self._run_if_asked()
+                continue
+            if command == _KEYS:
+                self._run_keys_if_waiting()
                 continue
             self.reload()
 
@@ -333,17 +361,23 @@ class Daemon:
         verify = every > 0 and number % every == 0
         log.info("daemon.run.started", run=number, verify=verify)
         self._notify.status(f"run {number} started")
+        extra: dict[str, Any] = {"urgent": self.inbox} if self._hooks and self._lanes else {}
         # hooks, timing and the outcome (service/runner.py); a failed run never ends the
         # schedule: run_watched hands back what the job raised instead of raising it
-        outcome = run_watched(
-            settings,
-            lambda: self._job(
-                settings, verify=verify, stop=self.stop_event, on_progress=self._progress
-            ),
-            stopping=self.stop_event.is_set,
-            clock=self._clock,
-            wall_clock=self._wall_clock,
-        )
+        with self._gate:
+            outcome = run_watched(
+                settings,
+                lambda: self._job(
+                    settings,
+                    verify=verify,
+                    stop=self.stop_event,
+                    on_progress=self._progress,
+                    **extra,
+                ),
+                stopping=self.stop_event.is_set,
+                clock=self._clock,
+                wall_clock=self._wall_clock,
+            )
         if outcome.exception is not None:
             self._log_failure(number, outcome.exception, outcome)
         elif outcome.summary is not None:
@@ -382,6 +416,8 @@ class Daemon:
 
     def _after_run(self, settings: Settings, outcome: RunOutcome) -> None:
         release_memory()
+        if len(self.inbox):
+            self._commands.put(_KEYS)  # pushed while it ran, not taken: a targeted run next
         self.last_outcome = outcome
         self.board.record(outcome)
         # a run that ends after the stop (it overstayed the deadline) promises no next run
@@ -401,7 +437,16 @@ class Daemon:
     def _start_watchers(self, settings: Settings) -> None:
         if settings.daemon.listen:
             self.board.seed(settings.metrics.textfile)
-            self._endpoint = Endpoint(settings.daemon.listen, self.board).start()
+            secret = hooks_http.load_secret(settings.daemon)
+            desk = None
+            if secret is not None:
+                self._hooks = True
+                desk = hooks_http.Desk(
+                    secret,
+                    on_keys=self.push_keys,
+                    on_run=lambda: self.request_run("POST /hooks/run"),
+                )
+            self._endpoint = Endpoint(settings.daemon.listen, self.board, desk).start()
         self._restart_watch(settings)
 
     def _restart_watch(self, settings: Settings) -> None:
@@ -427,8 +472,55 @@ class Daemon:
     def _run_if_asked(self) -> None:
         if self._run_asked and not self._executor.busy() and not self.stop_event.is_set():
             self._run_asked = False
-            log.info("daemon.run.triggered", reason="the source file changed")
+            log.info("daemon.run.triggered", reason=self._run_reason)
             self._scheduler.modify_job(JOB_ID, next_run_time=datetime.now().astimezone())
+
+    def _run_keys_if_waiting(self) -> None:
+        """Pushed keys and no run going: a targeted run of them, now."""
+        if not len(self.inbox) or self._executor.busy() or self.stop_event.is_set():
+            return
+        keys = self.inbox.take()
+        log.info("daemon.run.targeted", keys=len(keys))
+        self._scheduler.add_job(
+            self.run_targeted,
+            "date",
+            run_date=datetime.now().astimezone(),
+            args=[keys],
+            name="skuferry targeted sync",
+            misfire_grace_time=None,
+        )
+
+    def run_targeted(self, keys: list[str]) -> RunOutcome:
+        """A run of ``keys`` only (pushed by a hook); never raises."""
+        settings = self.settings
+        self._targeted += 1
+        number = self._targeted
+        log.info("daemon.targeted.started", targeted=number, keys=len(keys))
+        with self._gate:
+            outcome = run_watched(
+                settings,
+                lambda: self._job(
+                    settings,
+                    RunOptions(only=tuple(keys)),
+                    stop=self.stop_event,
+                    on_progress=self._progress,
+                    urgent=self.inbox,  # more keys pushed meanwhile join this run's lane
+                ),
+                stopping=self.stop_event.is_set,
+                clock=self._clock,
+                wall_clock=self._wall_clock,
+            )
+        if outcome.exception is not None:
+            self._log_failure(number, outcome.exception, outcome)
+        elif outcome.summary is not None:
+            log.info(
+                "daemon.targeted.finished",
+                targeted=number,
+                exit_code=outcome.exit_code,
+                **_counts(outcome.summary),
+            )
+        self._after_run(settings, outcome)
+        return outcome
 
     def schedule_problem(self) -> str | None:
         """Why the schedule is not alive (for /healthz), or None."""

@@ -29,7 +29,7 @@ from typing import Any
 from skuferry import logs
 from skuferry.config.load import Settings
 from skuferry.errors import AuthError, ConfigError
-from skuferry.service import freshness, hooks, metrics
+from skuferry.service import freshness, hooks, hooks_http, metrics
 from skuferry.service.metrics import RunOutcome
 
 log = logs.get(__name__)
@@ -117,11 +117,11 @@ class Board:
 class Endpoint:
     """The HTTP server for a ``Board`` on ``host:port``; ``port`` 0 picks a free one."""
 
-    def __init__(self, listen: str, board: Board) -> None:
+    def __init__(self, listen: str, board: Board, hooks: hooks_http.Desk | None = None) -> None:
         host, _, port = listen.rpartition(":")
         host = host.strip("[]")
         try:
-            self._httpd = ThreadingHTTPServer((host, int(port)), _handler_for(board))
+            self._httpd = ThreadingHTTPServer((host, int(port)), _handler_for(board, hooks))
         except OSError as exc:
             raise ConfigError(
                 [f"at 'daemon.listen': cannot listen on {listen}: {exc.strerror or exc}"]
@@ -166,7 +166,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _handler_for(board: Board) -> type[BaseHTTPRequestHandler]:
+def _handler_for(board: Board, desk: hooks_http.Desk | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "skuferry"
         sys_version = ""
@@ -185,6 +185,23 @@ def _handler_for(board: Board) -> type[BaseHTTPRequestHandler]:
                 self._send(
                     404, b'{"error": "not found; try /metrics or /healthz"}', "application/json"
                 )
+
+        def do_POST(self) -> None:  # the hooks (service/hooks_http.py); never logs the body
+            path = self.path.split("?", 1)[0]
+            if desk is None or path not in hooks_http.PATHS:
+                self._send(404, b'{"error": "not found"}', "application/json")
+                return
+            length = self.headers.get("Content-Length", "")
+            if not length.isdigit() or int(length) > hooks_http.MAX_BODY_BYTES:
+                self.close_connection = True
+                self._send(
+                    413, b'{"error": "send a Content-Length up to 1 MiB"}', "application/json"
+                )
+                return
+            body = self.rfile.read(int(length))
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            status, answer = desk.handle(path, headers, body)
+            self._send(status, json.dumps(answer).encode(), "application/json")
 
         def _send(self, status: int, body: bytes, content_type: str) -> None:
             self.send_response(status)
