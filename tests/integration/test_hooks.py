@@ -153,3 +153,75 @@ def test_signed_hooks_sync_their_keys_and_unsigned_or_stale_ones_trigger_nothing
     wait_until(lambda: prices(sandbox) == new, "the full run")
     text = log.read_text()
     assert SECRET.decode() not in text and "a1b2" not in text, "neither secret nor body logged"
+
+
+def test_a_hook_during_a_long_run_joins_its_urgent_lane(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    sandbox = sandbox_factory(updates="patch")
+    rows = catalog_rows(60)
+    write_catalog(rows)
+    secret_file = tmp_path / "hook_secret"
+    secret_file.write_bytes(SECRET)
+    secret_file.chmod(0o600)
+    listen = closed_port_url().removeprefix("http://")
+    daemon_extra = (
+        f'[daemon]\nlisten = "{listen}"\nhook_secret_file = "{secret_file}"\n'
+        "[safety]\nmax_change_ratio = 1.0\n"
+    )
+    config = write_config(sandbox.url, extra=daemon_extra)
+    assert run_cli("sync", "--config", str(config)).returncode == 0
+    # the daemon's run: every name changes, one write at a time, each answered in 0.25 s
+    # (15 s in all, a slow API's pace); stock is urgent
+    sandbox.config.latency_s = 0.25
+    slow = write_config(
+        sandbox.url,
+        max_in_flight=1,
+        extra=daemon_extra + "[schedule]\ninterval_minutes = 600\n",
+    )
+    text = slow.read_text().replace('key = "sku"\n', 'key = "sku"\nurgent = ["stock"]\n', 1)
+    slow.write_text(text)
+    for row in rows:
+        row["Name"] += " (new text)"
+    write_catalog(rows)
+    log = tmp_path / "daemon.log"
+
+    def renamed() -> int:
+        return sum("(new text)" in p["name"] for p in sandbox.products())
+
+    def stock() -> int:
+        return next(int(p["stock"]) for p in sandbox.products() if p["sku"] == "SKU-00060")
+
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "skuferry", "--log-format", "json", "run", "-c", str(slow)],
+            cwd=tmp_path,
+            env=clean_env(),
+            stderr=err,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            wait_until(lambda: renamed() >= 5, "the long run to be writing")
+            rows[-1]["Stock"] = "4321"  # the last product: the run's own order sends it last
+            write_catalog(rows)
+            body = json.dumps({"keys": [rows[-1]["SKU"]]}).encode()
+            signed = {"X-Skuferry-Signature": sign(SECRET, body)}
+            assert post(f"http://{listen}/hooks/sync", body, **signed).status_code == 202
+
+            wait_until(lambda: stock() == 4321, "the pushed stock")
+            assert renamed() < 60, "on the CMS before the long run got through its own writes"
+            wait_until(
+                lambda: any(e.get("event") == "daemon.run.finished" for e in events(log)),
+                "the long run's end",
+            )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+    found = events(log)
+    assert not [e for e in found if e.get("event") == "daemon.targeted.started"], "no 2nd run"
+    assert any(e.get("event") == "sync.lane.urgent" for e in found)
+    assert stock() == 4321 and renamed() == 60

@@ -1,0 +1,115 @@
+"""Priority lanes (sync/lanes.py): the order of a run's writes, and keys that arrive mid-run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skuferry import canonical
+from skuferry.models import Action, Kind, Product
+from skuferry.state.mirror import Mirror
+from skuferry.sync.lanes import LANE_META, Arrivals, Lanes, UrgentInbox, changes_urgent, ordered
+
+
+def prod(key: str, line: int, **fields: Any) -> Product:
+    payload = {"sku": key, **fields}
+    return Product(key=key, payload=payload, digest=canonical.digest(payload), line=line)
+
+
+def update(key: str, line: int, **fields: Any) -> Action:
+    return Action(Kind.UPDATE, key, prod(key, line, **fields), remote_id=f"r-{key}", line=line)
+
+
+def create(key: str, line: int) -> Action:
+    return Action(Kind.CREATE, key, prod(key, line, stock=1), line=line)
+
+
+def test_an_update_is_urgent_when_it_changes_an_urgent_field() -> None:
+    action = update("A", 1, stock=5, name="x")
+    assert changes_urgent(action, {"sku": "A", "stock": 4, "name": "x"}, ["stock"])
+    assert not changes_urgent(action, {"sku": "A", "stock": 5, "name": "y"}, ["stock"])
+    assert changes_urgent(action, None, ["stock"]), "nothing known as sent: it may differ"
+    assert not changes_urgent(action, {"stock": 4}, [])
+
+
+def test_ordered_sends_urgent_updates_then_creates_then_the_rest(tmp_path: Path) -> None:
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        for key in ("U1", "U2", "D1", "D2"):
+            mirror.record_created(prod(key, 0, stock=1, name="old"), f"r-{key}")
+        store = mirror.plan_store()
+        store.fill(
+            [
+                update("D1", 1, stock=1, name="new"),  # description only
+                create("C1", 2),
+                update("U1", 3, stock=9, name="old"),  # stock changed
+                update("D2", 4, stock=1, name="new"),
+                update("U2", 5, stock=7, name="new"),
+                create("C2", 6),
+            ]
+        )
+        urgent = [a.key for a in ordered(store, mirror, ["stock"])]
+        plain = [a.key for a in ordered(store, mirror, [])]
+        store.close()
+    finally:
+        mirror.close()
+    assert urgent == ["U1", "U2", "C1", "C2", "D1", "D2"]
+    assert plain == ["D1", "C1", "U1", "D2", "U2", "C2"], "without urgent: source order"
+
+
+def test_keys_that_arrive_go_first_supersede_the_runs_own_and_wait_while_in_flight() -> None:
+    inbox = UrgentInbox()
+    flying = {"K3"}
+    fetched: list[list[str]] = []
+
+    def fetch(keys: list[str]) -> list[Action]:
+        fetched.append(keys)
+        return [update(k, 0, stock=99) for k in keys]
+
+    own = [update(f"K{i}", i, name="n") for i in range(1, 6)]
+    lanes = Lanes(own, take=inbox.take, fetch=fetch, in_flight=lambda k: k in flying)
+    sent: list[tuple[str | None, Any]] = []
+    for action in lanes:
+        assert action.product is not None
+        sent.append((action.key, action.product.payload.get("stock")))
+        if action.key == "K1":
+            inbox.put(["K4", "K3", "K4"])  # pushed while the run writes; K3 is in flight
+        if action.key == "K4" and action.product.payload.get("stock") == 99:
+            flying.clear()  # K3's answer came
+    assert sent == [("K1", None), ("K4", 99), ("K2", None), ("K3", 99), ("K5", None)]
+    assert fetched == [["K4"], ["K3"]], "each key read once, after its write in flight"
+    assert lanes.leftover == [] and lanes.sent == 2
+
+
+def test_what_the_lane_cannot_send_is_left_over_for_a_run_after() -> None:
+    inbox = UrgentInbox()
+    inbox.put(["NEW", "STUCK"])
+    lanes = Lanes(
+        [],
+        take=inbox.take,
+        fetch=lambda keys: [create(k, 0) for k in keys if k == "NEW"],
+        in_flight=lambda k: k == "STUCK",
+        can_send=lambda a: a.kind is not Kind.CREATE,
+    )
+    assert list(lanes) == []
+    assert sorted(lanes.leftover) == ["NEW", "STUCK"]
+
+
+def test_arrivals_take_the_inbox_and_keys_other_processes_left_in_the_state(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        inbox = UrgentInbox()
+        inbox.put(["A", "B"])
+        mirror.set_metas({LANE_META + "C": "1", LANE_META + "A": "1"})
+        now = [0.0]
+        take = Arrivals(mirror, inbox, clock=lambda: now[0])
+        assert take() == ["A", "B", "C"]
+        assert mirror.metas(LANE_META) == [], "taken: removed from the state file"
+        mirror.set_metas({LANE_META + "D": "1"})
+        assert take() == [], "the state file is polled at most every POLL_S"
+        now[0] = 1.0
+        assert take() == ["D"]
+    finally:
+        mirror.close()
