@@ -214,9 +214,7 @@ def main() -> None:
     for lanes in (True, False):
         if args.only and args.only != ("with" if lanes else "without"):
             continue
-        figures = measure(
-            lanes=lanes, products=args.products, changes=args.changes, at_s=args.at
-        )
+        figures = measure(lanes=lanes, products=args.products, changes=args.changes, at_s=args.at)
         print(
             f"{'with' if lanes else 'without'} lanes: {figures['landed']}/{args.changes} stock "
             f"changes on the sandbox; seconds from hook: p50 {figures['p50_s']}, "

@@ -216,6 +216,7 @@ def _run(
         stop=stop,
         tick=_ticker(on_progress, total=sum(counts[k] for k in _WRITE_KINDS)),
         stack=stack,
+        requests_before=before,
     )
     mirror.mark_gone(store.keys(Kind.GONE))
     mirror.name_letters(_short_name(source))  # the API's refusals of this run
@@ -264,6 +265,7 @@ def _send(
     stop: threading.Event,
     tick: Callable[[], None],
     stack: ExitStack,
+    requests_before: int,
 ) -> Writer:
     """The writes: the urgent lane, then the plan's (urgent updates first), then repairs."""
     writer = TrackingWriter(
@@ -302,7 +304,13 @@ def _send(
         if checked is not None:
             checked.flush()
         _after_writes(
-            client, writer, mirror, settings, found=found, stop=stop, requests_before=before
+            client,
+            writer,
+            mirror,
+            settings,
+            found=found,
+            stop=stop,
+            requests_before=requests_before,
         )
     finally:
         settle.give_up(writer, mirror)  # what is still in doubt is failed, sent again next run
