@@ -225,3 +225,41 @@ def test_a_hook_during_a_long_run_joins_its_urgent_lane(
     assert not [e for e in found if e.get("event") == "daemon.targeted.started"], "no 2nd run"
     assert any(e.get("event") == "sync.lane.urgent" for e in found)
     assert stock() == 4321 and renamed() == 60
+
+
+def test_sync_only_from_another_shell_joins_the_running_runs_urgent_lane(
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Callable[..., subprocess.CompletedProcess[str]],
+    start_cli: Callable[..., subprocess.Popen[bytes]],
+) -> None:
+    sandbox = sandbox_factory(updates="patch")
+    rows = catalog_rows(60)
+    write_catalog(rows)
+    config = write_config(sandbox.url, max_in_flight=1, extra="[safety]\nmax_change_ratio = 1.0\n")
+    assert run_cli("sync", "--config", str(config)).returncode == 0
+    sandbox.config.latency_s = 0.25  # the long run: 60 updates, one at a time, 15 s
+    for row in rows:
+        row["Name"] += " (new text)"
+    write_catalog(rows)
+
+    def renamed() -> int:
+        return sum("(new text)" in p["name"] for p in sandbox.products())
+
+    long_run = start_cli("sync", "--config", str(config))
+    wait_until(lambda: renamed() >= 5, "the long run to be writing")
+    rows[-1]["Stock"] = "4321"
+    write_catalog(rows)
+    named = run_cli("sync", "--config", str(config), "--only", "SKU-00060")
+    assert named.returncode == 0, named.stderr
+    assert "handed 1 key(s) to the running skuferry run" in named.stdout
+    wait_until(
+        lambda: (
+            next(int(p["stock"]) for p in sandbox.products() if p["sku"] == "SKU-00060") == 4321
+        ),
+        "the named key's stock",
+    )
+    assert renamed() < 60, "sent before the long run got through its own writes"
+    assert long_run.wait(timeout=120) == 0
+    assert renamed() == 60
