@@ -136,14 +136,18 @@ class Pieces(Source):
             try:
                 found = each(record.fields)
             except (Refused, jmespath.exceptions.JMESPathError) as exc:
-                yield BadRecord(record.line, f"{self.describe()} {where}: [mapping] each: {exc}")
+                yield BadRecord(
+                    record.line, f"{self.describe()} {where}: [mapping] each: {exc}", stage="map"
+                )
                 continue
             if isinstance(found, dict):
                 found = [found]
             if not isinstance(found, list) or not found:
                 if found is not None and not isinstance(found, list):
                     reason = f"[mapping] each found {type(found).__name__}, not a list"
-                    yield BadRecord(record.line, f"{self.describe()} {where}: {reason}")
+                    yield BadRecord(
+                        record.line, f"{self.describe()} {where}: {reason}", stage="map"
+                    )
                 else:
                     self.without_items += 1
                 continue
@@ -153,7 +157,7 @@ class Pieces(Source):
                     reason = (
                         f"{self.describe()} {label}: an item must be an object, not {element!r}"
                     )
-                    yield BadRecord(record.line, reason)
+                    yield BadRecord(record.line, reason, stage="map")
                     continue
                 yield RawRecord(record.line, {**element, "parent": record.fields}, label)
 
@@ -191,7 +195,7 @@ class Pieces(Source):
             except (Refused, jmespath.exceptions.JMESPathError) as exc:
                 at = record.label or f"line {record.line}"
                 reason = f"{self.describe()} {at}: [source] where: {exc}"
-                yield BadRecord(record.line, reason, self.key_of(record))  # its product held
+                yield BadRecord(record.line, reason, self.key_of(record), stage="map")  # held
                 continue
             if ok:
                 yield record
