@@ -225,7 +225,7 @@ def test_a_bad_row_whose_key_is_sure_holds_its_product_and_the_rest_is_decided(
     )
     leaving = Kind.ARCHIVE if archiving else Kind.GONE
     assert _kinds(actions) == {"A-1": Kind.REJECT, "B-1": leaving, "C-1": leaving}
-    assert actions[0] == Action(Kind.REJECT, "A-1", reason=bad.reason, line=3)
+    assert actions[0] == Action(Kind.REJECT, "A-1", reason=bad.reason, line=3, stage="read")
     assert (tally.unsure, tally.gone_skipped) == (0, False)
 
 
