@@ -41,6 +41,7 @@ from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import as_plain_file
+from skuferry.sources.fingerprint import file_fingerprint
 from skuferry.sources.xml import hardened_parser
 
 log = logs.get(__name__)
@@ -106,6 +107,9 @@ class XlsxSource(Source):
 
     def describe(self) -> str:
         return str(self.path)
+
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        return file_fingerprint(self.path)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         with tempfile.TemporaryDirectory(prefix="skuferry-xlsx-") as scratch:
