@@ -10,6 +10,7 @@ sandbox  serve the local stand-in of the CMS API
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import signal
 import sys
@@ -95,7 +96,25 @@ def _traced(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Verbs(click.Group):
+    """The verbs. ``sandbox`` (an HTTP server, ~0.1 s of imports) loads only when asked for,
+    so ``skuferry sync`` starts without it; ``--help`` still lists it."""
+
+    lazy: dict[str, tuple[str, str]] = {"sandbox": ("skuferry.sandbox.cli", "sandbox_command")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in self.lazy:
+            module, name = self.lazy[cmd_name]
+            found = getattr(importlib.import_module(module), name)
+            self.add_command(found, cmd_name)
+        return found
+
+
+@click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="skuferry")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.option(
@@ -328,14 +347,3 @@ def demo(ctx: click.Context, keep: bool, workdir: Path | None) -> None:
     if workdir is not None:
         files.private_dir(workdir)  # it gets the state and a config holding the sandbox key
     sys.exit(demo_mod.run_demo(keep=keep, workdir=workdir))
-
-
-def _register_sandbox() -> None:
-    try:
-        from skuferry.sandbox.cli import sandbox_command
-    except ImportError:  # pragma: no cover - the sandbox package is part of skuferry
-        return
-    main.add_command(sandbox_command, "sandbox")
-
-
-_register_sandbox()
