@@ -446,6 +446,8 @@ class XlsxSourceSettings(FileSourceSettings):
     type: Literal["xlsx"]
     sheet: str | int = 1  # a sheet name, or its 1-based position
     header_row: int = Field(1, ge=1)
+    # calamine: Rust, ~5x faster, holds the sheet in memory; openpyxl: streamed, flat memory
+    reader: Literal["calamine", "openpyxl"] = "calamine"
 
     @field_validator("sheet")
     @classmethod

@@ -99,8 +99,16 @@ def cell_value(value: Any) -> Any:
 class XlsxSource(Source):
     """Rows of one worksheet as ``RawRecord`` keyed by the header row's names."""
 
-    def __init__(self, path: Path | str, *, sheet: str | int = 1, header_row: int = 1) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        sheet: str | int = 1,
+        header_row: int = 1,
+        reader: str = "calamine",
+    ) -> None:
         self.path = Path(path)
+        self.reader = reader  # "calamine" (sources/xlsx_calamine.py) or "openpyxl"
         self.sheet = sheet
         self.header_row = header_row
         self._name = self.path.name
@@ -121,9 +129,7 @@ class XlsxSource(Source):
 
     def _read(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
         try:
-            reader = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
-            reader.read()
-            book = reader.wb
+            book = _open_book(plain, self.reader)
         except (InvalidFileException, zipfile.BadZipFile, KeyError, ValueError) as exc:
             raise SourceError(f"{self.path} is not a readable .xlsx workbook: {exc}") from None
         try:
@@ -291,9 +297,22 @@ class _CompactReader(ExcelReader):  # type: ignore[misc]
                 self.shared_strings = SharedStrings.parse(source)
 
 
+def _open_book(plain: Path, reader: str) -> Any:
+    """The workbook through calamine (fast, the sheet in memory) or openpyxl (streamed)."""
+    if reader == "calamine":
+        from skuferry.sources.xlsx_calamine import open_book
+
+        return open_book(plain)
+    compact = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
+    compact.read()
+    return compact.wb
+
+
 def _filled(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
 def open_xlsx(settings: XlsxSourceSettings) -> Source:
-    return XlsxSource(settings.path, sheet=settings.sheet, header_row=settings.header_row)
+    return XlsxSource(
+        settings.path, sheet=settings.sheet, header_row=settings.header_row, reader=settings.reader
+    )
