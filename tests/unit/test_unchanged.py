@@ -249,3 +249,16 @@ def test_a_file_changed_within_the_racy_window_has_no_fingerprint(
     changed = max(stat.st_mtime_ns, stat.st_ctime_ns)
     assert file_fingerprint(path, now_ns=changed + 1_000_000_000) is None
     assert file_fingerprint(path, now_ns=changed + 3_000_000_000) is not None
+
+
+def test_a_changed_join_file_forces_the_read(tmp_path: Path) -> None:
+    pim = tmp_path / "pim.jsonl"
+    pim.write_text('{"sku": "SKU-001", "color": "red"}\n', encoding="utf-8")
+    join = {"name": "pim", "type": "jsonl", "path": str(pim), "key": "sku", "on": "sku"}
+    settings = make_settings(tmp_path, api={"auth_check_minutes": 0}, join=[join])
+    remote, source = FakeRemote(), CountingSource(_write(tmp_path / "catalog.csv", 5))
+    _sync(settings, remote, source)
+    assert _sync(settings, remote, source).pull == "unchanged"
+    pim.write_text('{"sku": "SKU-001", "color": "blue"}\n', encoding="utf-8")
+    assert _sync(settings, remote, source).pull == "full", "the join changed: read again"
+    assert source.reads == 2

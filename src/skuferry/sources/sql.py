@@ -113,30 +113,8 @@ class SqlSource(IncrementalSource):
         return bool(s.updated_column) or (s.query is not None and ":since" in s.query)
 
     def fingerprint(self, previous: str | None = None) -> str | None:
-        """``sql:<rows>:<max updated_column>`` of a table with ``updated_column``; else None.
-
-        One aggregate query: a row added, deleted or updated (which moves the column, as
-        incremental pulls already require) changes it. A query source: None (unknown).
-        """
-        s = self.settings
-        if not s.table or not s.updated_column:
-            return None
-        import sqlalchemy
-        from sqlalchemy.exc import SQLAlchemyError
-
-        schema, _, name = s.table.rpartition(".")
-        column: Any = sqlalchemy.column(s.updated_column)
-        statement = sqlalchemy.select(sqlalchemy.func.count(), sqlalchemy.func.max(column))
-        statement = statement.select_from(sqlalchemy.table(name, schema=schema or None))
-        engine = self._engine()
-        try:
-            with engine.connect() as conn:
-                count, newest = conn.execute(statement).one()
-        except SQLAlchemyError:
-            return None  # unknown: the pull reports what is wrong
-        finally:
-            engine.dispose()
-        return f"sql:{count}:{newest!s}"
+        """The table's ``signature()`` (row count, newest ``updated_column``); a query: None."""
+        return self.signature()
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         return self._pull(None)

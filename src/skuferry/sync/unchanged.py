@@ -5,11 +5,11 @@ nothing changed. Each source reports a cheap fingerprint (``Source.fingerprint``
 a local file's ``stat()``, a remote file's ETag by a conditional GET, a SQL table's
 row count and newest ``updated_column``). A run may skip reading and planning when
 
-- the fingerprint is known and equals the one stored by the last run that
-  *committed* (all its writes landed, nothing interrupted), together with the
-  same config (``identity``: the whole effective config, secrets masked, and the
-  skuferry version, which decides how rows are mapped);
-- nothing is pending in the mirror (``PENDING_STATES``, an open create intent, an
+- the fingerprint (and each ``[[join]]`` source's signature) is known and equals
+  the one stored by the last run that *committed* (all its writes landed, nothing
+  interrupted), together with the same config (``identity``: the whole effective
+  config, secrets masked, and the skuferry version, which decides how rows are mapped);
+- nothing is pending in the mirror (``pending_states``, an open create intent, an
   archive in doubt): work the next run would do even on the same source;
 - the run is not asked to look further: not a dry run, not ``--full`` or
   ``--verify``, and not the every-``full_every``-th full pull of an incremental
@@ -38,7 +38,8 @@ from skuferry.config.load import Settings
 from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sources.base import IncrementalSource, Source
 
-FINGERPRINT = "source.fingerprint"  # "<config identity>|<source fingerprint>" of the last commit
+# the last commit's config identity, source fingerprint and join signatures, one a line
+FINGERPRINT = "source.fingerprint"
 CARRIED = "source.carried"  # JSON: that run's standing counts, repeated by a skipped run
 # the counts a skipped run repeats: what a run over the same source would report again
 CARRIED_FIELDS = ("rejected", "rows_rejected", "drift", "problems")
@@ -66,6 +67,16 @@ def identity(settings: Settings) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def joined(settings: Settings) -> list[str | None]:
+    """Each ``[[join]]`` source's signature (sources/signature.py): a join file that changed
+    changes the products as much as the source does. None in the list: cannot be told."""
+    if not settings.join:
+        return []
+    from skuferry.sources.signature import source_signature
+
+    return [source_signature(spec.source) for spec in settings.join]
+
+
 def pending_states(settings: Settings) -> tuple[State, ...]:
     """States a run works on again with the same source: retries, creates in doubt,
     duplicates to re-check, and drift while updates may work (probed again each run)."""
@@ -87,9 +98,10 @@ def check(
     ``pending`` (the mirror's ``has_pending``) is asked last, only when all else says skip.
     """
     stored = metas.get_meta(FINGERPRINT)
-    previous = stored.partition("|")[2] if stored else None
+    previous = stored.split("\n")[1] if stored and "\n" in stored else None
     fingerprint = source.fingerprint(previous or None)
-    token = f"{identity(settings)}|{fingerprint}" if fingerprint is not None else None
+    parts = [fingerprint, *joined(settings)] if fingerprint is not None else [None]
+    token = None if None in parts else "\n".join([identity(settings), *map(str, parts)])
     if options.dry_run or options.full or options.verify:
         return Check(token, reason="asked to read (--dry-run, --full or --verify)")
     if isinstance(source, IncrementalSource) and source.incremental and full_pull:
