@@ -31,9 +31,17 @@ from tests.integration.conftest import KEY, catalog_rows, clean_env
 pytestmark = pytest.mark.integration
 
 # Modules a no-op run must not load (each costs tens of ms at start): sandbox is the local
-# CMS, rich renders for terminals, openpyxl reads xlsx, sqlalchemy sql, httpx only when a
+# CMS, rich renders for terminals, openpyxl/calamine read xlsx, sqlalchemy sql, httpx when a
 # request is sent, sqlite_utils serves status queries.
-NOT_ON_A_NOOP = ("skuferry.sandbox", "rich", "openpyxl", "sqlalchemy", "httpx", "sqlite_utils")
+NOT_ON_A_NOOP = (
+    "skuferry.sandbox",
+    "rich",
+    "openpyxl",
+    "python_calamine",
+    "sqlalchemy",
+    "httpx",
+    "sqlite_utils",
+)
 
 _IMPORTS = """
 import runpy, sys
