@@ -302,7 +302,9 @@ def _open_book(plain: Path, reader: str) -> Any:
     if reader == "calamine":
         from skuferry.sources.xlsx_calamine import open_book
 
-        return open_book(plain)
+        book = open_book(plain)  # None: calamine cannot read it exactly (an error cell)
+        if book is not None:
+            return book
     compact = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
     compact.read()
     return compact.wb

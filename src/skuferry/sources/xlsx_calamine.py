@@ -13,7 +13,9 @@ openpyxl hands over, so the records (and every mapped value) are the same:
 - dates, times and durations arrive as ``datetime``/``date``/``time``/``timedelta``,
   formulas as their cached value, shared strings as their text, as openpyxl's do;
 - rows and columns before the first filled cell (which calamine skips) are put back,
-  so row numbers and column positions are the sheet's own.
+  so row numbers and column positions are the sheet's own;
+- an error cell (``#N/A``) would arrive empty: a workbook holding one is read by
+  openpyxl instead (``open_book``), so its row is rejected as ever.
 
 Calamine holds the one sheet it reads in memory (about 100 bytes a cell) instead of
 streaming it; ``[source] reader = "openpyxl"`` streams with flat memory for sheets
@@ -23,11 +25,16 @@ over the real-shape fixtures.
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import python_calamine
+
+from skuferry import logs
+
+log = logs.get(__name__)
 
 _WHOLE = 1e15  # Excel writes integers this large with an exponent: openpyxl floats
 
@@ -114,5 +121,37 @@ class CalamineBook:
         self._book.close()
 
 
-def open_book(path: Path) -> CalamineBook:
+def open_book(path: Path) -> CalamineBook | None:
+    """The workbook through calamine; None when a sheet holds an error cell (``t="e"``).
+
+    python-calamine hands an error cell (``#N/A``, ``#REF!``) over as an empty cell,
+    which would drop the value silently instead of rejecting the row as XlsxSource
+    does; such a workbook is read by openpyxl instead, exactly (and more slowly).
+    """
+    if _has_error_cells(path):
+        log.info("source.xlsx.reader", reader="openpyxl", why="a sheet holds an error cell")
+        return None
     return CalamineBook(path)
+
+
+_ERROR_CELL = (b' t="e"', b" t='e'")
+
+
+def _has_error_cells(path: Path) -> bool:
+    """Whether any worksheet's XML has a cell of type error (streamed, a few MB at a time)."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError):
+        return False  # calamine's own open says what is wrong
+    with archive:
+        for name in archive.namelist():
+            if not (name.startswith("xl/worksheets/") and name.endswith(".xml")):
+                continue
+            with archive.open(name) as part:
+                tail = b""
+                while chunk := part.read(1 << 22):
+                    window = tail + chunk
+                    if any(mark in window for mark in _ERROR_CELL):
+                        return True
+                    tail = chunk[-8:]
+    return False
