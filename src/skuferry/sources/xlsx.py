@@ -105,7 +105,7 @@ class XlsxSource(Source):
         *,
         sheet: str | int = 1,
         header_row: int = 1,
-        reader: str = "calamine",
+        reader: str = "openpyxl",
     ) -> None:
         self.path = Path(path)
         self.reader = reader  # "calamine" (sources/xlsx_calamine.py) or "openpyxl"
