@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import density, fill, keys, local, readers, soak, walks
+from bench import density, fill, keys, local, readers, soak, speed, walks
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -27,6 +27,8 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "xml": readers.xml,  # a 300 MB BMEcat XML read with flat memory
     "soak": soak.figure,  # the daemon for 10 min against 4 % write faults (issue 18)
     "density": density.density,  # the daemon's RSS idle and during runs: workspaces per node
+    "unchanged": speed.unchanged,  # issue 23: a no-op whose source is unchanged, vs --full
+    "startup": speed.startup,  # issue 23: exec to the first useful work
 }
 
 

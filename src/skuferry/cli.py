@@ -12,6 +12,7 @@ retry  send rejected or failed products again
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import signal
 import sys
@@ -97,7 +98,25 @@ def _traced(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Verbs(click.Group):
+    """The verbs. ``sandbox`` (an HTTP server, ~0.1 s of imports) loads only when asked for,
+    so ``skuferry sync`` starts without it; ``--help`` still lists it."""
+
+    lazy: dict[str, tuple[str, str]] = {"sandbox": ("skuferry.sandbox.cli", "sandbox_command")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in self.lazy:
+            module, name = self.lazy[cmd_name]
+            found = getattr(importlib.import_module(module), name)
+            self.add_command(found, cmd_name)
+        return found
+
+
+@click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="skuferry")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.option(
@@ -488,14 +507,3 @@ def retry(
         click.echo(f"retried {len(found)} product(s):")
         operator.print_outcomes(found, sys.stdout)
     sys.exit(summary.exit_code)
-
-
-def _register_sandbox() -> None:
-    try:
-        from skuferry.sandbox.cli import sandbox_command
-    except ImportError:  # pragma: no cover - the sandbox package is part of skuferry
-        return
-    main.add_command(sandbox_command, "sandbox")
-
-
-_register_sandbox()

@@ -12,10 +12,34 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import Any, TextIO
 
-import structlog
+
+@contextmanager
+def _without_rich() -> Iterator[None]:
+    """Hide rich while structlog loads, when stderr is not a terminal.
+
+    structlog imports rich at its own import, if installed, for pretty tracebacks and
+    reprs (~0.1 s). JSON logs (stderr not a terminal: cron, systemd) never use them, so
+    there structlog loads without rich and keeps its plain tracebacks; whatever needs
+    rich later (a summary table, ``check``) still imports it.
+    """
+    if "structlog" in sys.modules or "rich" in sys.modules or sys.stderr.isatty():
+        yield
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # None: "import rich" fails
+    try:
+        yield
+    finally:
+        hidden: object = sys.modules.get("rich")
+        if hidden is None:
+            sys.modules.pop("rich", None)
+
+
+with _without_rich():
+    import structlog
 
 _REDACT_KEYS = frozenset(
     {

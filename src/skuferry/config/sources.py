@@ -459,6 +459,9 @@ class XlsxSourceSettings(FileSourceSettings):
     type: Literal["xlsx"]
     sheet: str | int = 1  # a sheet name, or its 1-based position
     header_row: int = Field(1, ge=1)
+    # openpyxl (default): streamed, flat memory at any size, as every source must be;
+    # calamine: Rust, ~4.5x less CPU, but holds the whole sheet in memory (opt in)
+    reader: Literal["calamine", "openpyxl"] = "openpyxl"
 
     @field_validator("sheet")
     @classmethod

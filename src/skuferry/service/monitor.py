@@ -10,15 +10,16 @@ name only the host.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from skuferry import __version__ as _version
 from skuferry import logs
 from skuferry.config.load import MonitorSettings
 from skuferry.service.metrics import RunOutcome
+
+if TYPE_CHECKING:
+    import httpx  # imported when a ping is sent: a run without [monitor] never loads it
 
 log = logs.get(__name__)
 
@@ -74,6 +75,8 @@ def _post(
     timeout_s: float,
     transport: httpx.BaseTransport | None,
 ) -> bool:
+    import httpx
+
     host = urlsplit(url).hostname or "?"
     try:
         with httpx.Client(

@@ -13,15 +13,14 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
 from skuferry import errors, logs
 from skuferry.config.load import Settings
 from skuferry.models import Progress as ProgressFn
 from skuferry.models import RunSummary
 
 if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help)
+    from rich.console import Console
+
     from skuferry.sources.base import Source
     from skuferry.state.mirror import Mirror
     from skuferry.sync.mapping import Mapper
@@ -32,6 +31,9 @@ log = logs.get(__name__)
 @contextmanager
 def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
     """A rich progress bar on stderr (items done/total, ETA) when on a terminal."""
+    if not enabled:  # off a terminal: rich is not even imported
+        yield None
+        return
     from skuferry.service.progress import progress_bar  # time left told by the budget
 
     with progress_bar(enabled=enabled) as update:
@@ -39,6 +41,9 @@ def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
 
 
 def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None:
+    from rich.console import Console  # here, not at import: a --json run never loads rich
+    from rich.table import Table
+
     console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
     data = summary.as_json()
     title = "plan (dry run)" if summary.dry_run else "sync"
@@ -209,6 +214,9 @@ def _when(unix: float) -> str:
 
 
 def print_status(data: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console(highlight=False, soft_wrap=True)
     console.print(f"state: {data['state']}")
     if not data["exists"]:
@@ -283,6 +291,8 @@ def check(settings: Settings, *, sample: int = 1) -> None:
 
     The first ``sample`` records are shown as read and as mapped (``service/sample.py``).
     """
+    from rich.console import Console
+
     from skuferry.state.mirror import Mirror
     from skuferry.sync.mapping import Mapper
     from skuferry.sync.pieces import open_pieces

@@ -30,6 +30,17 @@ class Source(ABC):
     def describe(self) -> str:
         """Where the records come from, for messages (a path or URL, no secrets)."""
 
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        """A cheap token that changes whenever the records may have changed; None: unknown.
+
+        Taken *before* the records are read, so a change made while they are read shows
+        as a different token next time. ``previous`` is the token a committed run stored
+        (a remote file sends it back as a conditional request). A source that cannot
+        tell cheaply keeps this default, and every run reads it (sync/unchanged.py).
+        """
+        del previous
+        return None
+
 
 class IncrementalSource(Source):
     """A source that can also pull only the records changed after a moment.

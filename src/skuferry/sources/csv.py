@@ -29,6 +29,7 @@ from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import open_text
+from skuferry.sources.fingerprint import file_fingerprint
 
 # surrogateescape maps an undecodable byte 0xNN to the lone surrogate U+DCNN.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
@@ -54,6 +55,9 @@ class CsvSource(Source):
 
     def describe(self) -> str:
         return str(self.path)
+
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        return file_fingerprint(self.path)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:

@@ -50,6 +50,14 @@ class RemoteFileSource(Source):
     def describe(self) -> str:
         return safe_url(str(self.settings.path))
 
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        """ETag or Last-Modified by a conditional GET (``fetch_http.probe_http``); sftp: None."""
+        if self.settings.remote_scheme() == "sftp":
+            return None
+        from skuferry.sources.fetch_http import probe_http
+
+        return probe_http(self.settings, previous, transport=self._transport)
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         with tempfile.TemporaryDirectory(prefix="skuferry-fetch-") as scratch:
             local = Path(scratch) / local_name(str(self.settings.path))

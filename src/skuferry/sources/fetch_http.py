@@ -8,6 +8,8 @@ than its ``Content-Length`` is a ``SourceError``, never a short catalog.
 
 from __future__ import annotations
 
+import time
+from email.utils import parsedate_to_datetime
 from typing import BinaryIO
 
 import httpx
@@ -15,6 +17,7 @@ import httpx
 from skuferry import tls
 from skuferry.config.sources import FileSourceSettings
 from skuferry.errors import SourceError
+from skuferry.sources.fingerprint import RACY_S
 from skuferry.sources.http import safe_url
 from skuferry.sources.origins import Origin, parse_allowed
 from skuferry.sources.pinned import send_pinned
@@ -82,6 +85,62 @@ def head_signature(
     if response.status_code != 200 or not (etag or modified):
         return None
     return f"http:{etag or ''}|{modified or ''}|{response.headers.get('Content-Length', '')}"
+
+
+def probe_http(
+    settings: FileSourceSettings,
+    previous: str | None,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    now: float | None = None,
+) -> str | None:
+    """The remote file's validator (``Source.fingerprint``), by a conditional GET.
+
+    ``previous`` (``http:etag:...`` or ``http:lm:...``) goes back as ``If-None-Match``
+    or ``If-Modified-Since``: a ``304`` returns it unchanged and no body is sent. A
+    ``200`` gives the new ETag (or Last-Modified) and is closed before its body. No
+    validator, another status or a failure: None (unknown; the download then reads the
+    file and reports what is wrong). A Last-Modified less than ``RACY_S`` old is not
+    trusted: it has one-second resolution.
+    """
+    url = str(settings.path)
+    headers = dict(settings.headers)
+    if previous is not None and previous.startswith(_ETAG):
+        headers["If-None-Match"] = previous.removeprefix(_ETAG)
+    elif previous is not None and previous.startswith(_LAST_MODIFIED):
+        headers["If-Modified-Since"] = previous.removeprefix(_LAST_MODIFIED)
+    client = httpx.Client(
+        headers=headers,
+        timeout=settings.timeout_s,
+        follow_redirects=False,
+        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
+        transport=transport,
+    )
+    try:
+        with client:
+            response = _open(client, url, parse_allowed(settings.allowed_origins))
+            response.close()  # the headers are all a probe needs
+    except (httpx.HTTPError, SourceError):
+        return None
+    if response.status_code == 304 and previous is not None:
+        return previous
+    if response.status_code != 200:
+        return None
+    etag: str | None = response.headers.get("ETag")
+    if etag:
+        return _ETAG + etag
+    modified: str | None = response.headers.get("Last-Modified")
+    if not modified:
+        return None
+    try:
+        age = (time.time() if now is None else now) - parsedate_to_datetime(modified).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return _LAST_MODIFIED + modified if age >= RACY_S else None
+
+
+_ETAG = "http:etag:"
+_LAST_MODIFIED = "http:lm:"
 
 
 def _open(client: httpx.Client, url: str, allowed: frozenset[Origin]) -> httpx.Response:

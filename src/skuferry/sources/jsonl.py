@@ -23,6 +23,7 @@ from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import open_binary
+from skuferry.sources.fingerprint import file_fingerprint
 
 _BOM = "\ufeff"
 # One line is one product; a line this long is refused rather than read into memory whole.
@@ -64,6 +65,9 @@ class JsonlSource(Source):
 
     def describe(self) -> str:
         return str(self.path)
+
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        return file_fingerprint(self.path)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:

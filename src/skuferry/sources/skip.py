@@ -35,6 +35,9 @@ class SkipEmptyRows(Source):
     def describe(self) -> str:
         return self.inner.describe()
 
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        return self.inner.fingerprint(previous)
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         return self._filter(self.inner.records())
 

@@ -112,6 +112,10 @@ class SqlSource(IncrementalSource):
         s = self.settings
         return bool(s.updated_column) or (s.query is not None and ":since" in s.query)
 
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        """The table's ``signature()`` (row count, newest ``updated_column``); a query: None."""
+        return self.signature()
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         return self._pull(None)
 

@@ -41,6 +41,7 @@ from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import as_plain_file
+from skuferry.sources.fingerprint import file_fingerprint
 from skuferry.sources.xml import hardened_parser
 
 log = logs.get(__name__)
@@ -98,14 +99,25 @@ def cell_value(value: Any) -> Any:
 class XlsxSource(Source):
     """Rows of one worksheet as ``RawRecord`` keyed by the header row's names."""
 
-    def __init__(self, path: Path | str, *, sheet: str | int = 1, header_row: int = 1) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        sheet: str | int = 1,
+        header_row: int = 1,
+        reader: str = "openpyxl",
+    ) -> None:
         self.path = Path(path)
+        self.reader = reader  # "calamine" (sources/xlsx_calamine.py) or "openpyxl"
         self.sheet = sheet
         self.header_row = header_row
         self._name = self.path.name
 
     def describe(self) -> str:
         return str(self.path)
+
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        return file_fingerprint(self.path)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         with tempfile.TemporaryDirectory(prefix="skuferry-xlsx-") as scratch:
@@ -117,9 +129,7 @@ class XlsxSource(Source):
 
     def _read(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
         try:
-            reader = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
-            reader.read()
-            book = reader.wb
+            book = _open_book(plain, self.reader)
         except (InvalidFileException, zipfile.BadZipFile, KeyError, ValueError) as exc:
             raise SourceError(f"{self.path} is not a readable .xlsx workbook: {exc}") from None
         try:
@@ -287,9 +297,24 @@ class _CompactReader(ExcelReader):  # type: ignore[misc]
                 self.shared_strings = SharedStrings.parse(source)
 
 
+def _open_book(plain: Path, reader: str) -> Any:
+    """The workbook through calamine (fast, the sheet in memory) or openpyxl (streamed)."""
+    if reader == "calamine":
+        from skuferry.sources.xlsx_calamine import open_book
+
+        book = open_book(plain)  # None: calamine cannot read it exactly (an error cell)
+        if book is not None:
+            return book
+    compact = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
+    compact.read()
+    return compact.wb
+
+
 def _filled(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
 def open_xlsx(settings: XlsxSourceSettings) -> Source:
-    return XlsxSource(settings.path, sheet=settings.sheet, header_row=settings.header_row)
+    return XlsxSource(
+        settings.path, sheet=settings.sheet, header_row=settings.header_row, reader=settings.reader
+    )

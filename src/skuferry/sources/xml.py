@@ -28,6 +28,7 @@ from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import open_binary
+from skuferry.sources.fingerprint import file_fingerprint
 
 log = logs.get(__name__)
 
@@ -190,6 +191,9 @@ class XmlSource(Source):
 
     def describe(self) -> str:
         return str(self.path)
+
+    def fingerprint(self, previous: str | None = None) -> str | None:
+        return file_fingerprint(self.path)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:

@@ -35,9 +35,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlite_utils
+if TYPE_CHECKING:
+    import sqlite_utils
 
 from skuferry import canonical, logs
 from skuferry.errors import StateError
@@ -109,12 +110,16 @@ class Mirror:
         self.readonly = readonly
         self._clock = clock
         self._conn = _open_readonly(self.path) if readonly else schema.open_state(self.path)
-        self._db = sqlite_utils.Database(self._conn)
+        self._db: sqlite_utils.Database | None = None  # made on first use (an import ~50 ms)
         self._known = MirrorLookup(self._conn)
         log.debug("mirror.opened", path=str(self.path), readonly=readonly)
 
     @property
     def db(self) -> sqlite_utils.Database:
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self._conn)
         return self._db
 
     def close(self) -> None:
@@ -212,6 +217,22 @@ class Mirror:
     def has_intent(self, key: str) -> bool:
         sql = "SELECT 1 FROM intents WHERE key = ?"
         return self._conn.execute(sql, (key,)).fetchone() is not None
+
+    def has_pending(self, states: Iterable[State], *, archiving: str | None = None) -> bool:
+        """Whether a run has work even if the source did not change: an open intent, a
+        product in one of ``states``, or one whose [gone] patch ``archiving`` is in doubt.
+
+        Indexed reads that stop at the first row found (sync/unchanged.py)."""
+        if self._conn.execute("SELECT 1 FROM intents LIMIT 1").fetchone() is not None:
+            return True
+        names = sorted({State(s).value for s in states})
+        where = f"state IN ({', '.join('?' * len(names))})" if names else "0"
+        params: list[str] = list(names)
+        if archiving is not None:
+            where += " OR (state = 'archived' AND digest = ?)"
+            params.append(archiving)
+        sql = f"SELECT 1 FROM products WHERE {where} LIMIT 1"  # noqa: S608 - placeholders only
+        return self._conn.execute(sql, params).fetchone() is not None
 
     def open_intents(self) -> list[tuple[str, str]]:
         sql = "SELECT key, digest FROM intents ORDER BY started_at, key"
@@ -654,7 +675,7 @@ class Mirror:
             "SELECT id, started_at, finished_at, status, exit_code, summary FROM runs "
             "ORDER BY id DESC LIMIT ?"
         )
-        runs = list(self._db.query(sql, [n]))  # sqlite-utils: rows as dicts by column name
+        runs = list(self.db.query(sql, [n]))  # sqlite-utils: rows as dicts by column name
         for run in runs:
             run["summary"] = json.loads(run["summary"]) if run["summary"] else None
         return runs
@@ -664,7 +685,7 @@ class Mirror:
             "SELECT key, last_error AS reason, updated_at AS at, source_line AS line "
             "FROM products WHERE state = 'rejected' ORDER BY updated_at DESC, key LIMIT ?"
         )
-        return list(self._db.query(sql, [limit]))
+        return list(self.db.query(sql, [limit]))
 
     # -- dead letters (state/deadletters.py) -----------------------------------
 

@@ -13,9 +13,13 @@ every run whose requests the API answered. A dry run never probes (it sends noth
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from skuferry import logs
-from skuferry.remote.client import RemoteApi
 from skuferry.state.mirror import Mirror
+
+if TYPE_CHECKING:
+    from skuferry.remote.client import RemoteApi  # a type; importing httpx costs ~0.1 s
 
 log = logs.get(__name__)
 

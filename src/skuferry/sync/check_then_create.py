@@ -16,17 +16,20 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from skuferry import logs
 from skuferry.config.load import Settings
 from skuferry.models import Action, Kind, Product, Progress
-from skuferry.remote.client import RemoteApi
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.sync import fields
 from skuferry.sync.fields import Ownership
 from skuferry.sync.writer import Writer
+
+if TYPE_CHECKING:
+    from skuferry.remote.client import RemoteApi  # a type; importing httpx costs ~0.1 s
 
 log = logs.get(__name__)
 

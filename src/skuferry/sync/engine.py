@@ -14,6 +14,7 @@ planned: a source that fails halfway changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import threading
@@ -23,7 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skuferry import errors, logs
 from skuferry.config.keys import fingerprint
@@ -36,9 +37,8 @@ from skuferry.models import (
     RawRecord,
     RunOptions,
     RunSummary,
+    State,
 )
-from skuferry.remote.budget import Budget
-from skuferry.remote.client import RemoteApi, RemoteClient
 from skuferry.remote.scopes import PACE_META
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
@@ -47,7 +47,15 @@ from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
-from skuferry.sync import auth_check, check_then_create, eta, gone, incremental, settle
+from skuferry.sync import (
+    auth_check,
+    check_then_create,
+    eta,
+    gone,
+    incremental,
+    settle,
+    unchanged,
+)
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.lanes import LANE_META, Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
@@ -56,6 +64,9 @@ from skuferry.sync.named import NamedPull
 from skuferry.sync.pieces import joins_read, open_pieces, pieces_notes, skipped, use_keys
 from skuferry.sync.plan import Tally, plan
 from skuferry.sync.writer import Writer
+
+if TYPE_CHECKING:
+    from skuferry.remote.client import RemoteApi, RemoteClient
 
 log = logs.get(__name__)
 
@@ -158,9 +169,15 @@ def _run(
     pull = (
         None if named else _choose_pull(settings, mirror, source, summary, force_full=options.full)
     )
+    seen_before = unchanged.Check(None)  # a named run always reads its keys
+    if pull is not None:
+        seen_before = _unchanged(settings, mirror, base, pull, options=options, summary=summary)
+        if seen_before.skip and _skip_unchanged(
+            settings, mirror, summary, pull, stop, stack, on_progress, adapters
+        ):
+            return  # nothing read or planned (sync/unchanged.py)
     full = pull is not None and pull.full  # absence proves nothing in incremental, named pulls
-    store = mirror.plan_store()
-    stack.callback(store.close)
+    store = stack.enter_context(contextlib.closing(mirror.plan_store()))
     if named is not None:
         summary.pull = "named"
         log.info("sync.plan.started", source=source.describe(), pull="named", keys=len(named.keys))
@@ -225,7 +242,7 @@ def _run(
     if writer.results.fatal is not None:
         raise writer.results.fatal
     if pull is not None:  # all writes committed: the next window starts at this pull's start
-        incremental.finish(mirror, pull, committed=not summary.interrupted and not summary.failed)
+        _commit_pull(mirror, pull, summary, seen_before)
 
 
 def _records(pull: incremental.Pull | None, source: Source) -> Iterator[RawRecord | BadRecord]:
@@ -374,6 +391,72 @@ def _refusals(store: PlanStore) -> Iterator[tuple[str | None, str, str, int | No
             yield action.key, action.stage or "read", action.reason or "refused", action.line
 
 
+def _commit_pull(
+    mirror: Mirror, pull: incremental.Pull, summary: RunSummary, seen_before: unchanged.Check
+) -> None:
+    """All writes committed: the next window starts at this pull's start, and the next run
+    may skip an unchanged source."""
+    committed = not summary.interrupted and not summary.failed
+    incremental.finish(mirror, pull, committed=committed)
+    if committed:
+        unchanged.remember(mirror, seen_before.token, summary)
+
+
+def _unchanged(
+    settings: Settings,
+    mirror: Mirror,
+    source: Source,
+    pull: incremental.Pull,
+    *,
+    options: RunOptions,
+    summary: RunSummary,
+) -> unchanged.Check:
+    """The unchanged check (sync/unchanged.py). A run that reads forgets the stored
+    fingerprint until it commits; a dry run neither skips nor stores."""
+    if summary.dry_run:
+        return unchanged.Check(None)
+    archiving = GonePolicy.from_settings(settings.gone).archiving
+    found = unchanged.check(
+        settings,
+        mirror,
+        source,
+        options=options,
+        full_pull=pull.full,
+        pending=lambda: (
+            mirror.has_pending(unchanged.pending_states(settings), archiving=archiving)
+            or bool(mirror.metas(LANE_META))  # keys queued for the urgent lane
+        ),
+    )
+    log.info("sync.source.checked", skip=found.skip, why=found.reason)
+    if not found.skip:
+        unchanged.forget(mirror)  # stored again only when this run commits
+    return found
+
+
+def _skip_unchanged(  # noqa: PLR0917 - the run's edges, passed on from _run
+    settings: Settings,
+    mirror: Mirror,
+    summary: RunSummary,
+    pull: incremental.Pull,
+    stop: threading.Event,
+    stack: ExitStack,
+    on_progress: Progress | None,
+    adapters: Adapters,
+) -> bool:
+    """Nothing read, nothing planned (sync/unchanged.py); the auth check still runs. True."""
+    unchanged.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
+    summary.notes.append("source unchanged since the last complete run: nothing read or sent")
+    incremental.finish(mirror, pull, committed=False)  # counts toward full_every, keeps the window
+    now = time.time()
+    minutes = settings.api.auth_check_minutes
+    if auth_check.due(mirror.last_api_contact(), now, minutes=minutes):
+        client = adapters.client or _client(settings, stop, stack, on_progress)
+        auth_check.after_run(client, mirror, requests=0, minutes=minutes, now=now)
+        summary.requests = dict(client.requests)
+        summary.requests_by_key = dict(getattr(client, "requests_by_key", {}))
+    return True
+
+
 def _after_writes(
     client: RemoteApi,
     writer: Writer,
@@ -452,6 +535,9 @@ def _short_name(source: Source) -> str:
 def _client(
     settings: Settings, stop: threading.Event, stack: ExitStack, on_progress: Progress | None
 ) -> RemoteClient:
+    from skuferry.remote.budget import Budget  # with httpx: only a run that sends loads them
+    from skuferry.remote.client import RemoteClient
+
     keys = [fingerprint(key) for key in settings.api_keys]
     budget = Budget.from_settings(settings.budget, settings.state.path, keys=keys)
     stack.callback(budget.close)

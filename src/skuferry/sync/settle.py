@@ -24,14 +24,16 @@ out and what the remote holds once it is known.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skuferry import errors, logs
 from skuferry.canonical import same_value
 from skuferry.models import Action, Kind, State
-from skuferry.remote.client import RemoteApi
 from skuferry.state.mirror import Mirror
 from skuferry.sync.writer import Writer
+
+if TYPE_CHECKING:
+    from skuferry.remote.client import RemoteApi  # a type; importing httpx costs ~0.1 s
 
 log = logs.get(__name__)
 

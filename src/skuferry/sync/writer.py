@@ -30,16 +30,18 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from skuferry import errors, logs
 from skuferry.models import Action, Kind, Product, State
-from skuferry.remote.client import RemoteApi
 from skuferry.state.mirror import Mirror
 from skuferry.sync.fields import Ownership, after_update
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.gone import sent_after_archive as gone_sent
 from skuferry.sync.updates import Outcome, Updater
+
+if TYPE_CHECKING:
+    from skuferry.remote.client import RemoteApi  # a type; importing httpx costs ~0.1 s
 
 log = logs.get(__name__)
 

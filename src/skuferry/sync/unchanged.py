@@ -1,0 +1,146 @@
+"""A run whose source did not change reads nothing: the unchanged check.
+
+A daemon polling every few minutes spends most of its runs confirming that
+nothing changed. Each source reports a cheap fingerprint (``Source.fingerprint``:
+a local file's ``stat()``, a remote file's ETag by a conditional GET, a SQL table's
+row count and newest ``updated_column``). A run may skip reading and planning when
+
+- the fingerprint (and each ``[[join]]`` source's signature) is known and equals
+  the one stored by the last run that *committed* (all its writes landed, nothing
+  interrupted), together with the same config (``identity``: the whole effective
+  config, secrets masked, and the skuferry version, which decides how rows are mapped);
+- nothing is pending in the mirror (``pending_states``, an open create intent, an
+  archive in doubt): work the next run would do even on the same source;
+- the run is not asked to look further: not a dry run, not ``--full`` or
+  ``--verify``, and not the every-``full_every``-th full pull of an incremental
+  source.
+
+Such a run reports ``"pull": "unchanged"``, its products in step as unchanged,
+and repeats the last committed run's rejected rows and drift (with their problems,
+so its exit code is the one a run that read the file would have). It still makes
+the auth check when one is due, and counts toward ``full_every``.
+
+The stored fingerprint is removed when a run that reads the source starts, and
+written again only once that run commits: a run that fails, stops or is refused by
+a guard leaves none, so the next run reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from skuferry import __version__
+from skuferry.config.load import Settings
+from skuferry.models import RunOptions, RunSummary, State
+from skuferry.sources.base import IncrementalSource, Source
+
+# the last commit's config identity, source fingerprint and join signatures, one a line
+FINGERPRINT = "source.fingerprint"
+CARRIED = "source.carried"  # JSON: that run's standing counts, repeated by a skipped run
+# the counts a skipped run repeats: what a run over the same source would report again
+CARRIED_FIELDS = ("rejected", "rows_rejected", "drift", "problems")
+
+
+class Metas(Protocol):
+    def get_meta(self, name: str) -> str | None: ...
+
+    def set_metas(self, values: Mapping[str, str | None]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """What the check found: the token to store once this run commits, and the verdict."""
+
+    token: str | None  # None: the source cannot tell cheaply (never stored)
+    skip: bool = False
+    reason: str = ""
+
+
+def identity(settings: Settings) -> str:
+    """Changes with any setting (secrets masked, so a rotated key is no change) or version."""
+    data = {"version": __version__, "config": settings.redacted()}
+    text = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def joined(settings: Settings) -> list[str | None]:
+    """Each ``[[join]]`` source's signature (sources/signature.py): a join file that changed
+    changes the products as much as the source does. None in the list: cannot be told."""
+    if not settings.join:
+        return []
+    from skuferry.sources.signature import source_signature
+
+    return [source_signature(spec.source) for spec in settings.join]
+
+
+def pending_states(settings: Settings) -> tuple[State, ...]:
+    """States a run works on again with the same source: retries, creates in doubt,
+    duplicates to re-check, and drift while updates may work (probed again each run)."""
+    states = (State.PENDING, State.FAILED, State.DUPLICATE)
+    return states if settings.api.update_method == "none" else (*states, State.DRIFT)
+
+
+def check(
+    settings: Settings,
+    metas: Metas,
+    source: Source,
+    *,
+    options: RunOptions,
+    full_pull: bool,
+    pending: Callable[[], bool],
+) -> Check:
+    """The fingerprint this run stores if it commits, and whether it may skip.
+
+    ``pending`` (the mirror's ``has_pending``) is asked last, only when all else says skip.
+    """
+    stored = metas.get_meta(FINGERPRINT)
+    previous = stored.split("\n")[1] if stored and "\n" in stored else None
+    fingerprint = source.fingerprint(previous or None)
+    parts = [fingerprint, *joined(settings)] if fingerprint is not None else [None]
+    token = None if None in parts else "\n".join([identity(settings), *map(str, parts)])
+    if options.dry_run or options.full or options.verify:
+        return Check(token, reason="asked to read (--dry-run, --full or --verify)")
+    if isinstance(source, IncrementalSource) and source.incremental and full_pull:
+        return Check(token, reason="a full pull is due")
+    if token is None:
+        return Check(token, reason="the source has no cheap fingerprint")
+    if token != stored:
+        return Check(token, reason="the source or the config changed since the last commit")
+    if pending():
+        return Check(token, reason="retries, creates in doubt or drift are pending")
+    return Check(token, skip=True, reason="source unchanged")
+
+
+def carry(summary: RunSummary, metas: Metas, *, in_step: int) -> None:
+    """Fill a skipped run's summary: ``in_step`` (SYNCED products) unchanged, and the
+    rejected rows and drift of the run it repeats."""
+    try:
+        carried: dict[str, Any] = json.loads(metas.get_meta(CARRIED) or "{}")
+    except ValueError:
+        carried = {}
+    summary.pull = "unchanged"
+    summary.unchanged = in_step
+    summary.rejected = int(carried.get("rejected", 0))
+    summary.rows_rejected = int(carried.get("rows_rejected", 0))
+    summary.drift = int(carried.get("drift", 0))
+    for problem in carried.get("problems", []):
+        summary.add_problem(problem.get("key"), problem.get("line"), str(problem.get("reason")))
+
+
+def forget(metas: Metas) -> None:
+    """A run that reads the source starts: the stored fingerprint no longer holds."""
+    if metas.get_meta(FINGERPRINT) is not None:
+        metas.set_metas({FINGERPRINT: None, CARRIED: None})
+
+
+def remember(metas: Metas, token: str | None, summary: RunSummary) -> None:
+    """After a run committed (every write landed): its fingerprint and standing counts."""
+    if token is None:
+        return
+    data = summary.as_json()
+    carried = {name: data[name] for name in CARRIED_FIELDS}
+    metas.set_metas({FINGERPRINT: token, CARRIED: json.dumps(carried, ensure_ascii=False)})
