@@ -3,7 +3,8 @@
 
     python3 dev.py demo      # the embedded default: sandbox API + sample catalog
     python3 dev.py test      # the whole test suite
-    python3 dev.py lint      # ruff check, ruff format --check, mypy
+    python3 dev.py lint      # ruff check, ruff format --check, mypy, docs build --strict
+    python3 dev.py docs      # the config reference from the schema, then the site in site/
     python3 dev.py bench     # benchmarks (prints figures; slow)
 
 It creates ``.venv`` beside this file on first use and reinstalls when
@@ -52,6 +53,13 @@ def run(*argv: str) -> int:
     return subprocess.run([str(_python()), *argv], cwd=ROOT, check=False).returncode
 
 
+def docs_build(*argv: str) -> int:
+    """``mkdocs build --strict``: a broken link, anchor or nav entry fails it."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # mkdocs-material's banner, not ours
+    argv = ("-m", "mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"), *argv)
+    return subprocess.run([str(_python()), *argv], cwd=ROOT, env=env, check=False).returncode
+
+
 def main() -> int:
     args = sys.argv[1:] or ["help"]
     job, rest = args[0], args[1:]
@@ -68,6 +76,11 @@ def main() -> int:
             run("-m", "ruff", "check", ".")
             or run("-m", "ruff", "format", "--check", ".")
             or run("-m", "mypy")
+            or docs_build("--quiet")
+        )
+    if job == "docs":  # regenerate the reference, then build: docs/reference/config.md is committed
+        return run("-m", "skuferry.config.reference", "docs/reference/config.md") or docs_build(
+            *rest
         )
     if job == "bench":
         return run("-m", "bench", *rest)
