@@ -95,11 +95,13 @@ def test_the_dashboard_is_json_and_queries_only_metrics_skuferry_exposes() -> No
     assert "skuferry_budget_per_minute" in used
 
 
-def test_the_readme_points_to_the_shipped_rules_instead_of_writing_them_again() -> None:
-    readme = (CONTRIB.parent / "README.md").read_text(encoding="utf-8")
-    assert "contrib/prometheus/alerts.yml" in readme
-    written_twice = re.findall(r"^\s*-?\s*(alert:|expr:)", readme, flags=re.MULTILINE)
-    assert written_twice == [], "alert rules belong in contrib/prometheus/alerts.yml only"
+def test_the_docs_point_to_the_shipped_rules_instead_of_writing_them_again() -> None:
+    pages = [CONTRIB.parent / "README.md", *sorted((CONTRIB.parent / "docs").rglob("*.md"))]
+    texts = {page.name: page.read_text(encoding="utf-8") for page in pages}
+    assert "contrib/prometheus/alerts.yml" in texts["monitoring.md"]
+    for name, text in texts.items():
+        written_twice = re.findall(r"^\s*-?\s*(alert:|expr:)", text, flags=re.MULTILINE)
+        assert written_twice == [], f"{name}: alert rules belong in contrib/prometheus/alerts.yml"
 
 
 def test_the_rejection_alert_sees_rows_rejected_at_the_source() -> None:

@@ -90,10 +90,11 @@ def test_a_hand_built_settings_object_with_a_bad_path_fails_when_the_source_open
 
 
 def _shipped_source_paths() -> list[tuple[str, str, str]]:
-    """(where, key, value) of every source path in the examples, the README and defaults."""
+    """(where, key, value) of every source path in the examples, the docs and defaults."""
     found = []
     tomls = [ROOT / "config.example.toml", *sorted((ROOT / "examples").glob("*.toml"))]
-    for file in [*tomls, ROOT / "README.md"]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for file in [*tomls, *pages]:
         text = file.read_text(encoding="utf-8")
         source = tomllib.loads(text).get("source", {}) if file in tomls else {}
         found += [(file.name, k, v) for k, v in source.items() if k in PATH_KEYS]
@@ -115,6 +116,7 @@ BODY = {
     "data": [{"sku": "A"}],
     "next_cursor": "c2",
     "total": 250,
+    "total_count": 250,  # Magento (docs/source-paths.md)
     "value": [{"sku": "A"}],
 }
 
