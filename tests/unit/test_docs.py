@@ -15,7 +15,13 @@ import pytest
 from pydantic import BaseModel
 
 from skuferry.config import reference
-from skuferry.config.models import SOURCE_MODELS, FieldSpec, MappingSettings, Settings
+from skuferry.config.models import (
+    SOURCE_MODELS,
+    FieldSpec,
+    MappingSettings,
+    Settings,
+    TableFile,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "docs" / "reference" / "config.md"
@@ -31,9 +37,8 @@ def _tables() -> dict[str, list[type[BaseModel]]]:
         if name == "source":
             tables[name] = list(SOURCE_MODELS)
         else:
-            model = field.annotation
-            assert isinstance(model, type)
-            assert issubclass(model, BaseModel)
+            model = reference._model_of(field.annotation)  # [api], or [[join]]'s JoinSettings
+            assert model is not None, name
             tables[name] = [model]
     return tables
 
@@ -66,10 +71,30 @@ def test_the_reference_has_one_row_per_key_of_each_table() -> None:
     assert rows["mapping-fields"] == list(FieldSpec.model_fields)
 
 
+def test_every_key_has_a_description() -> None:
+    """A new key needs ``Field(description=...)``, then ``python3 dev.py docs`` to show it."""
+    tables: dict[str, list[type[BaseModel]]] = {
+        **_tables(),
+        "mapping.fields": [FieldSpec],
+        "mapping.tables": [TableFile],
+    }
+    missing = [
+        f"{name}.{key}"
+        for name, models in tables.items()
+        for model in models
+        for key, field in model.model_fields.items()
+        if not (name == "source" and key == "type")  # the type's page says what it is
+        if not field.description
+    ]
+    assert missing == [], "keys without Field(description=...): add one, run dev.py docs"
+
+
 def _example_sections() -> dict[str, str]:
+    """Each table's part of config.example.toml (``# [[join]]`` is shown commented out)."""
     text = EXAMPLE.read_text(encoding="utf-8")
-    parts = re.split(r"(?m)^\[([\w.]+)\]\s*$", text)
-    return dict(zip(parts[1::2], parts[2::2], strict=True))
+    parts = re.split(r"(?m)^(?:\[([\w.]+)\]|# \[\[(\w+)\]\])\s*$", text)
+    names = [a or b for a, b in zip(parts[1::3], parts[2::3], strict=True)]
+    return dict(zip(names, parts[3::3], strict=True))
 
 
 def test_config_example_has_every_table_of_the_schema() -> None:
@@ -86,9 +111,11 @@ def test_every_key_in_config_example_is_a_schema_key() -> None:
         allowed = {key for model in tables[top] for key in model.model_fields}
         if top == "mapping":  # the comments show a field's own keys (column, path, ...)
             allowed |= set(FieldSpec.model_fields)
+        if top == "join":  # besides name, key and on: a source's keys, as in [source]
+            allowed |= {key for model in SOURCE_MODELS for key in model.model_fields}
         if name == "mapping.fields":  # target field names are the user's own
             continue
-        set_keys = set(data[top]) if name == top else set()
+        set_keys = set(data[top]) if name == top and top in data else set()
         commented = set(re.findall(r"(?m)^#[\s#]*([a-z_]+)\s*=", body))
         for key in set_keys | commented:
             assert key in allowed, f"config.example.toml [{name}] {key} is not a schema key"

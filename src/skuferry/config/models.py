@@ -36,22 +36,81 @@ from skuferry.config.sources import (  # _Strict: the one base of every table's 
 
 
 class ApiSettings(_Strict):
-    base_url: str
-    api_key: SecretStr | None = None
-    api_key_file: Path | None = None
-    api_keys_file: Path | None = None  # several keys of one workspace, one a line (config/keys.py)
-    api_keys: tuple[SecretStr, ...] = ()  # resolved at load time; see Settings.api_keys()
-    timeout_s: float = Field(30.0, gt=0)
-    update_method: Literal["patch", "put", "none"] = "patch"
-    max_in_flight: int = Field(4, ge=1, le=64)
-    max_retries: int = Field(3, ge=0, le=10)
-    page_size: int = Field(100, ge=1, le=100)
+    """The CMS workspace skuferry writes to, and how it talks to it."""
+
+    base_url: str = Field(
+        description="The CMS workspace, scheme and host only (any prefix path is kept): "
+        "skuferry adds `/api/v1/...` itself; a trailing `/api/v1` is accepted "
+        "and dropped."
+    )
+    api_key: SecretStr | None = Field(
+        None,
+        description="The API key, inline. Avoid: the key then sits in the config file. "
+        "`SKUFERRY_API_KEY`, `api_key_file` and "
+        "`$CREDENTIALS_DIRECTORY/api_key` come first, in that order.",
+    )
+    api_key_file: Path | None = Field(
+        None,
+        description="A file holding only the API key (a trailing newline is fine), mode "
+        "0600; a file every user may read is refused.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="Several keys of one workspace, one per line (blank lines and `#` "
+        "comments ignored); requests are spread over them inside the workspace "
+        "budget. `SKUFERRY_API_KEYS` wins over it.",
+    )
+    api_keys: tuple[SecretStr, ...] = Field(
+        (),
+        description="Several keys of one workspace, inline. Avoid: the keys then sit in the "
+        "config file.",
+    )
+    timeout_s: float = Field(30.0, gt=0, description="Seconds to wait for one response.")
+    update_method: Literal["patch", "put", "none"] = Field(
+        "patch",
+        description="How changed products are sent: `PATCH` or `PUT /api/v1/products/:id` "
+        "(a PUT first reads the product to keep the fields skuferry does not "
+        "own), or `none` (changes are reported as drift).",
+    )
+    max_in_flight: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Concurrent requests in the write pool (reads stay sequential); the "
+        "rate budget, not this, sets the pace.",
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Retries of a request that failed transiently (429s are waited out, not "
+        "counted here).",
+    )
+    page_size: int = Field(
+        100, ge=1, le=100, description="Products per page when walking `GET /api/v1/products`."
+    )
     # a run that has not talked to the API for this long makes one cheap authenticated read,
     # so a revoked key is noticed while the source does not change (sync/auth_check.py); 0: never
-    auth_check_minutes: int = Field(60, ge=0)
+    auth_check_minutes: int = Field(
+        60,
+        ge=0,
+        description="A run that sent nothing makes one cheap authenticated read if the API "
+        "was not contacted for this long, so a revoked key is noticed while the "
+        "source does not change; `0`: never.",
+    )
     # security (config/security.py): clear text only to loopback unless allowed; a private CA
-    allow_insecure_http: bool = False
-    ca_bundle: Path | None = None  # PEM file of CA certificates; default: SSL_CERT_FILE, certifi
+    allow_insecure_http: bool = Field(
+        False,
+        description="Allow an `http://` `base_url` to a host that is not a loopback literal "
+        "(the key would cross the network in clear text). Only on a network you "
+        "trust.",
+    )
+    ca_bundle: Path | None = Field(
+        None,
+        description="A PEM file of CA certificates, for a CMS behind a private CA. Default: "
+        "`SSL_CERT_FILE` (or `SSL_CERT_DIR`) when set, else the certifi bundle. "
+        "TLS is always verified.",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -75,22 +134,73 @@ THOUSANDS_SEPARATORS = (".", ",", "'", " ")
 class FieldSpec(_Strict):
     """One target field, read from a ``column``, a JMESPath ``path``, or a constant ``value``."""
 
-    column: str | None = None
-    path: str | None = None  # JMESPath on the record: values.name[0].data
-    value: JsonValue | None = None  # a constant; sent as written unless `type` is given
-    type: Literal["string", "integer", "decimal", "boolean", "json"] = "string"
-    required: bool = False
-    default: JsonValue | None = None  # when the column or path is empty or finds nothing
-    decimal: Literal[".", ","] = "."  # locale numbers: 1.234,50 is decimal "," thousands "."
-    thousands: str | None = None  # ".", ",", "'" or " " (a space also matches U+00A0, U+202F)
-    create_only: bool = False  # sent when the product is created, then the CMS's (sync/fields.py)
+    column: str | None = Field(
+        None,
+        description="A top-level column of the record. Set exactly one of `column`, `path` "
+        "and `value`.",
+    )
+    path: str | None = Field(
+        None,
+        description="A JMESPath expression on the record, for nested records "
+        "(`values.name[0].data`); a column whose name has spaces is `'\"Variant "
+        "SKU\"'`. A path that finds nothing is empty.",
+    )
+    value: JsonValue | None = Field(
+        None,
+        description="A constant, sent as written (text, number, boolean, table or array); "
+        "with a `type`, converted once.",
+    )
+    type: Literal["string", "integer", "decimal", "boolean", "json"] = Field(
+        "string",
+        description="What the value is sent as. `decimal` keeps exactly the source's digits "
+        "(`19.90` stays `19.90`); `json` sends a structure as it is.",
+    )
+    required: bool = Field(False, description="Reject a row whose value is empty or missing.")
+    default: JsonValue | None = Field(
+        None,
+        description="Used when the column is empty or missing, or the path finds nothing; "
+        "converted by the field's `type`.",
+    )
+    decimal: Literal[".", ","] = Field(
+        ".",
+        description="The decimal mark of locale numbers, on `decimal` and `integer` fields: "
+        '`1.234,50` is `decimal = ","` with `thousands = "."`.',
+    )
+    thousands: str | None = Field(
+        None,
+        description='The thousands separator of locale numbers: `"."`, `","`, `"\'"` or `" '
+        '"` (a space also matches the no-break spaces French exports write). '
+        "Groups must be of three digits.",
+    )
+    create_only: bool = Field(
+        False,
+        description="Sent when the product is created, never again: the CMS owns it after "
+        "that, so staff edits stay. Not for the key field.",
+    )
     # checks on the converted value (sync/checks.py); a failed one rejects the row, held
-    check: Literal["gtin"] | None = None  # GTIN-8/12/13/14 with a valid check digit
-    pattern: str | None = None  # a regular expression the whole text must match
-    min: Decimal | None = None  # numbers (integer, decimal) at least / at most this
-    max: Decimal | None = None
-    max_length: int | None = Field(None, ge=1)  # characters of text
-    one_of: list[JsonValue] | None = None  # the allowed values, after conversion
+    check: Literal["gtin"] | None = Field(
+        None,
+        description="`gtin`: the value must be a GTIN-8, 12, 13 or 14 with a valid check "
+        "digit. A failed check rejects the row and holds the product (neither "
+        "updated nor archived).",
+    )
+    pattern: str | None = Field(
+        None,
+        description="A regular expression the whole value (text or number) must match; "
+        "checked after conversion, on values that are not empty.",
+    )
+    min: Decimal | None = Field(
+        None, description="`integer` and `decimal` fields: the smallest number allowed."
+    )
+    max: Decimal | None = Field(
+        None, description="`integer` and `decimal` fields: the largest number allowed."
+    )
+    max_length: int | None = Field(
+        None, ge=1, description="The most characters a text (or number) value may have."
+    )
+    one_of: list[JsonValue] | None = Field(
+        None, description="The values allowed, compared after conversion."
+    )
 
     @field_validator("pattern")
     @classmethod
@@ -142,12 +252,25 @@ class FieldSpec(_Strict):
 class TableFile(_Strict):
     """A ``[mapping.tables]`` table read from a CSV file: ``key`` column -> ``value`` column."""
 
-    file: Path  # relative to the config file's folder
-    key: str
-    value: str
-    default: JsonValue | None = None  # the label of a code the file lacks (else: rejected)
-    delimiter: str = Field(",", min_length=1, max_length=1)
-    encoding: Annotated[str, AfterValidator(known_encoding)] = "utf-8-sig"
+    file: Path = Field(
+        description="A CSV file holding the table, relative to the config file's folder."
+    )
+    key: str = Field(
+        description="The column holding the codes (compared as text, blanks around them "
+        "removed; the first row of a code wins)."
+    )
+    value: str = Field(description="The column holding the labels.")
+    default: JsonValue | None = Field(
+        None,
+        description="The label of a code the file lacks; unset: such a row is rejected, "
+        "naming the table and the code.",
+    )
+    delimiter: str = Field(
+        ",", min_length=1, max_length=1, description="The file's delimiter, exactly one character."
+    )
+    encoding: Annotated[str, AfterValidator(known_encoding)] = Field(
+        "utf-8-sig", description="The file's encoding (the default skips a BOM)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -156,18 +279,54 @@ class TableFile(_Strict):
 
 
 class MappingSettings(_Strict):
-    key: str = "sku"
-    fields: dict[str, str | FieldSpec] | None = None
-    send_nulls: bool = False  # a field the source dropped is PATCHed to null (else left alone)
+    """How a source record becomes the product sent to the CMS."""
+
+    key: str = Field(
+        "sku", description="The field that identifies a product on both sides (the natural key)."
+    )
+    fields: dict[str, str | FieldSpec] | None = Field(
+        None,
+        description="Target field = source column (text), or a table of the keys below. "
+        "Omitted: the source columns are sent unchanged. When given, it must "
+        "map the `key` field.",
+    )
+    send_nulls: bool = Field(
+        False,
+        description="A field the source no longer gives is updated to `null` on the remote "
+        "(once); by default it is left alone.",
+    )
     # target fields whose changes jump the queue when writes wait for budget (sync/lanes.py)
-    urgent: list[str] = Field(default_factory=list)
+    urgent: list[str] = Field(
+        default_factory=list,
+        description="Target fields of `[mapping.fields]` whose changes jump the queue when "
+        "writes wait for budget: updates changing one go first, then creates, "
+        "then the rest.",
+    )
     # products in pieces (sync/pieces.py, docs/mapping-pieces.md)
-    each: str | None = None  # JMESPath to a list: each element is one record (parent: the record)
-    group_by: str | None = None  # column or path: consecutive records sharing it form a group
-    inherit: list[str] | None = None  # the columns an empty cell takes from the group's first
+    each: str | None = Field(
+        None,
+        description="JMESPath to a list in each record: every element becomes its own "
+        "record, with the record as `parent` (nested variants).",
+    )
+    group_by: str | None = Field(
+        None,
+        description="A column or path: consecutive records sharing its value form a group, "
+        "and later records take empty cells from the group's first "
+        "(continuation rows).",
+    )
+    inherit: list[str] | None = Field(
+        None,
+        description="With `group_by`: only these columns are taken from the group's first "
+        "record; omitted: every column.",
+    )
     tables: dict[
         str, Annotated[TableFile | dict[str, JsonValue], Field(union_mode="left_to_right")]
-    ] = Field(default_factory=dict)
+    ] = Field(
+        default_factory=dict,
+        description="Tables that turn codes into labels for `lookup('name', code)` in "
+        'paths: inline (`{ "1" = "Red" }`) or read from a CSV file (`{ file, '
+        "key, value }`).",
+    )
 
     @field_validator("each")
     @classmethod
@@ -202,14 +361,23 @@ class MappingSettings(_Strict):
 
 
 class CsvSourceSettings(FileSourceSettings):  # path: a file or an http(s)/sftp URL
+    """A CSV file whose first row is the header."""
+
     type: Literal["csv"]
-    encoding: Annotated[str, AfterValidator(known_encoding)] = "utf-8"
-    delimiter: str = ","
+    encoding: Annotated[str, AfterValidator(known_encoding)] = Field(
+        "utf-8",
+        description="Any codec Python knows, e.g. `cp1252` for Windows exports; a BOM is skipped.",
+    )
+    delimiter: str = Field(",", description='Exactly one character, e.g. `";"` or `"\\t"`.')
 
 
 class JsonlSourceSettings(FileSourceSettings):
+    """JSON Lines: one product object per line."""
+
     type: Literal["jsonl"]
-    encoding: Annotated[str, AfterValidator(known_encoding)] = "utf-8"
+    encoding: Annotated[str, AfterValidator(known_encoding)] = Field(
+        "utf-8", description="Any codec Python knows."
+    )
 
 
 SourceSettings = Annotated[
@@ -246,10 +414,20 @@ class JoinSettings(_Strict):
     Every key besides ``name``, ``key`` and ``on`` is a source setting, as in ``[source]``.
     """
 
-    name: str  # mapping paths read the partner as <name>.<field>
-    key: str  # the join's own key: a column of its records, else a JMESPath path
-    on: str  # the primary record's column (else path) that matches ``key``
-    source: SourceSettings
+    name: str = Field(
+        description="The name under which mapping paths read the partner record, as "
+        "`<name>.<field>`."
+    )
+    key: str = Field(
+        description="The join's own key: a column of its records, else a JMESPath path."
+    )
+    on: str = Field(
+        description="The primary record's column (else path) whose value must equal `key`."
+    )
+    source: SourceSettings = Field(
+        description="Not written as a table: every other key of the `[[join]]` table is a "
+        "source setting, exactly as in `[source]` (`type`, `path`, `url`, ...)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -275,44 +453,154 @@ class JoinSettings(_Strict):
 
 
 class BudgetSettings(_Strict):
-    read_per_minute: int = Field(300, gt=0)
-    write_per_minute: int = Field(60, gt=0)
-    egress_per_minute: int | None = Field(None, gt=0)
-    limiter: Literal["window", "bucket"] = "window"
-    safety_margin: float = Field(0.01, ge=0, lt=0.5)  # bucket: fraction of the rate kept back
-    clock_skew_s: float = Field(0.5, ge=0, le=10)  # jitter allowance between us and the server
+    """The API's rate budgets: what skuferry may spend per minute, per tier."""
+
+    read_per_minute: int = Field(
+        300, gt=0, description="Read requests (GET) each API key may send per minute."
+    )
+    write_per_minute: int = Field(
+        60, gt=0, description="Write requests (POST, PUT, PATCH) each API key may send per minute."
+    )
+    egress_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="The API's egress tier per key; when set, every request is also charged "
+        "to it. Unset: not counted.",
+    )
+    limiter: Literal["window", "bucket"] = Field(
+        "window",
+        description="`window`: at most N requests per tier in any 60 s + `clock_skew_s`, "
+        "safe however the server counts (all N are used). `bucket`: a token "
+        "bucket, faster at the start of a big sync.",
+    )
+    safety_margin: float = Field(
+        0.01, ge=0, lt=0.5, description="`bucket` only: the fraction of the refill rate kept back."
+    )
+    clock_skew_s: float = Field(
+        0.5,
+        ge=0,
+        le=10,
+        description="Seconds allowed between skuferry's clock and the server's counting window.",
+    )
     # all keys together (issue 12); unset: the spec's 900/180/40, never below one key's limit
-    workspace_read_per_minute: int | None = Field(None, gt=0)
-    workspace_write_per_minute: int | None = Field(None, gt=0)
-    workspace_egress_per_minute: int | None = Field(None, gt=0)
+    workspace_read_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="Reads of all keys of the workspace together, with several keys. Unset: "
+        "the spec's 900, never below one key's own limit.",
+    )
+    workspace_write_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="Writes of all keys of the workspace together, with several keys. "
+        "Unset: the spec's 180, never below one key's own limit.",
+    )
+    workspace_egress_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="Egress of all keys of the workspace together, with several keys. "
+        "Unset: the spec's 40, never below one key's own limit.",
+    )
 
 
 class ScheduleSettings(_Strict):
-    interval_minutes: float | None = Field(None, gt=0)
-    cron: str | None = None
-    run_at_start: bool = True
-    jitter_s: int = Field(0, ge=0)
-    misfire_grace_s: int = Field(300, gt=0)
-    verify_every: int = Field(0, ge=0)  # walk the remote every N runs (0: never)
-    watch: bool = False  # `run` also starts a run when a file source's file changes
-    watch_settle_s: float = Field(5.0, ge=0)  # ... once its size and mtime stay put this long
+    """When `skuferry run` (the daemon) syncs. Set `interval_minutes` or `cron`, not both."""
+
+    interval_minutes: float | None = Field(
+        None,
+        gt=0,
+        description="Run every this many minutes. Neither this nor `cron` set: every 15 minutes.",
+    )
+    cron: str | None = Field(
+        None,
+        description="A 5-field crontab expression (minute hour day month weekday; `7` is "
+        "Sunday, as in crontab), instead of `interval_minutes`.",
+    )
+    run_at_start: bool = Field(True, description="Also sync once right when the daemon starts.")
+    jitter_s: int = Field(
+        0, ge=0, description="A random delay of up to this many seconds before each run."
+    )
+    misfire_grace_s: int = Field(
+        300,
+        gt=0,
+        description="A run late by more than this many seconds (host asleep, clock jump) is "
+        "skipped and logged (`daemon.run.missed`).",
+    )
+    verify_every: int = Field(
+        0,
+        ge=0,
+        description="Every N runs, walk the whole remote to find products deleted or edited "
+        "there and put them right (as `sync --verify`); `0`: never.",
+    )
+    watch: bool = Field(
+        False,
+        description="Also start a run when the file of `[source] path` changes (a new export).",
+    )
+    watch_settle_s: float = Field(
+        5.0,
+        ge=0,
+        description="With `watch`: start the run once the file's size and mtime have not "
+        "moved for this many seconds.",
+    )
 
 
 class StateSettings(_Strict):
-    path: Path
+    """The local SQLite mirror: what was sent, remote ids, open write intents, runs and the
+    shared budgets.
+    """
+
+    path: Path = Field(
+        description="The SQLite state file (its `-wal`, `-shm` and `.lock` siblings sit "
+        "beside it). `SKUFERRY_STATE_PATH` overrides it.",
+        json_schema_extra={
+            "default_text": "`$STATE_DIRECTORY/skuferry.db` under systemd "
+            "(`StateDirectory=`), else `skuferry.db` beside the "
+            "config file"
+        },
+    )
 
 
 class SafetySettings(_Strict):
-    max_change_ratio: float = Field(0.5, gt=0, le=1)
-    max_gone_ratio: float = Field(0.1, gt=0, le=1)  # of the known products archived in one run
+    """Guards that stop a run before it writes, when the source looks wrong."""
+
+    max_change_ratio: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Refuse a run that would update more than this fraction of the products "
+        "already synced (and more than 10): exit 2, nothing written; `sync "
+        "--force` overrides. `1` disables it.",
+    )
+    max_gone_ratio: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="Refuse a run that would archive more than this fraction of the known "
+        'products (`[gone] action = "patch"`; a truncated export looks like '
+        "mass discontinuation). Runs archiving 10 or fewer never trip it; `sync "
+        "--force` overrides.",
+    )
 
 
 class GoneSettings(_Strict):
     """What happens on the remote to a product that leaves the source (sync/gone.py)."""
 
-    action: Literal["leave", "patch"] = "leave"
-    patch: dict[str, JsonValue] = Field(default_factory=dict)  # sent once, e.g. status = "archived"
-    restore: dict[str, JsonValue] = Field(default_factory=dict)  # sent when it comes back
+    action: Literal["leave", "patch"] = Field(
+        "leave",
+        description="`leave`: a product that leaves the source is only marked gone locally. "
+        "`patch`: it gets one update carrying `patch`, once, and is listed as "
+        "archived.",
+    )
+    patch: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="The fields sent once to a product that left the source, e.g. `{ status "
+        '= "archived", stock = 0 }`. Needed by `action = "patch"`.',
+    )
+    restore: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="The fields sent, with its source data, to an archived product that "
+        'comes back, e.g. `{ status = "active" }`.',
+    )
 
     @model_validator(mode="after")
     def _patch_given(self) -> GoneSettings:
@@ -331,10 +619,22 @@ METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
 
 
 class MetricsSettings(_Strict):
-    textfile: Path | None = None
+    """Prometheus metrics written to a file after each run, for node_exporter's textfile
+    collector.
+    """
+
+    textfile: Path | None = Field(
+        None,
+        description="Write Prometheus metrics to this file after every run (atomically; "
+        "counters carry across runs). Unset: no metrics file.",
+    )
     # Constant labels on every sample, in the textfile and on /metrics: a fleet of daemons
     # told apart by workspace, e.g. labels = { workspace = "acme" } (docs/kubernetes.md).
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Constant labels on every sample, in the textfile and on `/metrics`, "
+        'e.g. `{ workspace = "acme" }` to tell a fleet of daemons apart.',
+    )
 
     @field_validator("labels")
     @classmethod
@@ -359,11 +659,27 @@ class MetricsSettings(_Strict):
 
 
 class DaemonSettings(_Strict):
-    listen: str | None = None  # "127.0.0.1:9347": /metrics and /healthz over HTTP
+    """What the daemon (`skuferry run`) serves besides its schedule."""
+
+    listen: str | None = Field(
+        None,
+        description='`"host:port"` on which the daemon serves `/metrics` and `/healthz`, '
+        'e.g. `"127.0.0.1:9347"`. Keep it on loopback; changing it needs a '
+        "restart. Unset: no HTTP.",
+    )
     # POST /hooks/sync and /hooks/run on `listen` (service/hooks_http.py): the shared secret
     # that signs their bodies; without one the hook routes answer 404
-    hook_secret_file: Path | None = None
-    hook_secret_env: str | None = None
+    hook_secret_file: Path | None = Field(
+        None,
+        description="A file (mode 0600) holding the shared secret that signs `POST "
+        "/hooks/sync` and `/hooks/run` on `listen`; without a hook secret those "
+        "routes answer 404. One of this and `hook_secret_env`.",
+    )
+    hook_secret_env: str | None = Field(
+        None,
+        description="The environment variable holding the hook secret, instead of "
+        "`hook_secret_file`.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -391,10 +707,20 @@ class DaemonSettings(_Strict):
 
 
 class MonitorSettings(_Strict):
-    start_url: str | None = None
-    success_url: str | None = None
-    failure_url: str | None = None
-    timeout_s: float = Field(10.0, gt=0)
+    """URLs pinged at the start, on success and on failure of each run (healthchecks.io style)."""
+
+    start_url: str | None = Field(None, description="POSTed when a run starts.")
+    success_url: str | None = Field(
+        None, description="Gets the run's JSON summary on exit 0 (and 75)."
+    )
+    failure_url: str | None = Field(
+        None,
+        description='Gets `{"result", "exit_code", "error" or "summary"}` on any other '
+        "exit, including 1 (rejected products).",
+    )
+    timeout_s: float = Field(
+        10.0, gt=0, description="Seconds per ping; a failed ping is logged and never fails the run."
+    )
 
 
 class Settings(_Strict):

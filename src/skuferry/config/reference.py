@@ -12,9 +12,11 @@ or not at all.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -62,7 +64,7 @@ def render() -> str:
         model = _model_of(field.annotation)
         summary = "where the catalog comes from" if name == "source" else ""
         summary = summary or (_doc(model).split(". ")[0].rstrip(".") if model else "")
-        out.append(f"| [`[{name}]`](#{name}) | {_cell(summary)} |")
+        out.append(f"| [`{_title(name, field)}`](#{name}) | {_cell(summary)} |")
     out.append("")
     for name, field in tables:
         if name == "source":
@@ -71,8 +73,13 @@ def render() -> str:
         model = _model_of(field.annotation)
         if model is None:
             raise TypeError(f"[{name}] is not a table of settings")
-        out.extend(_model_section(f"[{name}]", name, model, level=2))
+        out.extend(_model_section(_title(name, field), name, model, level=2))
     return "\n".join(out).rstrip() + "\n"
+
+
+def _title(name: str, field: FieldInfo) -> str:
+    """``[api]``, or ``[[join]]`` for an array of tables."""
+    return f"[[{name}]]" if get_origin(_strip(field.annotation)) is list else f"[{name}]"
 
 
 def _source_section() -> Iterator[str]:
@@ -117,8 +124,8 @@ def _model_section(title: str, anchor: str, model: type[BaseModel], level: int) 
     yield from _table(model.model_fields)
     for key, field in model.model_fields.items():
         inner = _model_of(field.annotation)
-        if inner is not None:
-            sub = f"{title[1:-1]}.{key}"
+        if inner is not None and not _several_models(field.annotation):
+            sub = f"{title.strip('[]')}.{key}"
             if _is_dict(field.annotation):
                 sub += ".NAME"
             yield from _model_section(f"[{sub}]", f"{anchor}.{key}", inner, level=min(level + 1, 4))
@@ -151,7 +158,8 @@ def _doc(model: type[BaseModel]) -> str:
     if model.__doc__ is None or model.__doc__ is BaseModel.__doc__:
         return ""
     first = model.__doc__.strip().split("\n\n")[0]
-    return " ".join(line.strip() for line in first.splitlines()).replace("``", "`")
+    text = " ".join(line.strip() for line in first.splitlines()).replace("``", "`")
+    return re.sub(r" \([\w/]+\.py\)", "", text)  # "(sync/gone.py)" is for developers
 
 
 def _source_type(model: type[BaseModel]) -> str:
@@ -179,6 +187,12 @@ def _is_union(annotation: Any) -> bool:
 
 def _is_dict(annotation: Any) -> bool:
     return get_origin(_strip(annotation)) is dict
+
+
+def _several_models(annotation: Any) -> bool:
+    """A union of settings models (a ``[source]``): its types have sections of their own."""
+    members = get_args(_strip(annotation)) if _is_union(_strip(annotation)) else ()
+    return sum(_model_of(m) is not None for m in members) > 1
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -215,6 +229,7 @@ def _type_name(annotation: Any) -> str:
         str: "text",
         int: "integer",
         float: "number",
+        Decimal: "number",
         bool: "boolean",
         Path: "path",
         SecretStr: "text (*secret*)",

@@ -56,9 +56,19 @@ class SourceCommon(_Strict):
 
     # rows in which all these source columns are empty or absent are skipped, not
     # rejected (Shopify's image-only rows): skip_if_empty = ["Variant SKU"]
-    skip_if_empty: list[str] = Field(default_factory=list)
+    skip_if_empty: list[str] = Field(
+        default_factory=list,
+        description="Source columns: a record in which every one of them is empty or absent "
+        "is skipped before mapping (noted in the summary, not rejected), e.g. "
+        'Shopify\'s image-only rows: `["Variant SKU"]`.',
+    )
     # a JMESPath filter: records it does not hold true for are skipped, their products gone
-    where: str | None = None
+    where: str | None = Field(
+        None,
+        description="A JMESPath filter evaluated on each record after grouping, unnesting "
+        "and joining: records it does not hold true for are skipped (never "
+        "rejected), and their products count as gone.",
+    )
 
     @field_validator("skip_if_empty")
     @classmethod
@@ -138,56 +148,177 @@ class HttpSourceSettings(SourceCommon):
     """A JSON API walked page by page (a PIM's REST endpoint)."""
 
     type: Literal["http"]
-    url: str
-    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # values may be secrets
+    url: str = Field(
+        description="The first page's `http://` or `https://` URL; its origin is the one "
+        "credentials go to."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,
+        description="HTTP headers sent with every request, only to the origin of `url` "
+        "(values may be secrets).",
+    )
     # every path into a response is JMESPath (config/expressions.py); "" = the body itself
-    items_path: SourcePathSetting = ""  # the list of records in each response
+    items_path: SourcePathSetting = Field(
+        "",
+        description="JMESPath of the list of records in each answer (`_embedded.items`, "
+        '`value`); `""`: the body itself.',
+    )
 
     # auth: the fields a validator reads come before the field it validates
-    auth: Literal["none", "bearer", "basic"] = "none"
-    token_file: Path | None = None
-    token_env: str | None = None
-    token: SecretStr | None = Field(default=None, validate_default=True)
-    password_file: Path | None = None
-    password_env: str | None = None
-    username: str | None = Field(default=None, validate_default=True)
-    password: SecretStr | None = Field(default=None, validate_default=True)
+    auth: Literal["none", "bearer", "basic"] = Field(
+        "none", description="`bearer` sends `token`, `basic` sends `username` and `password`."
+    )
+    token_file: Path | None = Field(None, description="A file holding the bearer token.")
+    token_env: str | None = Field(
+        None,
+        description="The environment variable holding the bearer token (wins over "
+        "`token_file` and `token`).",
+    )
+    token: SecretStr | None = Field(
+        default=None, validate_default=True, description="The bearer token, inline (avoid)."
+    )
+    password_file: Path | None = Field(None, description="A file holding the basic-auth password.")
+    password_env: str | None = Field(
+        None,
+        description="The environment variable holding the basic-auth password (wins over "
+        "`password_file` and `password`).",
+    )
+    username: str | None = Field(
+        default=None, validate_default=True, description="The basic-auth user name."
+    )
+    password: SecretStr | None = Field(
+        default=None, validate_default=True, description="The basic-auth password, inline (avoid)."
+    )
 
     # pagination; "next_link" also covers an API that does not paginate (no link: one page)
-    pagination: Literal["page", "offset", "cursor", "next_link", "none"] = "next_link"
-    page_size: int = Field(100, ge=1, le=100_000)
-    size_param: str = "limit"  # "" = do not send a page size
-    page_param: str = "page"
-    first_page: int = Field(1, ge=0)
-    offset_param: str = "offset"
-    cursor_param: str = "cursor"  # or "search_after"
-    next_path: SourcePathSetting = "_links.next.href"  # OData: '"@odata.nextLink"'
-    cursor_path: SourcePathSetting | None = Field(default=None, validate_default=True)
+    pagination: Literal["page", "offset", "cursor", "next_link", "none"] = Field(
+        "next_link",
+        description="How the next page is asked for: `page` (`page_param`), `offset` "
+        "(`offset_param`), `cursor` (`cursor_param` from `cursor_path`), "
+        "`next_link` (`next_path`, else an RFC 8288 `Link` header; no link: one "
+        "page) or `none`.",
+    )
+    page_size: int = Field(
+        100, ge=1, le=100_000, description="Records asked for per page (sent as `size_param`)."
+    )
+    size_param: str = Field(
+        "limit", description='The query parameter carrying `page_size`; `""`: send none.'
+    )
+    page_param: str = Field(
+        "page", description='`pagination = "page"`: the page number\'s query parameter.'
+    )
+    first_page: int = Field(
+        1, ge=0, description='`pagination = "page"`: the number of the first page.'
+    )
+    offset_param: str = Field(
+        "offset", description='`pagination = "offset"`: the offset\'s query parameter.'
+    )
+    cursor_param: str = Field(
+        "cursor",
+        description='`pagination = "cursor"`: the cursor\'s query parameter (e.g. `search_after`).',
+    )
+    next_path: SourcePathSetting = Field(
+        "_links.next.href",
+        description='`pagination = "next_link"`: JMESPath of the next page\'s URL in each '
+        "answer; OData v4: `'\"@odata.nextLink\"'`.",
+    )
+    cursor_path: SourcePathSetting | None = Field(
+        default=None,
+        validate_default=True,
+        description='`pagination = "cursor"`, required there: JMESPath of the next cursor '
+        "in each answer, e.g. `meta.next_cursor`.",
+    )
     # what the API says it holds: stops page/offset walks, and proves a pull complete
     # (sources/ends.py); absent: page and offset walks stop at a short page
-    total_path: SourcePathSetting | None = None  # records in all pages, e.g. "meta.total"
-    total_pages_path: SourcePathSetting | None = None  # pages, e.g. "meta.pages"
-    total_header: HeaderName | None = None  # e.g. "X-WP-Total" (WooCommerce)
-    total_pages_header: HeaderName | None = None  # e.g. "X-WP-TotalPages"
+    total_path: SourcePathSetting | None = Field(
+        None,
+        description="JMESPath of the number of records in all pages, e.g. `meta.total`: "
+        "ends page and offset walks, and a pull that ends short of it fails.",
+    )
+    total_pages_path: SourcePathSetting | None = Field(
+        None, description="JMESPath of the number of pages, e.g. `meta.pages`."
+    )
+    total_header: HeaderName | None = Field(
+        None,
+        description="A response header holding the number of records, e.g. `X-WP-Total` "
+        "(WooCommerce).",
+    )
+    total_pages_header: HeaderName | None = Field(
+        None, description="A response header holding the number of pages, e.g. `X-WP-TotalPages`."
+    )
 
     # transport
-    requests_per_minute: int | None = Field(None, gt=0)
-    timeout_s: float = Field(30.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
+    requests_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="At most this many requests per minute to the source. Unset: no limit.",
+    )
+    timeout_s: float = Field(30.0, gt=0, description="Seconds to wait for one response.")
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Retries of a page that failed transiently; then the pull fails as a whole.",
+    )
     # security (sources/origins.py, config/security.py): credentials go only to url's origin
-    allowed_origins: list[str] = Field(default_factory=list)  # more origins trusted with them
-    allow_insecure_http: bool = False  # http:// to a host that is not loopback
-    ca_bundle: Path | None = None  # PEM file of CA certificates; default: SSL_CERT_FILE, certifi
-    max_page_bytes: int = Field(256 * 1024 * 1024, gt=0)  # one response body, decoded
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="More origins trusted with the credentials, for next links, cursor URLs "
+        "and redirects (never https to http).",
+    )
+    allow_insecure_http: bool = Field(
+        False, description="Allow an `http://` `url` to a host that is not a loopback literal."
+    )
+    ca_bundle: Path | None = Field(
+        None,
+        description="A PEM file of CA certificates for a private CA. Default: "
+        "`SSL_CERT_FILE` when set, else the certifi bundle.",
+    )
+    max_page_bytes: int = Field(
+        256 * 1024 * 1024,
+        gt=0,
+        description="One answer larger than this (counted as it streams in, after "
+        "decompression) fails the pull. Default 256 MiB.",
+    )
 
     # incremental pulls (see sources/since.py): ?<since_param>=<last pull start - overlap>
-    since_param: str | None = None
-    since_format: str = Field("iso8601", validate_default=True)  # | "epoch" | a strftime pattern
-    since_template: str | None = Field(default=None, validate_default=True)  # Akeneo's search=
-    since_overlap_s: float = Field(300.0, ge=0)
-    full_every: int = Field(24, ge=1)  # every Nth run pulls everything (and decides gone)
+    since_param: str | None = Field(
+        None,
+        description="Incremental pulls: the query parameter that asks for what changed "
+        "since a time (`updated_since`). Unset: every pull is full.",
+    )
+    since_format: str = Field(
+        "iso8601",
+        validate_default=True,
+        description="How the time is written: `iso8601` (`2026-11-22T09:00:00+00:00`), "
+        "`epoch` (unix seconds) or a strftime pattern (`%Y-%m-%d %H:%M:%S`).",
+    )
+    since_template: str | None = Field(
+        default=None,
+        validate_default=True,
+        description="The parameter's value with `{since}` where the time goes, e.g. "
+        "Akeneo's search expression. Needs `since_param`.",
+    )
+    since_overlap_s: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
+    )
+    full_every: int = Field(
+        24,
+        ge=1,
+        description="Every Nth run pulls everything; only a full pull decides that a "
+        "product is gone.",
+    )
     # one item by key (sync --only, retry, hooks; sources/http_items.py): ".../products/{key}"
-    item_url: str | None = None
+    item_url: str | None = Field(
+        None,
+        description="One item by its key, with `{key}` where the key goes "
+        "(`.../products/{key}`): `sync --only`, `retry` and hooks then read one "
+        "GET per key instead of the whole pull. It must be on `url`'s origin or "
+        "in `allowed_origins`; a 404 means the source does not hold the key.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -267,19 +398,56 @@ class SqlSourceSettings(SourceCommon):
     """
 
     type: Literal["sql"]
-    url: str = Field(repr=False)  # may hold a password; kept out of repr
-    password_file: Path | None = None
-    password_env: str | None = None
-    password: SecretStr | None = Field(default=None, validate_default=True)
-    query: str | None = None
-    table: str | None = Field(default=None, validate_default=True)  # "name" or "schema.name"
-    batch_size: int = Field(1000, ge=1, le=100_000)  # rows fetched per round trip
+    url: str = Field(
+        repr=False,
+        description="A SQLAlchemy URL, e.g. `postgresql://user@host/dbname`; a relative "
+        "`sqlite:///catalog.db` is relative to the config file's folder. Better "
+        "without its password (`password_env` / `password_file`).",
+    )
+    password_file: Path | None = Field(None, description="A file holding the database password.")
+    password_env: str | None = Field(
+        None,
+        description="The environment variable holding the database password (wins over "
+        "`password_file` and `password`).",
+    )
+    password: SecretStr | None = Field(
+        default=None, validate_default=True, description="The database password, inline (avoid)."
+    )
+    query: str | None = Field(
+        None,
+        description="A `SELECT` whose rows are the records; one of `table` and `query`. A "
+        "query using `:since` is incremental by itself.",
+    )
+    table: str | None = Field(
+        default=None,
+        validate_default=True,
+        description="A table or view, `name` or `schema.name`; one of `table` and `query`.",
+    )
+    batch_size: int = Field(1000, ge=1, le=100_000, description="Rows fetched per round trip.")
     # incremental pulls: a table source adds WHERE <updated_column> > :since; a query
     # that uses :since is incremental by itself (a full pull binds the epoch start)
-    updated_column: str | None = None
-    since_format: Literal["iso8601", "epoch"] = "iso8601"  # a timestamp or unix seconds
-    since_overlap_s: float = Field(300.0, ge=0)
-    full_every: int = Field(24, ge=1)
+    updated_column: str | None = Field(
+        None,
+        description="Incremental pulls of a `table`: adds `WHERE <updated_column> > :since` "
+        "(bound, never formatted in). `:since` is a UTC time (with its zone for "
+        "PostgreSQL), so elsewhere the column must hold UTC.",
+    )
+    since_format: Literal["iso8601", "epoch"] = Field(
+        "iso8601",
+        description="What the change-time column holds: a timestamp (`iso8601`) or unix "
+        "seconds (`epoch`).",
+    )
+    since_overlap_s: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
+    )
+    full_every: int = Field(
+        24,
+        ge=1,
+        description="Every Nth run pulls everything; only a full pull decides that a "
+        "product is gone.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -378,16 +546,51 @@ class FileSourceSettings(SourceCommon):
     source opens and never echoed.
     """
 
-    path: Annotated[Path | str, PlainValidator(_file_or_url)]
-    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # http(s); may be secrets
-    timeout_s: float = Field(60.0, gt=0)  # per network operation, not for the whole download
-    allowed_origins: list[str] = Field(default_factory=list)  # redirects may go there too
-    allow_insecure_http: bool = False  # http:// to a host that is not a loopback literal
-    ca_bundle: Path | None = None  # a PEM file of private CAs for https://
-    sftp_known_hosts: Path | None = None  # OpenSSH known_hosts; required for sftp://
-    sftp_key_file: Path | None = None
-    sftp_password_file: Path | None = None
-    sftp_password_env: str | None = None
+    path: Annotated[Path | str, PlainValidator(_file_or_url)] = Field(
+        description="The export: a local file (relative to the config file's folder), or an "
+        "`https://` (`http://`) or `sftp://user@host:port/path` URL downloaded "
+        "whole before the first record is read. gzip and a zip holding one file "
+        "are read transparently. `SKUFERRY_SOURCE_PATH` overrides it."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,
+        description="`https://` paths: HTTP headers sent with the download, only to the "
+        "URL's origin (values may be secrets).",
+    )
+    timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Remote paths: seconds per network operation, not for the whole download.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="`https://` paths: more origins a redirect may go to (never https to http).",
+    )
+    allow_insecure_http: bool = Field(
+        False, description="Allow an `http://` path to a host that is not a loopback literal."
+    )
+    ca_bundle: Path | None = Field(
+        None, description="`https://` paths: a PEM file of CA certificates for a private CA."
+    )
+    sftp_known_hosts: Path | None = Field(
+        None,
+        description="`sftp://` paths, required: an OpenSSH known_hosts file holding the "
+        "server's host key (an unknown or changed key is refused).",
+    )
+    sftp_key_file: Path | None = Field(
+        None,
+        description="`sftp://` paths: the private key to log in with (mode 0600). Only the "
+        "key and password named here are tried (no agent, no `~/.ssh`).",
+    )
+    sftp_password_file: Path | None = Field(
+        None, description="`sftp://` paths: a file holding the password."
+    )
+    sftp_password_env: str | None = Field(
+        None,
+        description="`sftp://` paths: the environment variable holding the password (wins "
+        "over `sftp_password_file`).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -457,11 +660,21 @@ class XlsxSourceSettings(FileSourceSettings):
     """An Excel workbook: one sheet, a header row, one product per row below it."""
 
     type: Literal["xlsx"]
-    sheet: str | int = 1  # a sheet name, or its 1-based position
-    header_row: int = Field(1, ge=1)
+    sheet: str | int = Field(
+        1, description='The sheet: its name (`"Artikel"`) or its 1-based position.'
+    )
+    header_row: int = Field(
+        1, ge=1, description="The row holding the column names; the records are the rows below it."
+    )
     # openpyxl (default): streamed, flat memory at any size, as every source must be;
     # calamine: Rust, ~4.5x less CPU, but holds the whole sheet in memory (opt in)
-    reader: Literal["calamine", "openpyxl"] = "openpyxl"
+    reader: Literal["calamine", "openpyxl"] = Field(
+        "openpyxl",
+        description="`openpyxl` streams row by row (memory flat at any size); `calamine` "
+        "(python-calamine, Rust) needs about a quarter of the CPU but holds the "
+        "whole sheet in memory. A workbook with an error cell is read by "
+        "openpyxl either way.",
+    )
 
     @field_validator("sheet")
     @classmethod
@@ -477,7 +690,10 @@ class XmlSourceSettings(FileSourceSettings):
     """An XML file (BMEcat and the like) whose ``record`` element repeats once per product."""
 
     type: Literal["xml"]
-    record: str  # the local name, e.g. "ARTICLE" (namespaces are ignored)
+    record: str = Field(
+        description="The local name of the element that repeats once per product, e.g. "
+        '`"ARTICLE"` (namespaces are ignored).'
+    )
 
     @field_validator("record")
     @classmethod
