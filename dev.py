@@ -76,7 +76,7 @@ def main() -> int:
             run("-m", "ruff", "check", ".")
             or run("-m", "ruff", "format", "--check", ".")
             or run("-m", "mypy")
-            or docs_build("--quiet")
+            or docs_build()
         )
     if job == "docs":  # regenerate the reference, then build: docs/reference/config.md is committed
         return run("-m", "skuferry.config.reference", "docs/reference/config.md") or docs_build(
