@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from skuferry import canonical
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import Product, RawRecord
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from tests.pim_server import GeneratedCatalog, PimServer
 
 from skuferry import logs
-from skuferry.config.sources import HttpSourceSettings
+from skuferry.config.schema import HttpSourceSettings
 from skuferry.sources.http import HttpSource
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from bench.common import KEY, WORKSPACE, Result, settings, write_csv
 from bench.fill import Fill
 from skuferry import errors
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import RunSummary
 from skuferry.sandbox import Sandbox, SandboxConfig
 from skuferry.sandbox.neighbour import Neighbour

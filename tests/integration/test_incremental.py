@@ -22,7 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from skuferry import errors
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import BadRecord, RawRecord, RunSummary, State
 from skuferry.sandbox import Sandbox
 from skuferry.service import freshness, report

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from skuferry.config.models import JoinSettings
+from skuferry.config.schema import JoinSettings
 from skuferry.sync.joins import open_joins
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,8 @@ import pytest
 
 from skuferry import errors
 from skuferry.config.keys import fingerprint
-from skuferry.config.load import Settings, load_settings
+from skuferry.config.load import load_settings
+from skuferry.config.schema import Settings
 from skuferry.sandbox import Sandbox
 from skuferry.sandbox.neighbour import Neighbour
 from skuferry.service import report

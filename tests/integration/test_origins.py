@@ -17,7 +17,8 @@ import pytest
 from pydantic import SecretStr
 
 from skuferry import errors
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import State
 from skuferry.remote.client import RemoteClient
 from skuferry.sandbox import Sandbox

@@ -20,7 +20,8 @@ import httpx
 import pytest
 
 from skuferry import canonical
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import RunSummary, State
 from skuferry.sandbox import Sandbox
 from skuferry.service import report

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from skuferry.config.sources import SqlSourceSettings
+from skuferry.config.schema import SqlSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.base import Source

@@ -21,7 +21,8 @@ import httpx
 import pytest
 
 from skuferry import errors
-from skuferry.config.load import Settings, load_settings
+from skuferry.config.load import load_settings
+from skuferry.config.schema import Settings
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
 from skuferry.sandbox import Faults, Sandbox

@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from skuferry.config.load import FieldSpec, MappingSettings
-from skuferry.config.sources import SqlSourceSettings
+from skuferry.config.schema import FieldSpec, MappingSettings, SqlSourceSettings
 from skuferry.models import Product, RawRecord
 from skuferry.sources.sql import SqlSource
 from skuferry.sync.mapping import Mapper, map_records

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from skuferry.config.load import FieldSpec, MappingSettings
+from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.models import Product, RawRecord
 from skuferry.sync.mapping import Mapper, map_records
 from tests.integration.test_postgres_source import Postgres, postgres

@@ -16,7 +16,7 @@ import pytest
 
 from skuferry import errors
 from skuferry.config.load import settings_from_dict
-from skuferry.config.sources import HttpSourceSettings
+from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.remote.client import RemoteClient

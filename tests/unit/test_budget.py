@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from skuferry.config.load import BudgetSettings
+from skuferry.config.schema import BudgetSettings
 from skuferry.errors import Interrupted
 from skuferry.remote.budget import Budget
 from skuferry.remote.pace import Pace, learn, window_eta

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from skuferry.config.load import CsvSourceSettings, Settings, load_settings
+from skuferry.config.load import load_settings
+from skuferry.config.schema import CsvSourceSettings, HttpSourceSettings, Settings
 from skuferry.config.secrets import read_source_secret
-from skuferry.config.sources import HttpSourceSettings
 from skuferry.errors import ConfigError
 from skuferry.sources.csv import CsvSource
 

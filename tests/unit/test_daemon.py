@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from skuferry.config.load import ScheduleSettings, Settings
 from skuferry.config.schedule import build_trigger, crontab_weekdays, describe_schedule
+from skuferry.config.schema import ScheduleSettings, Settings
 from skuferry.errors import AuthError, ConfigError, LockHeld, SourceError
 from skuferry.models import RunOptions, RunSummary
 from skuferry.service.daemon import Daemon
@@ -432,7 +432,7 @@ from skuferry import logs
 from skuferry.service import daemon
 from skuferry.errors import ConfigError
 from skuferry.models import RunSummary
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 
 def load(path):
     try:

@@ -15,13 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from skuferry.config import reference
-from skuferry.config.models import (
-    SOURCE_MODELS,
-    FieldSpec,
-    MappingSettings,
-    Settings,
-    TableFile,
-)
+from skuferry.config.schema import SOURCE_MODELS, FieldSpec, MappingSettings, Settings, TableFile
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "docs" / "reference" / "config.md"

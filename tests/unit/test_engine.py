@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from skuferry import errors
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import RunSummary, State
 from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from skuferry.config.load import CsvSourceSettings, JsonlSourceSettings
+from skuferry.config.schema import CsvSourceSettings, JsonlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source

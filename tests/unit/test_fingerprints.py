@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from skuferry.config.load import FieldSpec, MappingSettings, Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import FieldSpec, MappingSettings, Settings
 from skuferry.models import BadRecord, Kind, MirrorRow, Product, RawRecord, State, was_mapped
 from skuferry.state.mirror import Mirror
 from skuferry.sync.engine import Adapters, run_once

@@ -9,8 +9,7 @@ from typing import Any
 import jmespath
 import pytest
 
-from skuferry.config.load import FieldSpec, MappingSettings
-from skuferry.config.models import TableFile
+from skuferry.config.schema import FieldSpec, MappingSettings, TableFile
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, Product, RawRecord
 from skuferry.sync.checks import gtin_valid, spreadsheet_mangled

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import ValidationError
 
-from skuferry.config.sources import HttpSourceSettings
+from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.http import HttpSource

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from skuferry.config.sources import HttpSourceSettings
+from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.remote.retry import backoff_delay, parse_retry_after
+from skuferry.net.retry import backoff_delay, parse_retry_after
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.http import HttpSource, safe_url
@@ -233,7 +233,7 @@ def test_a_transient_500_is_retried_with_growing_backoff_and_the_walk_completes(
     source = make(pim.url("page"), sleeps, pagination="page", items_path="items", page_size=10)
     assert skus(source) == EXPECTED
     assert len(sleeps) == 2
-    # the CMS client's policy (remote/retry.py): base 0.5 s, doubled, full jitter
+    # the CMS client's policy (net/retry.py): base 0.5 s, doubled, full jitter
     rng = random.Random(7)  # as make() seeds the source
     assert sleeps == [backoff_delay(n, rng=rng, base=0.5) for n in (0, 1)]
     assert 0 <= sleeps[0] <= 0.5 and 0 <= sleeps[1] <= 1.0
@@ -301,7 +301,7 @@ def test_requests_per_minute_paces_the_walk() -> None:
 
 
 def test_retry_after_accepts_seconds_and_http_dates() -> None:
-    # the source reads Retry-After with the CMS client's parser (remote/retry.py)
+    # the source reads Retry-After with the CMS client's parser (net/retry.py)
     assert parse_retry_after("12") == 12
     date = "Wed, 21 Oct 2015 07:28:20 GMT"  # the server's clock, not ours
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", date_header=date) == 10

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skuferry import canonical
-from skuferry.config.load import FieldSpec, MappingSettings
+from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, Product, RawRecord
 from skuferry.sync.mapping import Mapper, map_records

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skuferry import canonical
-from skuferry.config.load import FieldSpec, MappingSettings, settings_from_dict
-from skuferry.config.models import JsonlSourceSettings
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import FieldSpec, JsonlSourceSettings, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.dispatch import open_source

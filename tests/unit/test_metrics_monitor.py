@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from skuferry.config.load import MonitorSettings
+from skuferry.config.schema import MonitorSettings
 from skuferry.errors import AuthError, LockHeld, SourceError
 from skuferry.models import RunSummary
 from skuferry.service import metrics, monitor
@@ -365,7 +365,7 @@ def test_a_textfile_that_is_not_the_text_format_starts_the_counters_again(
 
 def test_every_label_of_skuferry_s_own_is_refused_as_a_constant_label() -> None:
     """Config refuses a constant label that would clash: it knows every label the families use."""
-    from skuferry.config.models import METRIC_LABELS
+    from skuferry.config.schema import METRIC_LABELS
     from skuferry.service.freshness import Freshness
 
     summary_ = summary(requests={"read": 1}, requests_by_key={"1a2b3c4d": 1})

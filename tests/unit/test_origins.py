@@ -1,4 +1,4 @@
-"""The origin rule (sources/origins.py) and the remote-file settings that rely on it."""
+"""The origin rule (net/origins.py) and the remote-file settings that rely on it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from skuferry.config.load import settings_from_dict
 from skuferry.errors import ConfigError, SourceError
-from skuferry.sources.origins import (
+from skuferry.net.origins import (
     Origin,
     check_same_origin,
     insecure_http_problem,

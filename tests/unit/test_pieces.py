@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from skuferry.config.load import MappingSettings, Settings, settings_from_dict
-from skuferry.config.models import JoinSettings
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import JoinSettings, MappingSettings, Settings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, RawRecord, RunSummary
 from skuferry.service.report import print_summary

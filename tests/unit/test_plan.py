@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skuferry import canonical
-from skuferry.config.load import MappingSettings
+from skuferry.config.schema import MappingSettings
 from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, State
 from skuferry.sync import plan as plan_module
 from skuferry.sync.mapping import Mapper

@@ -22,8 +22,8 @@ import structlog
 from pydantic import SecretStr
 
 from skuferry import errors, logs
+from skuferry.net.retry import BACKOFF_CAP_S, backoff_delay, parse_retry_after
 from skuferry.remote.client import RemoteClient
-from skuferry.remote.retry import BACKOFF_CAP_S, backoff_delay, parse_retry_after
 
 BASE = "http://127.0.0.1:8999"
 PRODUCTS = f"{BASE}/api/v1/products"

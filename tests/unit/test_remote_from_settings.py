@@ -9,7 +9,8 @@ import pytest
 import respx
 
 from skuferry import errors
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.remote.client import RemoteApi, RemoteClient
 
 KEY = "sk-from-settings-4c2a"

@@ -49,7 +49,8 @@ from hypothesis.stateful import (
 )
 
 from skuferry import errors
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import BadRecord
 from skuferry.sync.engine import Adapters, run_once
 from tests.fakes import Crash, FakeRemote, ListSource

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from skuferry import errors
 from skuferry.cli import main
-from skuferry.config.load import Settings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings
 from skuferry.models import RunOptions, RunSummary
 from skuferry.service import hooks, runner
 from skuferry.service.metrics import RunOutcome

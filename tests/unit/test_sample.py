@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 
-from skuferry.config.load import FieldSpec, MappingSettings
+from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.models import BadRecord, RawRecord
 from skuferry.service.sample import MAX_ITEMS, MAX_TEXT, Sample, json_like, render, sampled
 from skuferry.sync.mapping import Mapper

@@ -19,7 +19,8 @@ from skuferry import errors, logs
 from skuferry.cli import main
 from skuferry.config import security
 from skuferry.config.load import load_settings, settings_from_dict
-from skuferry.config.sources import HttpSourceSettings, read_secret
+from skuferry.config.schema import HttpSourceSettings
+from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.sources import http as http_source
 from skuferry.sources.http import HttpSource

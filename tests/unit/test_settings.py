@@ -10,13 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from skuferry.config.load import (
-    CsvSourceSettings,
-    FieldSpec,
-    Settings,
-    load_settings,
-    settings_from_dict,
-)
+from skuferry.config.load import load_settings, settings_from_dict
+from skuferry.config.schema import CsvSourceSettings, FieldSpec, Settings
 from skuferry.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from structlog.testing import capture_logs
 
 from skuferry import errors
-from skuferry.config.load import Settings, settings_from_dict
-from skuferry.config.sources import SqlSourceSettings
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import Settings, SqlSourceSettings
 from skuferry.models import BadRecord, RawRecord, RunSummary
 from skuferry.sources.base import IncrementalSource, Source
 from skuferry.sources.dispatch import open_source

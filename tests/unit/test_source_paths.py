@@ -14,7 +14,7 @@ import pytest
 import respx
 
 from skuferry.config.load import settings_from_dict
-from skuferry.config.sources import HttpSourceSettings
+from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.ends import Announced, EndProof, Totals

@@ -12,8 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from skuferry import canonical
-from skuferry.config.load import FieldSpec, MappingSettings
-from skuferry.config.sources import SqlSourceSettings
+from skuferry.config.schema import FieldSpec, MappingSettings, SqlSourceSettings
 from skuferry.models import Product
 from skuferry.sources.dispatch import open_source
 from skuferry.sync.mapping import Mapper, map_records

@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from skuferry.config.load import MappingSettings
-from skuferry.config.sources import SqlSourceSettings, anchor_sqlite_url
+from skuferry.config.schema import MappingSettings, SqlSourceSettings, anchor_sqlite_url
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, Kind, MirrorRow, RawRecord, State
 from skuferry.sources.base import Source

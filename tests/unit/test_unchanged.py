@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from skuferry import errors
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import BadRecord, Product, RawRecord, RunSummary
 from skuferry.sources import fingerprint as fingerprints
 from skuferry.sources.base import Source

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from skuferry.config.load import MappingSettings
+from skuferry.config.schema import MappingSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import Product, RawRecord
 from skuferry.sources.xlsx import XlsxSource

@@ -12,7 +12,8 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from skuferry.config.load import MappingSettings, settings_from_dict
+from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import MappingSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, Product, RawRecord
 from skuferry.sources.base import Source

@@ -26,44 +26,19 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from skuferry.config import overlay, secrets, security
 from skuferry.config.keys import resolve_api_keys
-from skuferry.config.models import (
+from skuferry.config.schedule import schedule_problems
+from skuferry.config.schema import (
     FILE_SOURCE_TYPES,
     SOURCE_MODELS,
     SOURCE_TYPES,
-    ApiSettings,
-    BudgetSettings,
     CsvSourceSettings,
     FieldSpec,
-    JsonlSourceSettings,
-    MappingSettings,
-    MetricsSettings,
-    MonitorSettings,
-    SafetySettings,
-    ScheduleSettings,
     Settings,
     SourceSettings,
-    StateSettings,
 )
-from skuferry.config.schedule import schedule_problems
 from skuferry.errors import ConfigError
 
-__all__ = [
-    "ApiSettings",
-    "BudgetSettings",
-    "CsvSourceSettings",
-    "FieldSpec",
-    "JsonlSourceSettings",
-    "MappingSettings",
-    "MetricsSettings",
-    "MonitorSettings",
-    "SafetySettings",
-    "ScheduleSettings",
-    "Settings",
-    "SourceSettings",
-    "StateSettings",
-    "load_settings",
-    "settings_from_dict",
-]
+__all__ = ["load_settings", "settings_from_dict"]
 
 ENV_CONFIG = "SKUFERRY_CONFIG"
 ENV_API_KEY = "SKUFERRY_API_KEY"

@@ -32,7 +32,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from skuferry.config.models import Settings
+from skuferry.config.schema import Settings
 from skuferry.errors import ConfigError
 
 ENV_PREFIX = "SKUFERRY_"

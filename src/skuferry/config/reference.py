@@ -25,8 +25,7 @@ from pydantic import BaseModel, JsonValue, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from skuferry.config.models import SOURCE_MODELS, Settings
-from skuferry.config.sources import FileSourceSettings
+from skuferry.config.schema import SOURCE_MODELS, FileSourceSettings, Settings
 
 # Fields of Settings that the loader fills in, not the file.
 NOT_KEYS = frozenset({"config_path"})

@@ -14,7 +14,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from skuferry.errors import ConfigError
 
 if TYPE_CHECKING:
-    from skuferry.config.load import ScheduleSettings
+    from skuferry.config.schema import ScheduleSettings
 
 DEFAULT_INTERVAL_MINUTES = 15.0
 

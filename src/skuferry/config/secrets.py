@@ -15,6 +15,7 @@ in every log line from then on (``logs.add_secrets``); no message here holds one
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,23 @@ def read_source_secret(
     if problems:
         raise ConfigError(problems)
     return secret
+
+
+def read_secret(
+    *,
+    inline: SecretStr | None,
+    file: Path | None,
+    env_name: str | None,
+    key: str,
+    env: Mapping[str, str] | None = None,
+) -> SecretStr | None:
+    """The secret from ``<key>_env`` > ``<key>_file`` > inline, read when a source opens.
+
+    ``env`` defaults to ``os.environ``. Raises ConfigError when the named file or
+    variable cannot be read.
+    """
+    environ = os.environ if env is None else env
+    return read_source_secret(key=key, inline=inline, file=file, env_name=env_name, env=environ)
 
 
 def source_secret_problems(source: BaseModel, env: Mapping[str, str]) -> list[str]:

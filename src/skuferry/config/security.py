@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, SecretStr
 
 from skuferry import files, logs
-from skuferry.config.sources import HttpSourceSettings
-from skuferry.sources.origins import insecure_http_problem, parse_allowed
+from skuferry.config.schema import HttpSourceSettings
+from skuferry.net.origins import insecure_http_problem, parse_allowed
 
 if TYPE_CHECKING:  # load.py imports this module: the model is only a type here
-    from skuferry.config.models import Settings
+    from skuferry.config.schema import Settings
 
 log = logs.get(__name__)
 
@@ -135,7 +135,7 @@ def secret_values(settings: Settings) -> Iterator[str]:
     """Every secret the settings hold: ``SecretStr`` fields, secret headers, URL passwords.
 
     Secrets read later from files or the environment (a source's token, an SFTP
-    password) are registered where they are read (``config.sources.read_secret``).
+    password) are registered where they are read (``config.secrets.read_secret``).
     """
     for table in type(settings).model_fields:  # [api] api_keys: every key of a keys file
         yield from _secrets_in(getattr(settings, table))

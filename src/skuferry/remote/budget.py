@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from skuferry import logs
-from skuferry.config.load import BudgetSettings
+from skuferry.config.schema import BudgetSettings
 from skuferry.errors import Interrupted, StateError
 from skuferry.remote import pace as pacing
 from skuferry.remote.pace import Pace

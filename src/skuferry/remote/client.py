@@ -44,10 +44,10 @@ from pydantic import SecretStr
 
 from skuferry import __version__, canonical, errors, logs, tls
 from skuferry.config.keys import fingerprint
-from skuferry.remote.retry import backoff_delay, parse_retry_after
+from skuferry.net.retry import backoff_delay, parse_retry_after
 
 if TYPE_CHECKING:
-    from skuferry.config.load import Settings
+    from skuferry.config.schema import Settings
 
 log = logs.get(__name__)
 

@@ -43,8 +43,9 @@ from apscheduler.executors.base import BaseExecutor, run_job
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from skuferry import logs
-from skuferry.config.load import Settings, load_settings
+from skuferry.config.load import load_settings
 from skuferry.config.schedule import build_trigger, describe_schedule
+from skuferry.config.schema import Settings
 from skuferry.errors import (
     AuthError,
     ConfigError,

@@ -24,7 +24,8 @@ from pathlib import Path
 from rich.console import Console
 
 from skuferry import canonical
-from skuferry.config.load import Settings, load_settings
+from skuferry.config.load import load_settings
+from skuferry.config.schema import Settings
 from skuferry.files import create_private
 from skuferry.models import RunSummary
 from skuferry.service import report

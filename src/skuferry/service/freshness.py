@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.sync import incremental
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skuferry import logs
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.service import freshness, metrics, monitor
 from skuferry.service.metrics import RunOutcome
 from skuferry.state.mirror import Mirror

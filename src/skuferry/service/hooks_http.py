@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from skuferry import logs
-from skuferry.config.models import DaemonSettings
-from skuferry.config.sources import read_secret
+from skuferry.config.schema import DaemonSettings
+from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError
 
 log = logs.get(__name__)

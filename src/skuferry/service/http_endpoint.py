@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from skuferry import logs
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.errors import AuthError, ConfigError
 from skuferry.service import freshness, hooks, hooks_http, metrics
 from skuferry.service.metrics import RunOutcome

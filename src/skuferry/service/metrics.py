@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skuferry import logs
-from skuferry.config.models import METRIC_LABELS
+from skuferry.config.schema import METRIC_LABELS
 from skuferry.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,

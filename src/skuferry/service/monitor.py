@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from skuferry import __version__ as _version
 from skuferry import logs
-from skuferry.config.load import MonitorSettings
+from skuferry.config.schema import MonitorSettings
 from skuferry.service.metrics import RunOutcome
 
 if TYPE_CHECKING:

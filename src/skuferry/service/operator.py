@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from skuferry import errors, files
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import MirrorRow, RunSummary, State
 from skuferry.state.deadletters import DeadLetter
 from skuferry.state.lock import run_lock

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 from skuferry import errors, logs
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import Progress as ProgressFn
 from skuferry.models import RunSummary
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import RunSummary
 from skuferry.service import hooks
 from skuferry.service.metrics import RunOutcome

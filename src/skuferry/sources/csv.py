@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skuferry.config.encoding import require_encoding
-from skuferry.config.load import CsvSourceSettings
+from skuferry.config.schema import CsvSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source

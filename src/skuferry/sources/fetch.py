@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from skuferry import files, logs
-from skuferry.config.sources import FileSourceSettings
+from skuferry.config.schema import FileSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source

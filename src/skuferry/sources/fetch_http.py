@@ -1,7 +1,7 @@
 """Download an ``https://`` (or ``http://``) remote file, streamed to disk.
 
 Redirects are followed by hand so that each hop is checked by the origin rule
-(``sources/origins.py``) before anything, the ``headers`` included, is sent
+(``net/origins.py``) before anything, the ``headers`` included, is sent
 there. The body must arrive whole: a connection closed early or a body shorter
 than its ``Content-Length`` is a ``SourceError``, never a short catalog.
 """
@@ -15,11 +15,11 @@ from typing import BinaryIO
 import httpx
 
 from skuferry import tls
-from skuferry.config.sources import FileSourceSettings
+from skuferry.config.schema import FileSourceSettings
 from skuferry.errors import SourceError
+from skuferry.net.origins import Origin, parse_allowed
 from skuferry.sources.fingerprint import RACY_S
 from skuferry.sources.http import safe_url
-from skuferry.sources.origins import Origin, parse_allowed
 from skuferry.sources.pinned import send_pinned
 
 MAX_REDIRECTS = 5

@@ -22,7 +22,8 @@ from urllib.parse import unquote, urlsplit
 import asyncssh
 
 from skuferry import logs
-from skuferry.config.sources import FileSourceSettings, read_secret
+from skuferry.config.schema import FileSourceSettings
+from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 
 log = logs.get(__name__)

@@ -34,13 +34,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 from skuferry import canonical, logs, tls
-from skuferry.config.sources import HttpSourceSettings, read_secret
+from skuferry.config.schema import HttpSourceSettings
+from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.remote.retry import backoff_delay, parse_retry_after
+from skuferry.net.origins import parse_allowed
+from skuferry.net.retry import backoff_delay, parse_retry_after
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.ends import Announced, EndProof, Totals
-from skuferry.sources.origins import parse_allowed
 from skuferry.sources.paths import SourcePath, optional_path
 from skuferry.sources.pinned import send_pinned
 from skuferry.sources.since import since_params
@@ -97,7 +98,7 @@ class HttpSource(IncrementalSource):
         self._sleep = sleep
         self._clock = clock
         self._rng = rng or random.Random()
-        try:  # credentials go to url's origin and these only (sources/origins.py)
+        try:  # credentials go to url's origin and these only (net/origins.py)
             self._allowed = parse_allowed(settings.allowed_origins)
         except ValueError as exc:
             raise ConfigError([f"at 'source.allowed_origins': {exc}"]) from None
@@ -349,7 +350,7 @@ class HttpSource(IncrementalSource):
         self._last_request_at = now
 
     def _backoff(self, attempt: int) -> float:
-        # the CMS client's policy (remote/retry.py): doubling, full jitter, capped
+        # the CMS client's policy (net/retry.py): doubling, full jitter, capped
         return backoff_delay(attempt, rng=self._rng, base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)
 
     def _get(
@@ -384,7 +385,7 @@ class HttpSource(IncrementalSource):
                     return self._decode(response, content, number)
                 problem = f"HTTP {status}"
                 if status == 429 or status >= 500:
-                    # at least Retry-After, read as remote/retry.py reads it: an HTTP-date
+                    # at least Retry-After, read as net/retry.py reads it: an HTTP-date
                     # against the server's Date, a zone-less date as UTC, 0 as "back off"
                     wait = parse_retry_after(
                         response.headers.get("Retry-After"),

@@ -20,11 +20,11 @@ from urllib.parse import quote
 import httpx
 
 from skuferry import canonical, logs
-from skuferry.config.sources import HttpSourceSettings
+from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.remote.retry import parse_retry_after
-from skuferry.sources.origins import Origin
+from skuferry.net.origins import Origin
+from skuferry.net.retry import parse_retry_after
 from skuferry.sources.pinned import send_pinned
 
 log = logs.get(__name__)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from skuferry.config.encoding import require_encoding
-from skuferry.config.load import JsonlSourceSettings
+from skuferry.config.schema import JsonlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source

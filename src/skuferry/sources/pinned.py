@@ -13,7 +13,7 @@ import httpx
 
 from skuferry import logs
 from skuferry.errors import SourceError
-from skuferry.sources.origins import Origin, check_same_origin, origin
+from skuferry.net.origins import Origin, check_same_origin, origin
 
 log = logs.get(__name__)
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skuferry.config.models import SourceSettings
-from skuferry.config.sources import FileSourceSettings, SqlSourceSettings
+from skuferry.config.schema import FileSourceSettings, SourceSettings, SqlSourceSettings
 
 
 def source_signature(settings: SourceSettings) -> str | None:

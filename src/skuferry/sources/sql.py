@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skuferry import logs
-from skuferry.config.sources import SqlSourceSettings, read_secret
+from skuferry.config.schema import SqlSourceSettings
+from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource

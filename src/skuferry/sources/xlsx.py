@@ -36,7 +36,7 @@ from openpyxl.utils import get_column_letter
 from openpyxl.utils.exceptions import InvalidFileException
 
 from skuferry import logs
-from skuferry.config.sources import XlsxSourceSettings
+from skuferry.config.schema import XlsxSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source

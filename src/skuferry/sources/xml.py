@@ -23,7 +23,7 @@ from typing import Any
 from xml.parsers import expat
 
 from skuferry import logs
-from skuferry.config.sources import XmlSourceSettings
+from skuferry.config.schema import XmlSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from skuferry import logs
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import Action, Kind, Product, Progress
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from skuferry import canonical
-from skuferry.config.models import FieldSpec
+from skuferry.config.schema import FieldSpec
 
 Check = Callable[[Any], str | None]
 

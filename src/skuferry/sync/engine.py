@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from skuferry import errors, logs
 from skuferry.config.keys import fingerprint
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import (
     Action,
     BadRecord,

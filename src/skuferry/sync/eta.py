@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from skuferry.config.load import BudgetSettings, Settings
+from skuferry.config.schema import BudgetSettings, Settings
 from skuferry.remote import pace as pacing
 from skuferry.remote.pace import Pace, human_seconds
 from skuferry.remote.scopes import WINDOW_S, read_paces, workspace_cap

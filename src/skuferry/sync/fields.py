@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skuferry.canonical import same_value
-from skuferry.config.models import MappingSettings
+from skuferry.config.schema import MappingSettings
 
 Fields = Mapping[str, Any]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from skuferry import canonical
-from skuferry.config.models import GoneSettings
+from skuferry.config.schema import GoneSettings
 from skuferry.errors import GoneGuardTripped
 
 GUARD_MIN_ARCHIVES = 10  # below this many archives the guard never trips (as the change guard)

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from skuferry import canonical
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource, Source
 

@@ -20,7 +20,7 @@ from typing import Any
 import jmespath.exceptions
 
 from skuferry import canonical, logs
-from skuferry.config.models import JoinSettings
+from skuferry.config.schema import JoinSettings
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.signature import source_signature

@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 import jmespath.exceptions
 
 from skuferry import canonical
-from skuferry.config.load import FieldSpec, MappingSettings
+from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, Product, RawRecord
 from skuferry.sync.checks import Check, checks_of, spreadsheet_mangled

@@ -31,7 +31,7 @@ from typing import Any
 import jmespath.exceptions
 
 from skuferry import logs
-from skuferry.config.models import MappingSettings, Settings
+from skuferry.config.schema import MappingSettings, Settings
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource, Source
 from skuferry.sources.dispatch import open_source

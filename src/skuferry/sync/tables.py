@@ -11,7 +11,7 @@ import csv
 from collections.abc import Mapping
 from typing import Any
 
-from skuferry.config.models import TableFile
+from skuferry.config.schema import TableFile
 from skuferry.errors import SourceError
 from skuferry.sync.functions import Table
 

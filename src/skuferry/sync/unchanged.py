@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from skuferry import __version__
-from skuferry.config.load import Settings
+from skuferry.config.schema import Settings
 from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sources.base import IncrementalSource, Source
 

@@ -21,8 +21,6 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     PlainValidator,
     SecretStr,
@@ -32,8 +30,8 @@ from pydantic import (
 )
 
 from skuferry.config.expressions import SourcePathSetting
-from skuferry.config.secrets import read_source_secret
-from skuferry.sources.origins import insecure_http_problem, origin
+from skuferry.config.schema.base import Strict
+from skuferry.net.origins import insecure_http_problem, origin
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110)
 
@@ -47,11 +45,7 @@ def _header_name(value: str) -> str:
 HeaderName = Annotated[str, AfterValidator(_header_name)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SourceCommon(_Strict):
+class SourceCommon(Strict):
     """Keys every ``[source]`` type takes, whatever it reads."""
 
     # rows in which all these source columns are empty or absent are skipped, not
@@ -108,22 +102,6 @@ def _anchor(data: Any, info: ValidationInfo, keys: tuple[str, ...]) -> Any:
         if isinstance(value, str | os.PathLike) and not Path(value).expanduser().is_absolute():
             out[key] = str(base / Path(value))
     return out
-
-
-def read_secret(
-    *,
-    inline: SecretStr | None,
-    file: Path | None,
-    env_name: str | None,
-    key: str,
-    env: Mapping[str, str] | None = None,
-) -> SecretStr | None:
-    """The secret from ``<key>_env`` > ``<key>_file`` > inline (``config/secrets.py``).
-
-    Raises ConfigError when the named file or variable cannot be read.
-    """
-    environ = os.environ if env is None else env
-    return read_source_secret(key=key, inline=inline, file=file, env_name=env_name, env=environ)
 
 
 def _one_secret(
@@ -261,7 +239,7 @@ class HttpSourceSettings(SourceCommon):
         le=10,
         description="Retries of a page that failed transiently; then the pull fails as a whole.",
     )
-    # security (sources/origins.py, config/security.py): credentials go only to url's origin
+    # security (net/origins.py, config/security.py): credentials go only to url's origin
     allowed_origins: list[str] = Field(
         default_factory=list,
         description="More origins trusted with the credentials, for next links, cursor URLs "

@@ -1,6 +1,7 @@
 """The config's shape: one pydantic model per TOML table, strict (unknown keys are errors).
 
-``settings.py`` loads and validates a file into these; everything else reads them.
+``config/load.py`` loads and validates a file into these; everything else reads them,
+through ``skuferry.config.schema``. The ``[source]`` types are in ``sources.py`` beside this.
 """
 
 from __future__ import annotations
@@ -24,18 +25,18 @@ from pydantic import (
 
 from skuferry.config.encoding import known_encoding
 from skuferry.config.expressions import jmespath_check
-from skuferry.config.sources import (  # _Strict: the one base of every table's model
+from skuferry.config.schema.base import Strict
+from skuferry.config.schema.sources import (
     FileSourceSettings,
     HttpSourceSettings,
     SqlSourceSettings,
     XlsxSourceSettings,
     XmlSourceSettings,
     _anchor,
-    _Strict,
 )
 
 
-class ApiSettings(_Strict):
+class ApiSettings(Strict):
     """The CMS workspace skuferry writes to, and how it talks to it."""
 
     base_url: str = Field(
@@ -131,7 +132,7 @@ class ApiSettings(_Strict):
 THOUSANDS_SEPARATORS = (".", ",", "'", " ")
 
 
-class FieldSpec(_Strict):
+class FieldSpec(Strict):
     """One target field, read from a ``column``, a JMESPath ``path``, or a constant ``value``."""
 
     column: str | None = Field(
@@ -249,7 +250,7 @@ class FieldSpec(_Strict):
         return self
 
 
-class TableFile(_Strict):
+class TableFile(Strict):
     """A ``[mapping.tables]`` table read from a CSV file: ``key`` column -> ``value`` column."""
 
     file: Path = Field(
@@ -278,7 +279,7 @@ class TableFile(_Strict):
         return _anchor(data, info, ("file",))
 
 
-class MappingSettings(_Strict):
+class MappingSettings(Strict):
     """How a source record becomes the product sent to the CMS."""
 
     key: str = Field(
@@ -408,7 +409,7 @@ FILE_SOURCE_TYPES = (
 )  # the sources with a `path` (SKUFERRY_SOURCE_PATH)
 
 
-class JoinSettings(_Strict):
+class JoinSettings(Strict):
     """One ``[[join]]`` table: another source whose records add fields to the primary's.
 
     Every key besides ``name``, ``key`` and ``on`` is a source setting, as in ``[source]``.
@@ -452,7 +453,7 @@ class JoinSettings(_Strict):
         return value
 
 
-class BudgetSettings(_Strict):
+class BudgetSettings(Strict):
     """The API's rate budgets: what skuferry may spend per minute, per tier."""
 
     read_per_minute: int = Field(
@@ -503,7 +504,7 @@ class BudgetSettings(_Strict):
     )
 
 
-class ScheduleSettings(_Strict):
+class ScheduleSettings(Strict):
     """When `skuferry run` (the daemon) syncs. Set `interval_minutes` or `cron`, not both."""
 
     interval_minutes: float | None = Field(
@@ -544,7 +545,7 @@ class ScheduleSettings(_Strict):
     )
 
 
-class StateSettings(_Strict):
+class StateSettings(Strict):
     """The local SQLite mirror: what was sent, remote ids, open write intents, runs and the
     shared budgets.
     """
@@ -560,7 +561,7 @@ class StateSettings(_Strict):
     )
 
 
-class SafetySettings(_Strict):
+class SafetySettings(Strict):
     """Guards that stop a run before it writes, when the source looks wrong."""
 
     max_change_ratio: float = Field(
@@ -582,7 +583,7 @@ class SafetySettings(_Strict):
     )
 
 
-class GoneSettings(_Strict):
+class GoneSettings(Strict):
     """What happens on the remote to a product that leaves the source (sync/gone.py)."""
 
     action: Literal["leave", "patch"] = Field(
@@ -618,7 +619,7 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
 
 
-class MetricsSettings(_Strict):
+class MetricsSettings(Strict):
     """Prometheus metrics written to a file after each run, for node_exporter's textfile
     collector.
     """
@@ -658,7 +659,7 @@ class MetricsSettings(_Strict):
         return labels
 
 
-class DaemonSettings(_Strict):
+class DaemonSettings(Strict):
     """What the daemon (`skuferry run`) serves besides its schedule."""
 
     listen: str | None = Field(
@@ -706,7 +707,7 @@ class DaemonSettings(_Strict):
         return value
 
 
-class MonitorSettings(_Strict):
+class MonitorSettings(Strict):
     """URLs pinged at the start, on success and on failure of each run (healthchecks.io style)."""
 
     start_url: str | None = Field(None, description="POSTed when a run starts.")
@@ -723,7 +724,7 @@ class MonitorSettings(_Strict):
     )
 
 
-class Settings(_Strict):
+class Settings(Strict):
     api: ApiSettings
     source: SourceSettings
     mapping: MappingSettings = MappingSettings()

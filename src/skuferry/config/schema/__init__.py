@@ -1,0 +1,79 @@
+"""The config's types: one pydantic model per TOML table, and nothing that loads a file.
+
+Every layer imports its settings types from here (``from skuferry.config.schema import
+Settings``); ``config/load.py`` reads a file and the environment into them. The models
+live in ``settings.py`` (the tables) and ``sources.py`` (the ``[source]`` types), on the
+one strict base of ``base.py``.
+"""
+
+from skuferry.config.schema.base import Strict
+from skuferry.config.schema.settings import (
+    FILE_SOURCE_TYPES,
+    METRIC_LABELS,
+    SOURCE_MODELS,
+    SOURCE_TYPES,
+    THOUSANDS_SEPARATORS,
+    ApiSettings,
+    BudgetSettings,
+    CsvSourceSettings,
+    DaemonSettings,
+    FieldSpec,
+    GoneSettings,
+    JoinSettings,
+    JsonlSourceSettings,
+    MappingSettings,
+    MetricsSettings,
+    MonitorSettings,
+    SafetySettings,
+    ScheduleSettings,
+    Settings,
+    SourceSettings,
+    StateSettings,
+    TableFile,
+)
+from skuferry.config.schema.sources import (
+    REMOTE_SCHEMES,
+    FileSourceSettings,
+    HttpSourceSettings,
+    SourceCommon,
+    SqlSourceSettings,
+    XlsxSourceSettings,
+    XmlSourceSettings,
+    anchor_sqlite_url,
+    check_since_format,
+)
+
+__all__ = [
+    "FILE_SOURCE_TYPES",
+    "METRIC_LABELS",
+    "REMOTE_SCHEMES",
+    "SOURCE_MODELS",
+    "SOURCE_TYPES",
+    "THOUSANDS_SEPARATORS",
+    "ApiSettings",
+    "BudgetSettings",
+    "CsvSourceSettings",
+    "DaemonSettings",
+    "FieldSpec",
+    "FileSourceSettings",
+    "GoneSettings",
+    "HttpSourceSettings",
+    "JoinSettings",
+    "JsonlSourceSettings",
+    "MappingSettings",
+    "MetricsSettings",
+    "MonitorSettings",
+    "SafetySettings",
+    "ScheduleSettings",
+    "Settings",
+    "SourceCommon",
+    "SourceSettings",
+    "SqlSourceSettings",
+    "StateSettings",
+    "Strict",
+    "TableFile",
+    "XlsxSourceSettings",
+    "XmlSourceSettings",
+    "anchor_sqlite_url",
+    "check_since_format",
+]
