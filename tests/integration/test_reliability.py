@@ -27,6 +27,7 @@ from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
 from skuferry.sandbox import Faults, Sandbox
 from skuferry.state.mirror import Mirror
+from skuferry.state.schema import open_state
 from skuferry.sync import engine
 from tests.integration.conftest import (
     FAST,
@@ -412,7 +413,7 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_simulated_t
     write_catalog(catalog_rows(products))
     settings = settings_for(write_config(sandbox.url, writes=per_minute, max_in_flight=1))
     budget = Budget.from_settings(
-        settings.budget, settings.state.path, clock=clock, wait=clock.wait
+        settings.budget, lambda: open_state(settings.state.path), clock=clock, wait=clock.wait
     )
     with budget, RemoteClient.from_settings(settings, stop=None, budget=budget) as client:
         summary = engine.run_once(settings, adapters=engine.Adapters(client=client))

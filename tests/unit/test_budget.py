@@ -24,6 +24,7 @@ from skuferry.config.schema import BudgetSettings
 from skuferry.errors import Interrupted
 from skuferry.remote.budget import Budget
 from skuferry.remote.pace import Pace, learn, window_eta
+from skuferry.state.schema import open_state
 from skuferry.sync.eta import planned_eta
 
 START = 1_700_000_000.0
@@ -61,7 +62,7 @@ def make(state: Path, clock: FakeClock) -> Iterator[Callable[..., Budget]]:
     def factory(**kw: object) -> Budget:
         kw.setdefault("limits", {"read": 60, "write": 60})
         kw.setdefault("wait", clock.wait)
-        b = Budget(state, clock=clock, **kw)  # type: ignore[arg-type]
+        b = Budget(lambda: open_state(state), clock=clock, **kw)  # type: ignore[arg-type]
         opened.append(b)
         return b
 
@@ -295,7 +296,9 @@ def test_from_settings(state: Path, clock: FakeClock):
         safety_margin=0.0,
         clock_skew_s=0.0,
     )
-    with Budget.from_settings(settings, state, clock=clock, wait=clock.wait) as b:
+    with Budget.from_settings(
+        settings, lambda: open_state(state), clock=clock, wait=clock.wait
+    ) as b:
         snap = b.snapshot()
     assert {t: v["capacity"] for t, v in snap.items()} == {"read": 120, "write": 30, "egress": 20}
 
@@ -336,7 +339,9 @@ def test_locked_state_is_retried(make, clock: FakeClock, state: Path):
 
 
 def test_threads_share_one_instance(state: Path):
-    with Budget(state, limits={"write": 1000}) as b:  # real clock; 400 < 1000: nobody waits
+    with Budget(
+        lambda: open_state(state), limits={"write": 1000}
+    ) as b:  # real clock; 400 < 1000: nobody waits
 
         def worker() -> None:
             for _ in range(50):
@@ -357,6 +362,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from skuferry import logs
     from skuferry.remote.budget import Budget
+    from skuferry.state.schema import open_state
     from skuferry.errors import Interrupted
 
     logs.configure(level="warning", stream=sys.stderr)  # stdout carries only timestamps
@@ -366,7 +372,7 @@ CHILD = textwrap.dedent(
     stop = threading.Event()
     timer = threading.Timer(3.0, stop.set)
     timer.start()
-    with Budget(state, limits={"read": 20}) as budget:
+    with Budget(lambda: open_state(state), limits={"read": 20}) as budget:
         try:
             while True:
                 budget.acquire("read", stop=stop)
@@ -380,7 +386,9 @@ CHILD = textwrap.dedent(
 
 
 def test_two_processes_share_one_window(state: Path):
-    Budget(state, limits={"read": 20}).close()  # create and migrate the file first
+    Budget(
+        lambda: open_state(state), limits={"read": 20}
+    ).close()  # create and migrate the file first
     start = time.time() + 1.5  # both start spending together
     procs = [
         subprocess.Popen(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from skuferry.remote.budget import Budget
 from skuferry.service.progress import PacedProgress
+from skuferry.state.schema import open_state
 
 START = 1_700_000_000.0
 
@@ -35,7 +36,9 @@ def test_time_left_is_the_budgets_and_does_not_freeze_during_a_wait(tmp_path: Pa
         seen_while_waiting.append(view.text())  # ...and 17 s into it
         clock.now += seconds - 17
 
-    with Budget(tmp_path / "state.db", limits={"write": 100}, clock=clock, wait=wait) as budget:
+    with Budget(
+        lambda: open_state(tmp_path / "state.db"), limits={"write": 100}, clock=clock, wait=wait
+    ) as budget:
         assert view.text() == ""  # nothing to tell before the writes start
         view.watch_budget(budget)
         for done in range(1, 101):

@@ -43,7 +43,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from skuferry import logs
@@ -63,7 +62,6 @@ from skuferry.remote.scopes import (
     window_allowance,
     workspace_cap,
 )
-from skuferry.state.schema import open_state
 
 log = logs.get(__name__)
 
@@ -75,6 +73,7 @@ _BUSY_TIMEOUT_MS = 2000  # per attempt; between attempts a stop request is honou
 _LOCK_ATTEMPTS = 15
 _EPS = 1e-9
 
+Connect = Callable[[], sqlite3.Connection]  # opens the (migrated) state file: state.schema
 Wait = Callable[[float, threading.Event | None], None]
 OnWait = Callable[[str, float], None]  # (tier, seconds): e.g. the progress bar's notice
 T = TypeVar("T")
@@ -93,11 +92,15 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 class Budget:
-    """Request budgets per key and workspace in the state file at ``state_path``; see above."""
+    """Request budgets per key and workspace in the state file; see above.
+
+    ``connect`` opens the state file, migrated (``state.schema.open_state`` bound to its
+    path): the budget owns that connection and closes it; the tables are the state's.
+    """
 
     def __init__(
         self,
-        state_path: Path,
+        connect: Connect,
         *,
         limits: Mapping[str, int],
         limiter: Literal["window", "bucket"] = "window",
@@ -147,7 +150,7 @@ class Budget:
         self._turn = 0  # which key is tried first; rotates so ties share the work
         self._lock = threading.Lock()  # one connection, shared by the writer threads
         self._closed = False
-        self._conn = open_state(state_path)
+        self._conn = connect()
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             # Budget rows need no fsync per commit (up to ~20/s): losing the last ones
@@ -155,7 +158,7 @@ class Budget:
             self._conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             self._conn.close()
-            raise StateError(f"cannot prepare the budget state in {state_path}: {exc}") from exc
+            raise StateError(f"cannot prepare the budget state: {exc}") from exc
 
     def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> Scope:
         return Scope(
@@ -170,7 +173,7 @@ class Budget:
 
     @classmethod
     def from_settings(
-        cls, settings: BudgetSettings, state_path: Path, *, keys: Sequence[str] = (), **kw: Any
+        cls, settings: BudgetSettings, connect: Connect, *, keys: Sequence[str] = (), **kw: Any
     ) -> Budget:
         """A budget for the configured limits and key fingerprints; ``kw`` as ``__init__``."""
         workspace = {
@@ -179,7 +182,7 @@ class Budget:
             EGRESS: settings.workspace_egress_per_minute,
         }
         return cls(
-            state_path,
+            connect,
             limits={"read": settings.read_per_minute, "write": settings.write_per_minute},
             limiter=settings.limiter,
             egress_per_minute=settings.egress_per_minute,

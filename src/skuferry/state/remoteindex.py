@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from skuferry import canonical, logs
 from skuferry.state.scratch import keyset
 
-if TYPE_CHECKING:
-    from skuferry.remote.client import RemoteApi
-
 log = logs.get(__name__)
+
+
+class ProductPages(Protocol):
+    """What the index reads from the CMS: the remote layer's ``RemoteApi`` has it.
+
+    Declared here, not imported, so that the state layer never depends on the remote one.
+    """
+
+    def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+        """(page, pages, items) for pages 1..meta.pages, walked sequentially."""
+        ...
 
 
 class RemoteIndex:
@@ -36,7 +44,7 @@ class RemoteIndex:
 
     def load(
         self,
-        client: RemoteApi,
+        client: ProductPages,
         *,
         page_size: int = 100,
         on_page: Callable[[int, int], None] | None = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import threading
 import time
@@ -47,6 +48,7 @@ from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
+from skuferry.state.schema import open_state
 from skuferry.sync import (
     auth_check,
     check_then_create,
@@ -539,7 +541,8 @@ def _client(
     from skuferry.remote.client import RemoteClient
 
     keys = [fingerprint(key) for key in settings.api_keys]
-    budget = Budget.from_settings(settings.budget, settings.state.path, keys=keys)
+    state_file = functools.partial(open_state, settings.state.path)
+    budget = Budget.from_settings(settings.budget, state_file, keys=keys)
     stack.callback(budget.close)
     watch = getattr(on_progress, "watch_budget", None)
     if watch is not None:  # the terminal bar: time left and waits told by the budget
