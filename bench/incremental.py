@@ -14,10 +14,9 @@ import statistics
 import time
 from datetime import UTC, datetime, timedelta
 
-from tests.pim_server import GeneratedCatalog, PimServer
-
 from skuferry import logs
 from skuferry.config.schema import HttpSourceSettings
+from skuferry.sandbox.pim import GeneratedCatalog, PimServer
 from skuferry.sources.http import HttpSource
 
 

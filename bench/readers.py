@@ -20,9 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.catalog_files import bmecat_article, write_xlsx_rows
-
 from bench.common import Result
+from skuferry.sandbox.catalog_files import bmecat_article, write_xlsx_rows
 
 # Read in a fresh interpreter: prints {"records": n, "seconds": s, "rss_mb": peak}.
 _READER = """

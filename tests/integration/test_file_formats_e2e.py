@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from skuferry.sandbox import Sandbox
-from tests.catalog_files import bmecat, bmecat_article, write_xlsx
+from skuferry.sandbox.catalog_files import bmecat, bmecat_article, write_xlsx
 from tests.integration.conftest import KEY, WORKSPACE
 
 pytestmark = pytest.mark.integration

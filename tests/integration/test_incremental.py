@@ -26,14 +26,14 @@ from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
 from skuferry.models import BadRecord, RawRecord, RunSummary, State
 from skuferry.sandbox import Sandbox
+from skuferry.sandbox import pim as pim_server
+from skuferry.sandbox.pim import PimServer
 from skuferry.service import freshness, report
 from skuferry.sources.base import IncrementalSource
 from skuferry.state.mirror import Mirror
 from skuferry.sync import engine, incremental
-from tests import pim_server
 from tests.integration import test_postgres_source as pg
 from tests.integration.conftest import KEY, closed_port_url
-from tests.pim_server import PimServer
 
 pytestmark = pytest.mark.integration
 

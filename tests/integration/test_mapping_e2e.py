@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from skuferry.sandbox import Sandbox
+from skuferry.sandbox.pim import PimServer
 from tests.integration.conftest import KEY, WORKSPACE
-from tests.pim_server import PimServer
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ from skuferry.config.schema import Settings
 from skuferry.models import State
 from skuferry.remote.client import RemoteClient
 from skuferry.sandbox import Sandbox
+from skuferry.sandbox.pim import Fault, GeneratedCatalog, PimServer
 from skuferry.state.mirror import Mirror
 from skuferry.sync import engine
 from tests.integration.conftest import KEY
-from tests.pim_server import Fault, GeneratedCatalog, PimServer
 
 pytestmark = pytest.mark.integration
 

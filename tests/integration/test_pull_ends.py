@@ -1,5 +1,5 @@
 """A pull never ends early in silence (issue 18, items 3 and 4), as a user meets it: the
-CLI, a config file, the test PIM server (tests/pim_server.py) as the source and the
+CLI, a config file, the test PIM server (skuferry/sandbox/pim.py) as the source and the
 sandbox as the CMS.
 
 - An OData v4 API (``value``, an absolute ``"@odata.nextLink"``, 250 items over 3
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from skuferry.sandbox import Sandbox
+from skuferry.sandbox.pim import GeneratedCatalog, PimServer
 from tests.integration.conftest import FAST, KEY, WORKSPACE, assert_each_once
-from tests.pim_server import GeneratedCatalog, PimServer
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.remote.client import RemoteClient
+from skuferry.sandbox.pim import GeneratedCatalog, PimServer
 from skuferry.sources.http import HttpSource
-from tests.pim_server import GeneratedCatalog, PimServer
 
 trustme = pytest.importorskip("trustme")
 

@@ -15,10 +15,10 @@ from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.net.retry import backoff_delay, parse_retry_after
+from skuferry.sandbox.pim import Fault, GeneratedCatalog, PimServer
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.http import HttpSource, safe_url
-from tests.pim_server import Fault, GeneratedCatalog, PimServer
 from tests.source_contract import GOOD, SourceContract
 
 TOKEN = "s3cret-token-value"

@@ -16,11 +16,11 @@ from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import MappingSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, Product, RawRecord
+from skuferry.sandbox.catalog_files import write_xlsx, write_xlsx_rows
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.xlsx import SharedStrings, XlsxSource
 from skuferry.sync.mapping import Mapper
-from tests.catalog_files import write_xlsx, write_xlsx_rows
 from tests.source_contract import GOOD, SourceContract
 
 HEADER = ["sku", "name", "price"]

@@ -52,7 +52,8 @@ def _store_cached_values(path: Path, names: list[str], cached: Mapping[str, Any]
         text = escape(str(value).lower() if isinstance(value, bool) else str(value))
         pattern = re.compile(rf'<c r="{cell}"([^>]*)><f>(.*?)</f><v ?/>')
         xml, count = pattern.subn(rf'<c r="{cell}"\1{kind}><f>\2</f><v>{text}</v>', xml)
-        assert count == 1, f"no formula cell {ref}"
+        if count != 1:
+            raise ValueError(f"no formula cell {ref}")
         members[member] = xml.encode()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in members.items():

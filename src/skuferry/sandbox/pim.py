@@ -24,9 +24,9 @@ Every style also filters by change time, as PIMs do for incremental pulls:
 ``search={"updated":[{"operator":">","value":"2026-11-22 09:00:00"}]}`` keep the
 products whose ``updated`` field is later (products without one always match).
 
-Run it by hand (the README's http example points at it):
+Run it by hand (examples/pim-http.toml points at it):
 
-    python tests/pim_server.py --port 8780 --from-file examples/catalog.csv --token demo-token
+    python -m skuferry.sandbox.pim --port 8780 --from-file examples/catalog.csv --token demo-token
 
 Tests start it in-process (``with PimServer(catalog) as pim:``), script faults
 (``pim.faults.append(Fault(500, match="page=2"))``) and read ``pim.requests``.
