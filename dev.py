@@ -3,7 +3,7 @@
 
     python3 dev.py demo      # the embedded default: sandbox API + sample catalog
     python3 dev.py test      # the whole test suite
-    python3 dev.py lint      # ruff check, ruff format --check, mypy, docs build --strict
+    python3 dev.py lint      # ruff check, ruff format --check, mypy, import layers, docs --strict
     python3 dev.py docs      # the config reference from the schema, then the site in site/
     python3 dev.py bench     # benchmarks (prints figures; slow)
 
@@ -60,6 +60,12 @@ def docs_build(*argv: str) -> int:
     return subprocess.run([str(_python()), *argv], cwd=ROOT, env=env, check=False).returncode
 
 
+def tool(name: str, *argv: str) -> int:
+    """Run a console script of the venv that has no ``python -m`` form."""
+    exe = BIN / (f"{name}.exe" if os.name == "nt" else name)
+    return subprocess.run([str(exe), *argv], cwd=ROOT, check=False).returncode
+
+
 def main() -> int:
     args = sys.argv[1:] or ["help"]
     job, rest = args[0], args[1:]
@@ -76,6 +82,7 @@ def main() -> int:
             run("-m", "ruff", "check", ".")
             or run("-m", "ruff", "format", "--check", ".")
             or run("-m", "mypy")
+            or tool("lint-imports")  # the layers contract: [tool.importlinter]
             or docs_build()
         )
     if job == "docs":  # regenerate the reference, then build: docs/reference/config.md is committed
