@@ -2,7 +2,7 @@
 
     python -m bench.incremental [--products 100000] [--changed 100] [--page-size 100]
 
-Both pulls read the test PIM server (tests/pim_server.py) over loopback through the
+Both pulls read the stand-in PIM server (skuferry/sandbox/pim.py) over loopback through the
 http source, page pagination with a total page count; the incremental one asks
 ``?updated_since=<watermark - 300 s>``. Each is run three times; the median is shown.
 """

@@ -1,4 +1,4 @@
-"""The http source against tests/pim_server.py on 127.0.0.1 (real sockets, fake sleeps)."""
+"""The http source vs the stand-in PIM (sandbox/pim.py) over loopback, real sockets, fake sleeps."""
 
 from __future__ import annotations
 

@@ -6,15 +6,11 @@ weekdays from Monday = 0, crontab from Sunday = 0 (and 7).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from skuferry.config.schema import ScheduleSettings
 from skuferry.errors import ConfigError
-
-if TYPE_CHECKING:
-    from skuferry.config.schema import ScheduleSettings
 
 DEFAULT_INTERVAL_MINUTES = 15.0
 

@@ -20,17 +20,14 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, SecretStr
 
 from skuferry import files, logs
-from skuferry.config.schema import HttpSourceSettings
+from skuferry.config.schema import HttpSourceSettings, Settings
 from skuferry.net.origins import insecure_http_problem, parse_allowed
-
-if TYPE_CHECKING:  # load.py imports this module: the model is only a type here
-    from skuferry.config.schema import Settings
 
 log = logs.get(__name__)
 

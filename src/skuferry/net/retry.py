@@ -1,6 +1,7 @@
-"""Pure retry arithmetic for the CMS client: how long to wait, and why.
+"""Pure retry arithmetic for the CMS client and the http source: how long to wait, and why.
 
-Kept apart from ``remote.py`` so the numbers can be tested without HTTP:
+Kept apart from the HTTP code (``remote/client.py``, ``sources/http.py``) so that both
+use one policy and the numbers can be tested without HTTP:
 ``Retry-After`` parsing (delay-seconds or HTTP-date, RFC 9110 §10.2.3) and
 exponential backoff with full jitter (spec §8: "doubling per attempt with
 random jitter"). Nothing here sleeps; the client decides how to wait.
