@@ -31,6 +31,7 @@ class FakeRemote:
     products: dict[str, dict[str, Any]] = field(default_factory=dict)
     updates: Literal["patch", "put", "both", "none"] = "both"
     requests: dict[str, int] = field(default_factory=lambda: {"read": 0, "write": 0})
+    requests_by_key: dict[str, int] = field(default_factory=dict)  # one key: never filled
     rate_limited: int = 0
     # tier -> requests answered; every later one is a 429 RATE_LIMITED (no clock, no window)
     allowed: dict[str, int] = field(default_factory=dict)

@@ -19,12 +19,15 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from skuferry import __version__, errors, files, logs
 from skuferry.models import RunSummary
+
+if TYPE_CHECKING:  # the verbs load their machinery lazily: `skuferry --help` stays fast
+    from skuferry.config.schema import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -149,7 +152,7 @@ def _configure_logs(ctx: click.Context, *, quiet: bool = False) -> None:
     logs.configure(level=level, json=None if fmt == "auto" else fmt == "json")
 
 
-def _settings(config_path: Path | None) -> Any:
+def _settings(config_path: Path | None) -> Settings:
     from skuferry.config.load import load_settings
 
     return load_settings(config_path)

@@ -14,7 +14,7 @@ import threading
 import traceback
 from collections.abc import Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 
 @contextmanager
@@ -152,6 +152,20 @@ def configure(
     )
 
 
+class Logger(Protocol):
+    """The calls skuferry logs with: a dotted event name and its fields (structlog's levels)."""
+
+    def debug(self, event: str, *args: Any, **fields: Any) -> None: ...
+
+    def info(self, event: str, *args: Any, **fields: Any) -> None: ...
+
+    def warning(self, event: str, *args: Any, **fields: Any) -> None: ...
+
+    def error(self, event: str, *args: Any, **fields: Any) -> None: ...
+
+    def exception(self, event: str, *args: Any, **fields: Any) -> None: ...
+
+
 class _Named:
     """A logger that binds ``logger=name`` at each call, not at import.
 
@@ -163,10 +177,29 @@ class _Named:
     def __init__(self, name: str) -> None:
         self._name = name
 
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(structlog.get_logger().bind(logger=self._name), attr)
+    def _bound(self) -> Logger:
+        logger: Logger = structlog.get_logger().bind(logger=self._name)
+        return logger
+
+    def debug(self, event: str, *args: Any, **fields: Any) -> None:
+        self._bound().debug(event, *args, **fields)
+
+    def info(self, event: str, *args: Any, **fields: Any) -> None:
+        self._bound().info(event, *args, **fields)
+
+    def warning(self, event: str, *args: Any, **fields: Any) -> None:
+        self._bound().warning(event, *args, **fields)
+
+    def error(self, event: str, *args: Any, **fields: Any) -> None:
+        self._bound().error(event, *args, **fields)
+
+    def exception(self, event: str, *args: Any, **fields: Any) -> None:
+        self._bound().exception(event, *args, **fields)
 
 
-def get(name: str | None = None) -> Any:
+def get(name: str | None = None) -> Logger:
     """A logger that follows the current configuration; ``name`` becomes the ``logger`` field."""
-    return _Named(name) if name else structlog.get_logger()
+    if name:
+        return _Named(name)
+    logger: Logger = structlog.get_logger()
+    return logger

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from skuferry.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
@@ -143,7 +143,41 @@ class Action:
 
 MAX_LISTED_PROBLEMS = 1000
 
-Progress = Callable[[int, int], None]  # (done, total): the engine's progress points
+
+class BudgetView(Protocol):
+    """What a progress display reads from the run's budget (``remote.budget.Budget``)."""
+
+    on_wait: Callable[[str, float], None] | None  # (tier, seconds) as a wait for budget starts
+
+    def eta(self, tier: str, n: int) -> float:
+        """Seconds until ``n`` more requests of ``tier`` can have been sent."""
+        ...
+
+
+class Progress(Protocol):
+    """What the engine reports a run's progress to: the terminal bar, the daemon's status.
+
+    Called with (done, total) at every progress point; shown the run's budget once the
+    writes start (``watch_budget``), so that a display can tell the time left at the
+    budget's pace and say when a request waits for it.
+    """
+
+    def __call__(self, done: int, total: int) -> None: ...
+
+    def watch_budget(self, budget: BudgetView) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressPoints:
+    """A ``Progress`` from a plain ``(done, total)`` function, for a display with no time left."""
+
+    points: Callable[[int, int], None]
+
+    def __call__(self, done: int, total: int) -> None:
+        self.points(done, total)
+
+    def watch_budget(self, budget: BudgetView) -> None:
+        """Nothing to do: this display shows no time left."""
 
 
 @dataclass(slots=True)

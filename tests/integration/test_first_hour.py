@@ -13,8 +13,8 @@ import pytest
 
 from skuferry.sandbox import Sandbox
 from skuferry.sandbox.config import DEFAULT_KEY
+from skuferry.sandbox.pim import PimServer
 from tests.integration.conftest import KEY, catalog_rows, clean_env
-from tests.pim_server import PimServer
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from skuferry.sandbox import Sandbox
+from skuferry.sandbox.pim import PimServer
 from tests.integration.conftest import KEY, catalog_rows, remote_counts
-from tests.pim_server import PimServer
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""``[source] item_url``: single items by key (sources/http_items.py) against tests/pim_server.py
+"""``[source] item_url``: single items by key (sources/http_items.py) against sandbox/pim.py
 on 127.0.0.1: one GET each, with the source's auth, pacing, retries and origin pinning."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
+from skuferry.sandbox.pim import Fault, PimServer
 from skuferry.sources.http import HttpSource
 from skuferry.sources.http_items import item_url
-from tests.pim_server import Fault, PimServer
 
 TOKEN = "item-token-value"
 CATALOG = [{"sku": f"P-{i}", "name": f"Bolt {i}"} for i in range(1, 6)] + [

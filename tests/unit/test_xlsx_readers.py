@@ -22,10 +22,10 @@ import pytest
 from skuferry.config.schema import MappingSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import Product, RawRecord
+from skuferry.sandbox.catalog_files import write_xlsx, write_xlsx_rows
 from skuferry.sources.xlsx import XlsxSource
 from skuferry.sources.xlsx_calamine import cell
 from skuferry.sync.mapping import Mapper
-from tests.catalog_files import write_xlsx, write_xlsx_rows
 
 READERS = ("openpyxl", "calamine")
 

@@ -94,6 +94,7 @@ class RemoteApi(Protocol):
     """
 
     requests: dict[str, int]  # requests sent per tier ("read", "write"), retries included
+    requests_by_key: dict[str, int]  # requests sent per API key fingerprint, retries included
     rate_limited: int  # 429 RATE_LIMITED answers seen
 
     def probe(self) -> int:

@@ -53,7 +53,7 @@ from skuferry.errors import (
     LockHeld,
     SkuferryError,
 )
-from skuferry.models import RunOptions, RunSummary
+from skuferry.models import Progress, ProgressPoints, RunOptions, RunSummary
 from skuferry.service import freshness, hooks_http
 from skuferry.service.http_endpoint import Board, Endpoint
 from skuferry.service.metrics import RunOutcome
@@ -85,7 +85,7 @@ class Job(Protocol):
         *,
         verify: bool = ...,
         stop: threading.Event | None = ...,
-        on_progress: Callable[[int, int], None] | None = ...,
+        on_progress: Progress | None = ...,
         urgent: UrgentInbox | None = ...,
     ) -> RunSummary: ...
 
@@ -372,7 +372,7 @@ class Daemon:
                     settings,
                     verify=verify,
                     stop=self.stop_event,
-                    on_progress=self._progress,
+                    on_progress=ProgressPoints(self._progress),
                     **extra,
                 ),
                 stopping=self.stop_event.is_set,
@@ -504,7 +504,7 @@ class Daemon:
                     settings,
                     RunOptions(only=tuple(keys)),
                     stop=self.stop_event,
-                    on_progress=self._progress,
+                    on_progress=ProgressPoints(self._progress),
                     urgent=self.inbox,  # more keys pushed meanwhile join this run's lane
                 ),
                 stopping=self.stop_event.is_set,

@@ -160,7 +160,7 @@ def _demo(out: Console, folder: Path, *, keep: bool, temporary: bool) -> int:
         )
         out.print(
             f"\nthe sandbox now holds {len(products)} products, {dupes} duplicate keys; "
-            f"it answered {_total_429(stats)} rate-limit refusals (429)."
+            f"it answered {sum(stats.rate_limited.values())} rate-limit refusals (429)."
         )
         ok = (
             dupes == 0
@@ -252,14 +252,6 @@ def _write_rows(path: Path, rows: list[dict[str, str]]) -> None:
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
-
-
-def _total_429(stats: object) -> int:
-    data = stats if isinstance(stats, dict) else getattr(stats, "__dict__", {})
-    value = data.get("rate_limited") or data.get("responses_429") or 0
-    if isinstance(value, dict):
-        return int(sum(value.values()))
-    return int(value)
 
 
 def _wait_forever() -> None:

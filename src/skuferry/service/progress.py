@@ -15,23 +15,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.text import Text
 
+from skuferry.models import BudgetView
 from skuferry.models import Progress as ProgressFn
 
 _SHOW_WAIT_FROM_S = 1.0  # shorter waits are the budget's normal pacing, not news
-
-
-class BudgetView(Protocol):
-    """What the bar reads from ``remote.budget.Budget``."""
-
-    on_wait: Callable[[str, float], None] | None
-
-    def eta(self, tier: str, n: int) -> float: ...
 
 
 class PacedProgress:

@@ -41,6 +41,14 @@ class Source(ABC):
         del previous
         return None
 
+    @property
+    def name(self) -> str:
+        """How a bad record's message names the source: a file's basename, a URL as it is.
+
+        No secrets. The default is ``describe()``; a file source gives its basename.
+        """
+        return self.describe()
+
 
 class IncrementalSource(Source):
     """A source that can also pull only the records changed after a moment.

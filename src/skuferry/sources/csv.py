@@ -59,6 +59,10 @@ class CsvSource(Source):
     def fingerprint(self, previous: str | None = None) -> str | None:
         return file_fingerprint(self.path)
 
+    @property
+    def name(self) -> str:
+        return self.path.name
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:
             # newline="" lets the csv module see quoted line breaks (and count lines) itself.

@@ -144,6 +144,10 @@ class HttpSource(IncrementalSource):
         return f"http {safe_url(self.settings.url)}"
 
     @property
+    def name(self) -> str:
+        return safe_url(self.settings.url)
+
+    @property
     def incremental(self) -> bool:
         return self.settings.since_param is not None
 

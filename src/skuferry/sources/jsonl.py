@@ -69,6 +69,10 @@ class JsonlSource(Source):
     def fingerprint(self, previous: str | None = None) -> str | None:
         return file_fingerprint(self.path)
 
+    @property
+    def name(self) -> str:
+        return self.path.name
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:
             handle = open_binary(self.path)  # .gz / single-file .zip decompressed on the fly

@@ -38,6 +38,10 @@ class SkipEmptyRows(Source):
     def fingerprint(self, previous: str | None = None) -> str | None:
         return self.inner.fingerprint(previous)
 
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         return self._filter(self.inner.records())
 

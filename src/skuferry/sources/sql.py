@@ -100,6 +100,10 @@ class SqlSource(IncrementalSource):
         what = f"table {self.settings.table}" if self.settings.table else "query"
         return f"sql {self._safe_url()} ({what})"
 
+    @property
+    def name(self) -> str:
+        return self._safe_url()
+
     def _safe_url(self) -> str:
         try:
             from sqlalchemy.engine import make_url

@@ -119,6 +119,10 @@ class XlsxSource(Source):
     def fingerprint(self, previous: str | None = None) -> str | None:
         return file_fingerprint(self.path)
 
+    @property
+    def name(self) -> str:
+        return self.path.name
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         with tempfile.TemporaryDirectory(prefix="skuferry-xlsx-") as scratch:
             try:

@@ -195,6 +195,10 @@ class XmlSource(Source):
     def fingerprint(self, previous: str | None = None) -> str | None:
         return file_fingerprint(self.path)
 
+    @property
+    def name(self) -> str:
+        return self.path.name
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
         try:
             handle = open_binary(self.path)

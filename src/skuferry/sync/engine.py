@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skuferry import errors, logs
@@ -207,7 +206,7 @@ def _run(
             settings, store, counts, summary, verify=options.verify, paces=mirror.metas(PACE_META)
         )
         return
-    _note_refusals(mirror, store, source=_short_name(source), whole=full)
+    _note_refusals(mirror, store, source=source.name, whole=full)
     if pull is not None:
         incremental.note_pending(mirror, pull, writes=counts[Kind.CREATE] + counts[Kind.UPDATE])
     # Gone or drifted products back in step are SYNCED before --verify reads the synced rows,
@@ -238,7 +237,7 @@ def _run(
         requests_before=before,
     )
     mirror.mark_gone(store.keys(Kind.GONE))
-    mirror.name_letters(_short_name(source))  # the API's refusals of this run
+    mirror.name_letters(source.name)  # the API's refusals of this run
     mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
     summary.interrupted = stop.is_set()
     if writer.results.fatal is not None:
@@ -364,7 +363,7 @@ def _fetch_urgent(
     if refused:
         mirror.note_refusals(
             ((a.key, a.stage or "api", a.reason or "rejected", a.line) for a in refused),
-            source=_short_name(lane.source),
+            source=lane.source.name,
             whole=False,
         )
     return [a for a in actions if a.kind in _WRITE_KINDS]
@@ -455,7 +454,7 @@ def _skip_unchanged(  # noqa: PLR0917 - the run's edges, passed on from _run
         client = adapters.client or _client(settings, stop, stack, on_progress)
         auth_check.after_run(client, mirror, requests=0, minutes=minutes, now=now)
         summary.requests = dict(client.requests)
-        summary.requests_by_key = dict(getattr(client, "requests_by_key", {}))
+        summary.requests_by_key = dict(client.requests_by_key)
     return True
 
 
@@ -498,7 +497,7 @@ def _open_source(
     # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
     source, tables = open_pieces(settings, stack, base=base, readonly=dry_run)
     joins = [join.name for join in settings.join]
-    mapper = Mapper(settings.mapping, source_name=_short_name(source), tables=tables, joins=joins)
+    mapper = Mapper(settings.mapping, source_name=source.name, tables=tables, joins=joins)
     use_keys(source, mapper.key_of)  # a record the filter fails on holds its product
     return base, source, mapper
 
@@ -526,14 +525,6 @@ def _ticker(on_progress: Progress | None, *, total: int) -> Callable[[], None]:
     return tick
 
 
-def _short_name(source: Source) -> str:
-    """A file's basename (as the source's own messages use), a URL as it is."""
-    where = source.describe()
-    if "://" in where:
-        return next(t for t in where.split() if "://" in t)  # the URL, no "http "/"sql " label
-    return Path(where).name
-
-
 def _client(
     settings: Settings, stop: threading.Event, stack: ExitStack, on_progress: Progress | None
 ) -> RemoteClient:
@@ -544,9 +535,8 @@ def _client(
     state_file = functools.partial(open_state, settings.state.path)
     budget = Budget.from_settings(settings.budget, state_file, keys=keys)
     stack.callback(budget.close)
-    watch = getattr(on_progress, "watch_budget", None)
-    if watch is not None:  # the terminal bar: time left and waits told by the budget
-        watch(budget)
+    if on_progress is not None:  # the terminal bar: time left and waits told by the budget
+        on_progress.watch_budget(budget)
     client = RemoteClient.from_settings(settings, stop=stop, budget=budget)
     stack.callback(client.close)
     return client
@@ -729,5 +719,5 @@ def _collect(writer: Writer, summary: RunSummary, client: RemoteApi) -> None:
         summary.add_problem(key, None, reason)
     summary.notes.extend(results.notes)
     summary.requests = dict(client.requests)
-    summary.requests_by_key = dict(getattr(client, "requests_by_key", {}))  # fingerprints
+    summary.requests_by_key = dict(client.requests_by_key)  # by key fingerprint
     summary.rate_limited = client.rate_limited

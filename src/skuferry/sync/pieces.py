@@ -78,6 +78,10 @@ class Pieces(Source):
     def describe(self) -> str:
         return self.inner.describe()
 
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
     def records(self) -> Records:
         return self._shape(self.inner.records())
 
