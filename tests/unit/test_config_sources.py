@@ -1,4 +1,4 @@
-"""Config through pydantic-settings: SKUFERRY_<TABLE>__<KEY> over the file, one secret order."""
+"""Config from file and environment: SKUFERRY_<TABLE>__<KEY> over the file, one secret order."""
 
 from __future__ import annotations
 
@@ -105,6 +105,34 @@ def test_the_single_legacy_names_are_no_tables(tmp_path: Path) -> None:
     )
     assert settings.state.path == tmp_path / "elsewhere.db"
     assert settings.api_key().get_secret_value() == KEY
+
+
+def test_variable_names_are_case_insensitive(tmp_path: Path) -> None:
+    settings = load(tmp_path, MINIMAL, skuferry_Budget__write_per_minute="31")
+    assert settings.budget.write_per_minute == 31
+
+
+def test_a_whole_table_as_json_under_its_nested_variables(tmp_path: Path) -> None:
+    settings = load(
+        tmp_path,
+        MINIMAL,
+        SKUFERRY_BUDGET='{"write_per_minute": 10, "read_per_minute": 20}',
+        SKUFERRY_BUDGET__WRITE_PER_MINUTE="30",  # the nested one wins
+    )
+    assert (settings.budget.read_per_minute, settings.budget.write_per_minute) == (20, 30)
+
+
+def test_a_table_variable_that_is_no_json_table_is_named(tmp_path: Path) -> None:
+    found = problems(tmp_path, MINIMAL, SKUFERRY_BUDGET="{")
+    assert len(found) == 1 and found[0].startswith("$SKUFERRY_BUDGET: at 'budget': ")
+
+
+def test_variables_reach_any_depth(tmp_path: Path) -> None:
+    text = MINIMAL + '\n[mapping]\nfields = { sku = "SKU", price = { column = "Price" } }\n'
+    settings = load(tmp_path, text, SKUFERRY_MAPPING__FIELDS__PRICE__COLUMN="Preis")
+    assert settings.mapping.fields is not None
+    price = settings.mapping.fields["price"]
+    assert not isinstance(price, str) and price.column == "Preis"
 
 
 def test_toml_errors_still_name_the_line(tmp_path: Path) -> None:

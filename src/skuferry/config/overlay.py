@@ -1,16 +1,20 @@
 """The config's raw data: the TOML file, overlaid key by key by ``SKUFERRY_<TABLE>__<KEY>``.
 
-pydantic-settings reads both: ``TomlConfigSettingsSource`` the file (through
-``_read_file`` below, so a broken file is named with its line), and
-``EnvSettingsSource`` the environment with the prefix ``SKUFERRY_`` and the
-nested delimiter ``__`` (``SKUFERRY_BUDGET__WRITE_PER_MINUTE=30``,
-``SKUFERRY_MAPPING__FIELDS__PRICE__COLUMN=Preis``). The result is plain data:
-``load.py`` validates it against ``Settings`` and words every problem itself,
-so messages stay ``file: at 'a.b': message`` whichever source a value came from.
+The file is read with ``tomllib`` (a broken file is named with its line); the
+environment gives ``SKUFERRY_<TABLE>__<KEY>[__<KEY>...]`` (case-insensitive:
+``SKUFERRY_BUDGET__WRITE_PER_MINUTE=30``, ``SKUFERRY_MAPPING__FIELDS__PRICE__COLUMN=Preis``)
+and ``SKUFERRY_<TABLE>`` holding a whole table as JSON, its nested variables winning.
+The result is plain data: ``load.py`` validates it against ``Settings`` and words every
+problem itself, so messages stay ``file: at 'a.b': message`` whichever source a value
+came from.
 
 The older single names (``SKUFERRY_API_KEY``, ``SKUFERRY_STATE_PATH``,
 ``SKUFERRY_SOURCE_PATH``, ``SKUFERRY_CONFIG``) hold no ``__``, match no table,
 and keep their meaning in ``load.py``.
+
+Written here rather than through pydantic-settings, whose public sources read only
+``os.environ`` (``load_settings(env=...)`` passes its own) and whose TOML source is
+``tomllib`` behind a private ``_read_file`` hook: both needed private API.
 """
 
 from __future__ import annotations
@@ -22,54 +26,54 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import create_model
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-    TomlConfigSettingsSource,
-)
-from pydantic_settings.sources.utils import parse_env_vars
-
 from skuferry.config.schema import Settings
 from skuferry.errors import ConfigError
 
 ENV_PREFIX = "SKUFERRY_"
 ENV_NESTED_DELIMITER = "__"
 
-# The tables as pydantic-settings sees them: each one plain data (validated later by
-# Settings), so the sources only gather values and never word a problem of their own.
-_Tables: type[BaseSettings] = create_model(  # type: ignore[call-overload]
-    "_Tables",
-    __base__=BaseSettings,
-    **{
-        name: (dict[str, Any] | None, None)
-        for name in Settings.model_fields
-        if name != "config_path"
-    },
-)
-_Tables.model_config.update(
-    SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_NESTED_DELIMITER, extra="ignore"
-    )
-)
+# The tables a variable may set (config_path is the model's, not the file's).
+_TABLES = frozenset(name for name in Settings.model_fields if name != "config_path")
 
 
 def read_toml(file: Path, name: str) -> dict[str, Any]:
     """The file's tables; ``ConfigError`` naming ``name`` (and the line) if it cannot be."""
-    if not file.is_file():
-        _read_text(file, name)  # raises: not found, a directory, unreadable
-    return dict(_TomlFile(name, file)())
+    text = _read_text(file, name)  # raises: not found, a directory, unreadable
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = _TOML_POSITION.search(message)
+        if found:
+            message = f"{message[: found.start()]} (column {found.group(2)})"
+            line = int(found.group(1))
+        else:  # "(at end of document)"
+            message = message.replace(" (at end of document)", " at end of file")
+            line = max(text.count("\n") + (0 if text.endswith("\n") else 1), 1)
+        raise ConfigError([f"{name}: line {line}: {message}"]) from None
 
 
 def env_tables(env: Mapping[str, str]) -> dict[str, Any]:
     """The ``SKUFERRY_<TABLE>__<KEY>`` variables of ``env`` as nested tables (keys lowercased)."""
-    try:
-        found = _Environment(env)()
-    except SettingsError as exc:  # e.g. SKUFERRY_API='{' is not JSON for a table
-        raise ConfigError([f"environment: {exc}"]) from None
-    return {name: _decoded(value) for name, value in found.items() if value is not None}
+    whole: dict[str, Any] = {}  # SKUFERRY_<TABLE>: a table as JSON
+    nested: dict[str, Any] = {}  # SKUFERRY_<TABLE>__<KEY>...: one value each
+    for variable, value in sorted(env.items()):
+        name = variable.lower()
+        if not name.startswith(ENV_PREFIX.lower()):
+            continue
+        table, *path = name[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER)
+        if table not in _TABLES:
+            continue
+        if not path:
+            whole[table] = _table(value)
+            continue
+        place = nested.setdefault(table, {})
+        for key in path[:-1]:
+            place = place.setdefault(key, {}) if isinstance(place, dict) else place
+        if isinstance(place, dict):
+            place[path[-1]] = value
+    found = overlay(whole, nested)
+    return {name: _decoded(value) for name, value in found.items()}
 
 
 def overlay(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,6 +99,14 @@ def env_names(tables: Mapping[str, Any], parent: tuple[str, ...] = ()) -> dict[s
     return names
 
 
+def _table(value: str) -> Any:
+    """``SKUFERRY_<TABLE>``'s value: JSON when it parses, else the text (the model says why)."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
 def _decoded(value: Any) -> Any:
     """A value that reads as a JSON array or object (``allowed_origins``, ``headers``) as one."""
     if isinstance(value, dict):
@@ -107,43 +119,7 @@ def _decoded(value: Any) -> Any:
     return value
 
 
-class _Environment(EnvSettingsSource):
-    """The environment given (``load_settings(env=...)``), not necessarily ``os.environ``."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._given = dict(env)
-        super().__init__(_Tables)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(
-            self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
-        )
-
-
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
-
-
-class _TomlFile(TomlConfigSettingsSource):
-    """pydantic-settings' TOML source, reading with messages that name the file and line."""
-
-    def __init__(self, name: str, file: Path) -> None:
-        self._name = name
-        super().__init__(_Tables, toml_file=file)
-
-    def _read_file(self, file_path: Path) -> dict[str, Any]:  # type: ignore[override]
-        text = _read_text(file_path, self._name)
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            message = str(exc)
-            found = _TOML_POSITION.search(message)
-            if found:
-                message = f"{message[: found.start()]} (column {found.group(2)})"
-                line = int(found.group(1))
-            else:  # "(at end of document)"
-                message = message.replace(" (at end of document)", " at end of file")
-                line = max(text.count("\n") + (0 if text.endswith("\n") else 1), 1)
-            raise ConfigError([f"{self._name}: line {line}: {message}"]) from None
 
 
 def _read_text(file: Path, name: str) -> str:
