@@ -27,19 +27,21 @@ import ctypes
 import functools
 import gc
 import logging
+import math
 import os
 import queue
 import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
-from apscheduler.executors.base import BaseExecutor, run_job
+from apscheduler.executors.pool import BasePoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from skuferry import logs
@@ -96,45 +98,72 @@ Loader = Callable[[Path | None], Settings]
 # --- running jobs ----------------------------------------------------------------------
 
 
-class _ThreadPerRunExecutor(BaseExecutor):  # type: ignore[misc]  # apscheduler is untyped
-    """Runs each job in its own daemon thread and can wait for them with a deadline.
+class _DaemonThreads:
+    """A ``concurrent.futures``-style pool: each call in a new daemon thread, joinable.
 
     APScheduler's own pool uses non-daemon threads, which the interpreter joins at
     exit without a limit: a run stuck in a slow request would break the 10 s stop.
     """
 
     def __init__(self) -> None:
-        super().__init__()
         self._threads: list[threading.Thread] = []
-        self._threads_lock = threading.Lock()
+        self._lock = threading.Lock()
 
-    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+
         def target() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
             try:
-                # _jobstore_alias is how APScheduler's own executors call run_job too.
-                events = run_job(job, job._jobstore_alias, run_times, self._logger.name)
-            except BaseException as exc:  # noqa: BLE001 - handed back to APScheduler, as its executors do
-                self._run_job_error(job.id, exc, exc.__traceback__)
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - the future hands it to APScheduler
+                future.set_exception(exc)
             else:
-                self._run_job_success(job.id, events)
+                future.set_result(result)
 
         thread = threading.Thread(target=target, name="skuferry-run", daemon=True)
-        with self._threads_lock:
+        with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
+        return future
+
+    def shutdown(self, wait: bool = True) -> None:
+        if wait:
+            self.join(math.inf)
 
     def busy(self) -> bool:
-        with self._threads_lock:
+        with self._lock:
             return any(t.is_alive() for t in self._threads)
 
     def join(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> bool:
         """Wait for the runs in flight; False if one is still going at the deadline."""
         deadline = clock() + timeout_s
-        with self._threads_lock:
+        with self._lock:
             threads = list(self._threads)
         for thread in threads:
-            thread.join(max(0.0, deadline - clock()))
+            left = deadline - clock()
+            thread.join(None if math.isinf(left) else max(0.0, left))
         return not any(t.is_alive() for t in threads)
+
+
+class _ThreadPerRunExecutor(BasePoolExecutor):  # type: ignore[misc]  # apscheduler is untyped
+    """APScheduler's pool executor (its public base for pools) on ``_DaemonThreads``.
+
+    APScheduler itself submits ``run_job``, counts instances for ``max_instances`` and
+    dispatches the job's events; this class only chooses the threads.
+    """
+
+    def __init__(self) -> None:
+        self.threads = _DaemonThreads()
+        super().__init__(self.threads)
+
+    def busy(self) -> bool:
+        return self.threads.busy()
+
+    def join(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> bool:
+        """Wait for the runs in flight; False if one is still going at the deadline."""
+        return self.threads.join(timeout_s, clock)
 
 
 # --- the daemon ------------------------------------------------------------------------
