@@ -3,6 +3,7 @@
 
     python3 dev.py demo      # the embedded default: sandbox API + sample catalog
     python3 dev.py test      # the whole test suite
+    python3 dev.py test --fast   # the unit layer: no servers, processes or long runs
     python3 dev.py lint      # ruff check, ruff format --check, mypy, import layers, docs --strict
     python3 dev.py docs      # the config reference from the schema, then the site in site/
     python3 dev.py bench     # benchmarks (prints figures; slow)
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".skuferry-installed"
+FAST = "not integration and not slow and not reliability"  # `dev.py test --fast`
 
 
 def _python() -> Path:
@@ -49,8 +51,8 @@ def ensure_venv() -> None:
     STAMP.write_text(wanted)
 
 
-def run(*argv: str) -> int:
-    return subprocess.run([str(_python()), *argv], cwd=ROOT, check=False).returncode
+def run(*argv: str, env: dict[str, str] | None = None) -> int:
+    return subprocess.run([str(_python()), *argv], cwd=ROOT, env=env, check=False).returncode
 
 
 def docs_build(*argv: str) -> int:
@@ -76,6 +78,11 @@ def main() -> int:
     if job == "demo":
         return run("-m", "skuferry", "demo", *rest)
     if job == "test":
+        if "--fast" in rest:  # the inner loop: no servers, no processes, no long runs
+            rest = [arg for arg in rest if arg != "--fast"]
+            env = {**os.environ}
+            env.setdefault("SKUFERRY_MACHINE_EXAMPLES", "10")  # the run machine, briefly
+            return run("-m", "pytest", "-m", FAST, *rest, env=env)
         return run("-m", "pytest", *rest)
     if job == "lint":
         return (

@@ -1,4 +1,4 @@
-"""In-memory fakes of the edges: a remote catalog with scriptable faults, and a list source.
+"""In-memory fakes of the edges: a remote catalog with scriptable faults, a list source, a clock.
 
 ``FakeRemote`` is a ``RemoteApi``; ``tests/remote_contract.py`` holds it to the
 behaviour of ``RemoteClient`` against the sandbox (PATCH merges, PUT replaces,
@@ -11,11 +11,46 @@ import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from skuferry import errors
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
+
+
+class FakeClock:
+    """Time that moves only when told: ``clock()`` reads it, ``wait`` jumps ahead.
+
+    ``now`` may be set or advanced by the test; ``tick`` is added on every read (a
+    clock that moves by itself, so that successive reads differ); ``waits`` records
+    every wait asked for. A zero or negative wait is a bug (a busy loop): it fails.
+    """
+
+    def __init__(self, now: float = 1000.0, *, tick: float = 0.0) -> None:
+        self.now = now
+        self.tick = tick
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+    def wait(self, seconds: float, stop: threading.Event | None = None) -> None:
+        assert seconds > 0, f"a wait of {seconds} s would spin"
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def write_config_file(
+    folder: Path, text: str, *, name: str = "skuferry.toml", mode: int = 0o600
+) -> Path:
+    """Write a config file as an operator keeps one: UTF-8, private (0600) unless asked."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return path
 
 
 class Crash(BaseException):

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from skuferry.sandbox import Faults, Sandbox, SandboxConfig, TierLimit
+from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.integration
 
@@ -22,17 +23,9 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 PRODUCTS = "/api/v1/products"
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 5000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(5000.0)
 
 
 @pytest.fixture

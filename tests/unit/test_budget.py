@@ -26,28 +26,15 @@ from skuferry.remote.budget import Budget
 from skuferry.remote.pace import Pace, learn, window_eta
 from skuferry.state.schema import open_state
 from skuferry.sync.eta import planned_eta
+from tests.fakes import FakeClock
 
 START = 1_700_000_000.0
 TOL = 1e-6
 
 
-class FakeClock:
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float, stop: threading.Event | None) -> None:
-        assert seconds > 0
-        self.waits.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(START)
 
 
 @pytest.fixture
@@ -385,6 +372,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_two_processes_share_one_window(state: Path):
     Budget(
         lambda: open_state(state), limits={"read": 20}

@@ -47,6 +47,7 @@ def exposed_names() -> set[str]:
     return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+@pytest.mark.integration
 def test_promtool_checks_the_rules() -> None:
     done = subprocess.run(
         [promtool(), "check", "rules", str(ALERTS)], capture_output=True, text=True, check=False
@@ -54,6 +55,7 @@ def test_promtool_checks_the_rules() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.integration
 def test_promtool_unit_tests_of_the_rules_pass() -> None:
     done = subprocess.run(
         [promtool(), "test", "rules", "alerts.test.yml"],

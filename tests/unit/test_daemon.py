@@ -308,6 +308,7 @@ def test_after_a_run_metrics_status_and_state_meta_are_written(
     assert "daemon: not running since" in shown and "next run" not in shown
 
 
+@pytest.mark.integration  # starts a process to get a pid nobody holds
 def test_status_does_not_trust_the_pid_of_a_daemon_killed_without_stopping(
     tmp_path: Path,
 ) -> None:
@@ -458,6 +459,7 @@ def config_text(tmp_path: Path, base_url: str) -> str:
     )
 
 
+@pytest.mark.integration
 def test_real_process_signals_and_notify(tmp_path: Path) -> None:
     config, runs, err = tmp_path / "config.toml", tmp_path / "runs.txt", tmp_path / "stderr"
     config.write_text(config_text(tmp_path, "http://127.0.0.1:9/a"))

@@ -18,6 +18,8 @@ from skuferry.service.http_endpoint import Board, Endpoint
 from skuferry.service.metrics import RunOutcome
 from tests.unit.test_daemon import FakeJob, make_settings, started, wait_until
 
+pytestmark = pytest.mark.integration  # the daemon's HTTP endpoint on loopback
+
 __all__ = ["started"]  # the daemon fixture, shared with test_daemon.py
 
 SECRET = "sk-live-Qw7pL2zR9xK4"
@@ -85,6 +87,7 @@ def test_metrics_over_http_parse_and_show_the_run(tmp_path: Path, started: Start
 def test_healthz_flips_on_a_failed_run_and_says_why_without_secrets(
     tmp_path: Path, started: Started
 ) -> None:
+
     failing = {"now": False}
 
     def step(**_kw: Any) -> RunSummary:

@@ -16,6 +16,8 @@ from skuferry.sandbox.pim import Fault, PimServer
 from skuferry.sources.http import HttpSource
 from skuferry.sources.http_items import item_url
 
+pytestmark = pytest.mark.integration  # a real PIM server on loopback
+
 TOKEN = "item-token-value"
 CATALOG = [{"sku": f"P-{i}", "name": f"Bolt {i}"} for i in range(1, 6)] + [
     {"sku": "A/B 1", "name": "Slashed"}

@@ -21,6 +21,8 @@ from skuferry.sources.dispatch import open_source
 from skuferry.sources.http import HttpSource, safe_url
 from tests.source_contract import GOOD, SourceContract
 
+pytestmark = pytest.mark.integration  # a real PIM server on loopback
+
 TOKEN = "s3cret-token-value"
 PASSWORD = "s3cret-password-value"
 

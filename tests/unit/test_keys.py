@@ -19,6 +19,7 @@ from skuferry.config.keys import fingerprint
 from skuferry.config.load import load_settings
 from skuferry.errors import ConfigError
 from skuferry.remote.client import RemoteClient
+from tests.fakes import write_config_file
 
 BASE = "https://cms.example.com"
 KEYS = ["sk-multi-AAAA-0001", "sk-multi-BBBB-0002", "sk-multi-CCCC-0003"]
@@ -36,9 +37,8 @@ path = "catalog.csv"
 
 
 def write_config(folder: Path, api: str = "") -> Path:
-    path = folder / "config.toml"
-    path.write_text(CONFIG.replace("{api}", textwrap.dedent(api)), encoding="utf-8")
-    return path
+    text = CONFIG.replace("{api}", textwrap.dedent(api))
+    return write_config_file(folder, text, name="config.toml")
 
 
 def keys_of(folder: Path, api: str = "", env: dict[str, str] | None = None) -> list[str]:

@@ -210,6 +210,7 @@ def settings_for(base: str) -> MonitorSettings:
     )
 
 
+@pytest.mark.integration
 def test_start_and_success_pings_carry_the_summary(listener: Listener) -> None:
     cfg = settings_for(listener.base)
     assert monitor.ping_start(cfg)
@@ -223,6 +224,7 @@ def test_start_and_success_pings_carry_the_summary(listener: Listener) -> None:
     assert body["summary"]["requests"] == {"read": 3, "write": 2}
 
 
+@pytest.mark.integration
 def test_failure_ping_carries_error_and_exit_code(listener: Listener) -> None:
     outcome = RunOutcome.from_error(
         AuthError(401, "UNAUTHORIZED", "bad key"), duration_s=0.1, finished_at=1.0
@@ -235,6 +237,7 @@ def test_failure_ping_carries_error_and_exit_code(listener: Listener) -> None:
     assert "UNAUTHORIZED" in body["error"]
 
 
+@pytest.mark.integration
 def test_partial_run_pings_failure_and_lock_pings_success(listener: Listener) -> None:
     cfg = settings_for(listener.base)
     partial = RunOutcome.from_summary(summary(rejected=1), duration_s=0, finished_at=0)
@@ -255,6 +258,7 @@ def test_long_problem_lists_are_cut() -> None:
     assert body["summary"]["problems_omitted"] == 50 - monitor.MAX_PROBLEMS
 
 
+@pytest.mark.integration
 def test_error_status_is_logged_not_raised_and_url_secret_not_logged(listener: Listener) -> None:
     listener.status = 500
     with capture_logs() as logs:
@@ -279,6 +283,7 @@ def test_bad_url_is_logged_not_raised() -> None:
     assert logs[0]["event"] == "monitor.ping.failed"
 
 
+@pytest.mark.integration
 def test_no_urls_no_requests(listener: Listener) -> None:
     assert not monitor.ping_start(MonitorSettings())
     assert not monitor.ping_finish(MonitorSettings(), ok_outcome())

@@ -17,20 +17,12 @@ from skuferry.state import reads as mirror_module
 from skuferry.state import schema
 from skuferry.state.mirror import Mirror
 from skuferry.state.reads import SeenTable
+from tests.fakes import FakeClock
 
 
 def prod(key: str, line: int = 1, **fields: Any) -> Product:
     payload = {"sku": key, **fields}
     return Product(key=key, payload=payload, digest=canonical.digest(payload), line=line)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 @pytest.fixture
@@ -40,7 +32,7 @@ def path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def mirror(path: Path) -> Iterator[Mirror]:
-    m = Mirror(path, clock=FakeClock())
+    m = Mirror(path, clock=FakeClock(1000.0, tick=1.0))
     yield m
     m.close()
 

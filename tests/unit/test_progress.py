@@ -8,24 +8,14 @@ from pathlib import Path
 from skuferry.remote.budget import Budget
 from skuferry.service.progress import PacedProgress
 from skuferry.state.schema import open_state
+from tests.fakes import FakeClock
 
 START = 1_700_000_000.0
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float, stop: threading.Event | None) -> None:
-        self.now += seconds
-
-
 def test_time_left_is_the_budgets_and_does_not_freeze_during_a_wait(tmp_path: Path) -> None:
     # The new user: 300 products at write_per_minute = 100, a 3-window run.
-    clock = FakeClock()
+    clock = FakeClock(START)
     shown: list[tuple[int, int]] = []
     view = PacedProgress(lambda done, total: shown.append((done, total)), clock=clock)
     seen_while_waiting: list[str] = []
@@ -56,7 +46,7 @@ def test_time_left_is_the_budgets_and_does_not_freeze_during_a_wait(tmp_path: Pa
 
 
 def test_short_waits_are_pacing_not_news() -> None:
-    clock = FakeClock()
+    clock = FakeClock(START)
     view = PacedProgress(lambda done, total: None, clock=clock)
     view.waiting("write", 0.4)
     assert view.text() == ""

@@ -7,14 +7,7 @@ import pytest
 from skuferry.errors import UsageError
 from skuferry.sandbox.faults import FaultPicker, Faults
 from skuferry.sandbox.limits import Decision, RateLimiter, TierLimit, min_elapsed
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes import FakeClock
 
 
 def limiter(

@@ -24,6 +24,7 @@ from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.sources import http as http_source
 from skuferry.sources.http import HttpSource
+from tests.fakes import write_config_file
 
 KEY = "sk-sec-Vn4pR8tQ2w"
 TOKEN = "pim-sec-Jd5kM1xZ7"
@@ -169,10 +170,7 @@ def test_a_world_readable_secret_file_is_refused_with_exit_2(
 
 
 def write_config(here: Path, text: str, mode: int) -> Path:
-    path = here / "config.toml"
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-    return path
+    return write_config_file(here, text, name="config.toml", mode=mode)
 
 
 MINIMAL = (

@@ -78,6 +78,7 @@ def test_every_expected_unit_exists() -> None:
     }
 
 
+@pytest.mark.integration
 @needs_analyze
 @pytest.mark.systemd
 @pytest.mark.parametrize("unit", UNITS)
@@ -96,6 +97,7 @@ def test_unit_verifies_without_a_warning(staged: Path, unit: str) -> None:
         ("skuferry-sync@shop-eu.timer", ["skuferry-sync@.timer", "skuferry-sync@.service"]),
     ],
 )
+@pytest.mark.integration
 def test_template_instances_verify(staged: Path, unit: str, templates: list[str]) -> None:
     for template in templates:
         shutil.copy(staged / template, staged / template.replace("@.", "@shop-eu."))
@@ -104,6 +106,7 @@ def test_template_instances_verify(staged: Path, unit: str, templates: list[str]
     assert result.stdout + result.stderr == ""
 
 
+@pytest.mark.integration
 @needs_analyze
 @pytest.mark.systemd
 @pytest.mark.parametrize("unit", SERVICES)
