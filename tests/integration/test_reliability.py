@@ -32,6 +32,7 @@ from skuferry.sync import engine
 from tests.integration.conftest import (
     FAST,
     KEY,
+    LOADED_SKEW_S,
     WORKSPACE,
     Cli,
     assert_each_once,
@@ -360,7 +361,9 @@ def test_alone_with_a_token_bucket_budget_skuferry_never_trips_it(
         workspace_limits={"read": FAST, "write": per_minute},
     )
     write_catalog(catalog_rows(products))
-    config = write_config(sandbox.url, writes=per_minute, limiter="bucket")
+    config = write_config(
+        sandbox.url, writes=per_minute, limiter="bucket", clock_skew_s=LOADED_SKEW_S
+    )
 
     codes = sync_until_clean(settings_for(config), max_runs=1)
 
@@ -411,7 +414,10 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_simulated_t
         workspace_limits={"read": FAST, "write": per_minute},
     )
     write_catalog(catalog_rows(products))
-    settings = settings_for(write_config(sandbox.url, writes=per_minute, max_in_flight=1))
+    config = write_config(
+        sandbox.url, writes=per_minute, max_in_flight=1, clock_skew_s=LOADED_SKEW_S
+    )
+    settings = settings_for(config)
     budget = Budget.from_settings(
         settings.budget, lambda: open_state(settings.state.path), clock=clock, wait=clock.wait
     )
@@ -446,7 +452,7 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_real_time(
         workspace_limits={"read": FAST, "write": per_minute},
     )
     write_catalog(catalog_rows(products))
-    config = write_config(sandbox.url, writes=per_minute)
+    config = write_config(sandbox.url, writes=per_minute, clock_skew_s=LOADED_SKEW_S)
 
     codes = sync_until_clean(settings_for(config), max_runs=1)
 

@@ -1,4 +1,10 @@
-"""Runs triggered by a new export: one settled version of the file, one call, one run."""
+"""Runs triggered by a new export: one settled version of the file, one call, one run.
+
+The settle time is measured on a ``FakeClock`` that only the test moves: the file
+changes in real time (inotify or polling see it), but "it stayed put for settle_s"
+happens only when the test says so. A slow writer on a loaded machine can then never
+look finished too early, and a wrong second call has every chance to show up.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +20,14 @@ import pytest
 from skuferry.models import RunSummary
 from skuferry.service.daemon import Daemon
 from skuferry.service.watch import FileWatch
-from tests.unit.test_daemon import FakeJob, make_settings, started, wait_until
+from tests.fakes import FakeClock
+from tests.unit.test_daemon import FakeJob, make_settings, started
 
 __all__ = ["started"]  # the daemon fixture, shared with test_daemon.py
 
-SETTLE_S = 0.4
+SETTLE_S = 0.4  # on the fake clock
 HEADER = "sku,name,price\n"
+LOOK_S = 0.3  # real time for the watcher to look at the file (a few of its steps)
 
 
 def replace_atomically(path: Path, text: str) -> None:
@@ -45,80 +53,106 @@ class Calls:
 
 
 @pytest.fixture(params=[False, True], ids=["inotify", "polling"])
-def watch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[FileWatch, Calls]]:
+def watch(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[tuple[FileWatch, Calls]]:
     path = tmp_path / "products.csv"
     path.write_text(rows(3), encoding="utf-8")
     calls = Calls(path)
     watcher = FileWatch(
-        path, calls, settle_s=SETTLE_S, poll_s=0.05, force_polling=request.param
+        path, calls, settle_s=SETTLE_S, poll_s=0.05, force_polling=request.param, clock=clock
     ).start()
     yield watcher, calls
     watcher.stop()
 
 
-def quiet_for(seconds: float) -> None:
-    """Give a wrong second call the time it would need to show up."""
-    time.sleep(seconds)
+def let_time_pass(clock: FakeClock, until: Callable[[], bool], what: str) -> None:
+    """Move the fake clock a settle time at a go, looking in between, until ``until`` holds."""
+    deadline = time.monotonic() + 15.0  # only a guard against a hang
+    while not until():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        clock.now += SETTLE_S
+        time.sleep(0.05)
 
 
-def test_an_atomic_replace_triggers_exactly_one_call(watch: tuple[FileWatch, Calls]) -> None:
+def nothing_more(clock: FakeClock, settles: int = 3) -> None:
+    """Give a wrong extra call every chance: several settle times, each looked at."""
+    for _ in range(settles):
+        clock.now += SETTLE_S
+        time.sleep(LOOK_S)
+
+
+def test_an_atomic_replace_triggers_exactly_one_call(
+    watch: tuple[FileWatch, Calls], clock: FakeClock
+) -> None:
     watcher, calls = watch
     replace_atomically(watcher.path, rows(50, version=1))
-    wait_until(lambda: len(calls.sizes) >= 1, "the call")
-    quiet_for(SETTLE_S * 3)
+    time.sleep(LOOK_S)
+    assert calls.sizes == [], "no call before the file has settled"
+    let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call")
+    nothing_more(clock)
     assert calls.sizes == [watcher.path.stat().st_size]
 
 
 def test_a_slow_append_triggers_one_call_once_the_file_is_complete(
-    watch: tuple[FileWatch, Calls],
+    watch: tuple[FileWatch, Calls], clock: FakeClock
 ) -> None:
     watcher, calls = watch
     with watcher.path.open("a", encoding="utf-8") as out:
-        for i in range(8):  # a new chunk every quarter of the settle time
+        for i in range(5):  # a new chunk every half settle time: never settled in between
             out.write(f"X-{i:03d},Toggle bolt {i},1.{i:02d}\n")
             out.flush()
-            time.sleep(SETTLE_S / 4)
+            time.sleep(LOOK_S)  # the watcher sees this chunk, and then sees it unchanged
+            clock.now += SETTLE_S / 2
     final = watcher.path.stat().st_size
-    wait_until(lambda: len(calls.sizes) >= 1, "the call")
-    quiet_for(SETTLE_S * 3)
+    assert calls.sizes == [], "no call while the file keeps growing"
+    let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call")
+    nothing_more(clock)
     assert calls.sizes == [final], "one call, and only after the last chunk"
 
 
 def test_an_unchanged_file_and_other_files_trigger_nothing(
-    watch: tuple[FileWatch, Calls],
+    watch: tuple[FileWatch, Calls], clock: FakeClock
 ) -> None:
     watcher, calls = watch
     (watcher.path.parent / "state.db").write_bytes(b"x" * 100)  # the state beside the export
     os.utime(watcher.path.parent / "state.db")
-    quiet_for(SETTLE_S * 3)
+    nothing_more(clock)
     assert calls.sizes == []
 
 
-def test_a_file_that_appears_later_is_picked_up(tmp_path: Path) -> None:
+def test_a_file_that_appears_later_is_picked_up(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "later.csv"
     calls = Calls(path)
-    watcher = FileWatch(path, calls, settle_s=0.1, poll_s=0.05).start()
+    watcher = FileWatch(path, calls, settle_s=SETTLE_S, poll_s=0.05, clock=clock).start()
     try:
         replace_atomically(path, rows(2))
-        wait_until(lambda: len(calls.sizes) == 1, "the call")
+        let_time_pass(clock, lambda: len(calls.sizes) == 1, "the call")
     finally:
         watcher.stop()
 
 
-def append_slowly(path: Path, text: str) -> None:
+def append_slowly(path: Path, text: str, clock: FakeClock) -> None:
     """What a slow ERP export does: the file grows in chunks, closer together than the settle."""
     with path.open("a", encoding="utf-8") as out:
         for line in text.splitlines(keepends=True):
             out.write(line)
             out.flush()
-            time.sleep(SETTLE_S / 8)
+            time.sleep(0.02)
+            clock.now += SETTLE_S / 4
 
 
-@pytest.mark.parametrize("export_by", [replace_atomically, append_slowly])
+def replace_at_once(path: Path, text: str, _clock: FakeClock) -> None:
+    replace_atomically(path, text)
+
+
+@pytest.mark.parametrize("export_by", [replace_at_once, append_slowly])
 def test_the_daemon_runs_once_per_new_export_besides_the_schedule(
     tmp_path: Path,
+    clock: FakeClock,
     started: Callable[..., tuple[Daemon, Any, dict[str, int]]],
-    export_by: Callable[[Path, str], None],
+    export_by: Callable[[Path, str, FakeClock], None],
 ) -> None:
     export = tmp_path / "products.csv"
     export.write_text(rows(3), encoding="utf-8")
@@ -132,14 +166,18 @@ def test_the_daemon_runs_once_per_new_export_besides_the_schedule(
         return RunSummary()
 
     job = FakeJob(run)
-    daemon, _, _ = started(settings, job, interval_s=3600)
-    quiet_for(SETTLE_S)
+    daemon, _, _ = started(settings, job, interval_s=3600, clock=clock)
+    nothing_more(clock, settles=1)
     assert job.calls == []
     export_by(
-        export, rows(12, version=2)[len(HEADER) :] if export_by is append_slowly else rows(12)
+        export,
+        rows(12, version=2)[len(HEADER) :] if export_by is append_slowly else rows(12),
+        clock,
     )
-    wait_until(lambda: len(job.calls) == 1 and not daemon.run_in_flight, "the triggered run")
-    quiet_for(SETTLE_S * 3)
+    let_time_pass(
+        clock, lambda: len(job.calls) == 1 and not daemon.run_in_flight, "the triggered run"
+    )
+    nothing_more(clock)
     assert len(job.calls) == 1
     assert lines_seen == [len(export.read_text(encoding="utf-8").splitlines())], "the whole file"
     assert daemon.next_run() is not None, "the schedule goes on"

@@ -486,7 +486,7 @@ class Daemon:
         path = freshness.source_file(settings)
         if settings.schedule.watch and path is not None:
             self._watch = FileWatch(
-                path, self.request_run, settle_s=settings.schedule.watch_settle_s
+                path, self.request_run, settle_s=settings.schedule.watch_settle_s, clock=self._clock
             ).start()
 
     def _stop_watchers(self) -> None:
