@@ -59,6 +59,7 @@ from skuferry.sync import (
 )
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
+from skuferry.sync.guard import ratio_guard
 from skuferry.sync.lanes import LANE_META, Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.named import NamedPull
@@ -650,14 +651,17 @@ def _guards(
             "catalog as gone (a failed export, a renamed column?). "
             "Pass --allow-empty-source if this is intended."
         )
-    updates = counts[Kind.UPDATE]
-    ratio = settings.safety.max_change_ratio
-    if known and updates > GUARD_MIN_UPDATES and updates / known > ratio and not force:
-        raise errors.ChangeGuardTripped(
-            f"{updates} of {known} known products ({updates / known:.0%}) would be updated, "
-            f"more than [safety] max_change_ratio = {ratio}: nothing was written. "
-            "Check the export, then run again with --force if the change is real."
-        )
+    ratio_guard(
+        counts[Kind.UPDATE],
+        known,
+        max_ratio=settings.safety.max_change_ratio,
+        minimum=GUARD_MIN_UPDATES,
+        force=force,
+        error=errors.ChangeGuardTripped,
+        what="would be updated",
+        key="max_change_ratio",
+        advice="Check the export, then run again with --force if the change is real.",
+    )
     gone.guard(counts[Kind.ARCHIVE], known, max_ratio=settings.safety.max_gone_ratio, force=force)
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from skuferry import canonical
 from skuferry.config.schema import GoneSettings
 from skuferry.errors import GoneGuardTripped
+from skuferry.sync.guard import ratio_guard
 
 GUARD_MIN_ARCHIVES = 10  # below this many archives the guard never trips (as the change guard)
 
@@ -58,12 +59,14 @@ def restore_body(changed: Mapping[str, Any], restore: Mapping[str, Any]) -> dict
 
 def guard(archives: int, known: int, *, max_ratio: float, force: bool) -> None:
     """Refuse a run that would archive more than ``max_ratio`` of the ``known`` products."""
-    if force or archives <= GUARD_MIN_ARCHIVES:
-        return
-    ratio = archives / max(known, 1)
-    if ratio > max_ratio:
-        raise GoneGuardTripped(
-            f"{archives} of {known} known products ({ratio:.0%}) left the source and would be "
-            f"archived, more than [safety] max_gone_ratio = {max_ratio}: nothing was written. "
-            "Check the export, then run again with --force if they are really discontinued."
-        )
+    ratio_guard(
+        archives,
+        known,
+        max_ratio=max_ratio,
+        minimum=GUARD_MIN_ARCHIVES,
+        force=force,
+        error=GoneGuardTripped,
+        what="left the source and would be archived",
+        key="max_gone_ratio",
+        advice="Check the export, then run again with --force if they are really discontinued.",
+    )
