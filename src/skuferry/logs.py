@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, Protocol, TextIO
 
+from skuferry.redact import SECRET_FIELDS
+
 
 @contextmanager
 def _without_rich() -> Iterator[None]:
@@ -41,20 +43,7 @@ def _without_rich() -> Iterator[None]:
 with _without_rich():
     import structlog
 
-_REDACT_KEYS = frozenset(
-    {
-        "api_key",
-        "api_keys",
-        "authorization",
-        "token",
-        "password",
-        "secret",
-        "cookie",
-        "headers",
-        "sftp_password",
-        "passphrase",
-    }
-)
+
 # Shorter values would mask ordinary words; no real credential is this short.
 _MIN_SECRET_CHARS = 6
 
@@ -101,7 +90,7 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
     # Defence in depth: no event should carry a secret, but if a field is named like one
     # it is masked before any renderer sees it.
     for k in list(event):
-        if k.lower() in _REDACT_KEYS:
+        if k.lower() in SECRET_FIELDS:
             event[k] = "***"
     return event
 

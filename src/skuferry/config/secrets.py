@@ -24,8 +24,7 @@ from pydantic import BaseModel, SecretStr
 
 from skuferry import logs
 from skuferry.errors import ConfigError
-
-SOURCE_SECRET_KEYS = ("token", "password", "sftp_password")
+from skuferry.redact import SOURCE_SECRET_KEYS
 
 
 @dataclass(frozen=True, slots=True)

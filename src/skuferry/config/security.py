@@ -28,6 +28,7 @@ from pydantic import BaseModel, SecretStr
 from skuferry import files, logs
 from skuferry.config.schema import HttpSourceSettings, Settings
 from skuferry.net.origins import insecure_http_problem, parse_allowed
+from skuferry.redact import SECRET_KEYS, is_secret_header
 
 log = logs.get(__name__)
 
@@ -42,8 +43,6 @@ SECRET_FILE_KEYS = (
     "hook_secret_file",
 )
 # Keys whose value is a secret written into the config file itself.
-INLINE_SECRET_KEYS = frozenset({"api_key", "api_keys", "token", "password", "sftp_password"})
-_SECRET_HEADER_HINTS = ("auth", "token", "key", "secret", "cookie", "password")
 
 
 def problems(settings: Settings) -> list[str]:
@@ -149,7 +148,7 @@ def _secrets_in(value: Any, name: str = "") -> Iterator[str]:
             yield from _secrets_in(getattr(value, field), field)
     elif isinstance(value, Mapping) and name == "headers":
         for header, text in value.items():
-            if any(h in str(header).lower() for h in _SECRET_HEADER_HINTS):
+            if is_secret_header(str(header)):
                 yield from _header_secret(str(text))
     elif isinstance(value, str) and name.endswith("url"):
         password = _url_password(value)
@@ -188,11 +187,11 @@ def _inline_secrets(raw: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         if not isinstance(section, Mapping):
             continue
         for key, value in section.items():
-            inline = key in INLINE_SECRET_KEYS and bool(value)
+            inline = key in SECRET_KEYS and bool(value)
             header = (
                 key == "headers"
                 and isinstance(value, Mapping)
-                and any(h in str(name).lower() for name in value for h in _SECRET_HEADER_HINTS)
+                and any(is_secret_header(str(name)) for name in value)
             )
             in_url = isinstance(value, str) and key.endswith("url") and bool(_url_password(value))
             if inline or header or in_url:

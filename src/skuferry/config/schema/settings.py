@@ -34,6 +34,7 @@ from skuferry.config.schema.sources import (
     XmlSourceSettings,
     _anchor,
 )
+from skuferry.redact import is_secret_header
 
 
 class ApiSettings(Strict):
@@ -759,7 +760,6 @@ class Settings(Strict):
         return {name: _plain(value, key=name) for name, value in self.model_dump().items()}
 
 
-_SECRET_HEADER = re.compile(r"auth|token|key|secret|cookie|password", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
 
 
@@ -772,7 +772,7 @@ def _plain(value: Any, *, key: str) -> Any:
     if isinstance(value, dict):
         if key == "headers":
             return {
-                name: "***" if _SECRET_HEADER.search(str(name)) else _plain(item, key=name)
+                name: "***" if is_secret_header(str(name)) else _plain(item, key=name)
                 for name, item in value.items()
             }
         return {name: _plain(item, key=str(name)) for name, item in value.items()}
