@@ -26,6 +26,7 @@ from skuferry.config.encoding import known_encoding
 from skuferry.config.expressions import jmespath_check
 from skuferry.config.sources import (  # _Strict: the one base of every table's model
     FileSourceSettings,
+    GraphqlSourceSettings,
     HttpSourceSettings,
     SqlSourceSettings,
     XlsxSourceSettings,
@@ -384,6 +385,7 @@ SourceSettings = Annotated[
     CsvSourceSettings
     | JsonlSourceSettings
     | HttpSourceSettings
+    | GraphqlSourceSettings
     | SqlSourceSettings
     | XlsxSourceSettings
     | XmlSourceSettings,
@@ -393,6 +395,7 @@ SOURCE_MODELS: tuple[type[BaseModel], ...] = (
     CsvSourceSettings,
     JsonlSourceSettings,
     HttpSourceSettings,
+    GraphqlSourceSettings,
     SqlSourceSettings,
     XlsxSourceSettings,
     XmlSourceSettings,

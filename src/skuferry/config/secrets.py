@@ -24,7 +24,7 @@ from pydantic import BaseModel, SecretStr
 from skuferry import logs
 from skuferry.errors import ConfigError
 
-SOURCE_SECRET_KEYS = ("token", "password", "sftp_password")
+SOURCE_SECRET_KEYS = ("token", "password", "client_secret", "sftp_password")
 
 
 @dataclass(frozen=True, slots=True)

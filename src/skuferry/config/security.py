@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, SecretStr
 
 from skuferry import files, logs
-from skuferry.config.sources import HttpSourceSettings
+from skuferry.config.sources import ApiSourceSettings
 from skuferry.sources.origins import insecure_http_problem, parse_allowed
 
 if TYPE_CHECKING:  # load.py imports this module: the model is only a type here
@@ -40,12 +40,15 @@ SECRET_FILE_KEYS = (
     "api_keys_file",
     "token_file",
     "password_file",
+    "client_secret_file",
     "sftp_key_file",
     "sftp_password_file",
     "hook_secret_file",
 )
 # Keys whose value is a secret written into the config file itself.
-INLINE_SECRET_KEYS = frozenset({"api_key", "api_keys", "token", "password", "sftp_password"})
+INLINE_SECRET_KEYS = frozenset(
+    {"api_key", "api_keys", "token", "password", "client_secret", "sftp_password"}
+)
 _SECRET_HEADER_HINTS = ("auth", "token", "key", "secret", "cookie", "password")
 
 
@@ -56,10 +59,16 @@ def problems(settings: Settings) -> list[str]:
     problem = insecure_http_problem(api.base_url, allow_insecure_http=api.allow_insecure_http)
     if problem:
         found.append(f"at 'api.base_url': {problem}")
-    if isinstance(source, HttpSourceSettings):
+    if isinstance(source, ApiSourceSettings):
         problem = insecure_http_problem(source.url, allow_insecure_http=source.allow_insecure_http)
         if problem:
             found.append(f"at 'source.url': {problem}")
+        if source.token_url:
+            problem = insecure_http_problem(
+                source.token_url, allow_insecure_http=source.allow_insecure_http
+            )
+            if problem:
+                found.append(f"at 'source.token_url': {problem}")
         try:
             parse_allowed(source.allowed_origins)
         except ValueError as exc:

@@ -9,7 +9,9 @@ a search expression, e.g. Akeneo's
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 
 def format_since(when: datetime, fmt: str) -> str:
@@ -30,3 +32,39 @@ def since_params(
     value = format_since(when, fmt)
     # str.replace, not str.format: a JSON template is full of braces
     return {param: template.replace("{since}", value) if template else value}
+
+
+def since_value(fmt: str, template: str | None, when: datetime) -> Any:
+    """The since filter as a JSON value for a request body (``since_body_path``).
+
+    Without a template: the formatted time (a string). With one: the template with
+    ``{since}`` replaced, read as JSON when it is JSON (Odoo's domain term
+    ``["write_date", ">", "{since}"]``), else kept as text.
+    """
+    value = format_since(when, fmt)
+    if template is None:
+        return value
+    as_json = template.replace("{since}", json.dumps(value)[1:-1])  # escaped inside a string
+    try:
+        return json.loads(as_json)
+    except ValueError:
+        return template.replace("{since}", value)
+
+
+def put_since(body: dict[str, Any], path: str, value: Any) -> None:
+    """Set the dotted member ``path`` of ``body`` to ``value``; a list there gets it appended.
+
+    Odoo's ``domain`` is a list of terms joined by AND, so the filter is one more term.
+    """
+    *parents, last = path.split(".")
+    node = body
+    for name in parents:
+        child = node.get(name)
+        if not isinstance(child, dict):
+            child = node[name] = {}
+        node = child
+    current = node.get(last)
+    if isinstance(current, list):
+        node[last] = [*current, value]
+    else:
+        node[last] = value
