@@ -83,7 +83,7 @@ def article(index: int, *, start: datetime = BASE_TIME, step: timedelta = STEP) 
     noun = _NOUNS[index % len(_NOUNS)]
     qualifier = _QUALIFIERS[(index // len(_NOUNS)) % len(_QUALIFIERS)]
     # Every 7th article has no EAN; every 3rd EAN starts with 0 (a German "040..." prefix).
-    ean = None if number % 7 == 0 else ean13(f"{'0' if number % 3 == 0 else '4'}{number:011d}")
+    ean = None if number % 7 == 0 else ean13(f"{'040' if number % 3 == 0 else '400'}{number:09d}")
     return Article(
         index=index,
         sku=f"{number:06d}" if number % 5 else f"AB-{number:05d}",  # "000001", "AB-00005"
