@@ -141,7 +141,7 @@ class AkeneoServer(ApiServer):
             return self._list(request)
         identifier = request.path.removeprefix(PRODUCTS + "/")
         with self.lock:
-            self.counts["product"] += 1
+            self.count("product")
             for p in self.products:
                 if p["identifier"] == identifier:
                     return Response(200, {"_links": self._self_link(identifier), **p})
@@ -150,7 +150,7 @@ class AkeneoServer(ApiServer):
     # -- token --------------------------------------------------------------------------
 
     def _token(self, request: Request) -> Response:
-        self.counts["token"] += 1
+        self.count("token")
         if request.basic_auth() != self.client:
             return _error(
                 422,
@@ -214,7 +214,7 @@ class AkeneoServer(ApiServer):
             return _error(422, f'Pagination type "{kind}" does not exist.')
         if (fault := self.page_fault(page)) is not None:
             return fault
-        self.counts["products"] += 1
+        self.count("products")
         items = matching[start : start + limit]
         first = {**keep, "limit": limit}
         links: dict[str, Any] = {

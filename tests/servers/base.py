@@ -209,7 +209,20 @@ class ApiServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def count(self, name: str) -> None:
+        """One more of ``name`` (a token grant, a list page) in ``counts``."""
+        with self.lock:
+            self.counts[name] += 1
+
     # -- faults -------------------------------------------------------------------------
+
+    def throttle(self, times: int = 1, *, retry_after: int = 1) -> Fault:
+        """The next ``times`` requests answer 429 with ``Retry-After`` and the system's body.
+
+        For the APIs that document a 429 (Akeneo, Business Central); Shopify's GraphQL
+        throttling is an HTTP 200 instead (``ShopifyServer.throttle_next``).
+        """
+        return self.fail(429, times=times, headers={"Retry-After": str(retry_after)})
 
     def fail_page(self, page: int, status: int = 500, *, times: int | None = 1) -> Fault:
         """The next ``times`` requests for listing page ``page`` (1-based) answer ``status``."""

@@ -116,7 +116,7 @@ class IdentityServer(ApiServer):
         parts = request.path.strip("/").split("/")
         if request.method != "POST" or parts[1:] != ["oauth2", "v2.0", "token"]:
             return Response(404, b"")
-        self.counts["token"] += 1
+        self.count("token")
         if parts[0] != self.tenant:
             return _aad(400, "invalid_request", 90002, f"Tenant '{parts[0]}' not found.")
         form = {k: v[-1] for k, v in _form(request.body).items()}
@@ -233,10 +233,6 @@ class BusinessCentralServer(ApiServer):
                     return
         raise KeyError(number)
 
-    def throttle(self, times: int = 1, retry_after: int = 1) -> None:
-        """The next ``times`` API requests answer 429 with ``Retry-After``, as BC does."""
-        self.fail(429, times=times, headers={"Retry-After": str(retry_after)})
-
     def error_body(self, status: int) -> Any:
         if status == 429:
             return _odata_error(
@@ -306,7 +302,7 @@ class BusinessCentralServer(ApiServer):
         page = start // size + 1
         if (fault := self.page_fault(page)) is not None:
             return fault
-        self.counts["items"] += 1
+        self.count("items")
         chunk = matching[start : start + size]
         body: dict[str, Any] = {
             "@odata.context": f"{self.api_root}/$metadata#companies({COMPANY})/items",

@@ -226,7 +226,7 @@ class MagentoServer(ApiServer):
             if (fault := self.page_fault(page)) is not None:
                 return fault
             products = products[(page - 1) * size : page * size]
-        self.counts["products"] += 1
+        self.count("products")
         if not self.stock_in_list:
             for p in products:
                 p["extension_attributes"] = {

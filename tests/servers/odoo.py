@@ -163,7 +163,7 @@ class OdooServer(ApiServer):
             return [_fields(r, params.get("fields")) for r in rows if r["id"] in wanted]
         rows = search(rows, params.get("domain") or [])
         if method == "search_count":
-            self.counts["search_count"] += 1
+            self.count("search_count")
             return len(rows)
         rows = _order(rows, params.get("order") or "id")
         offset, limit = int(params.get("offset") or 0), params.get("limit")
@@ -171,7 +171,7 @@ class OdooServer(ApiServer):
             raise OdooError(
                 fault.status, "werkzeug.exceptions.InternalServerError", "Injected error"
             )
-        self.counts["search_read"] += 1
+        self.count("search_read")
         rows = rows[offset : offset + int(limit)] if limit else rows[offset:]
         return [_fields(r, params.get("fields")) for r in rows]
 

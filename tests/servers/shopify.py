@@ -183,7 +183,7 @@ class ShopifyServer(ApiServer):
             forced = self.forced_throttles.pop(0) if self.forced_throttles else None
             if forced is not None or cost > self.bucket.available:
                 shown = None if forced is None else max(0.0, cost - forced * self.bucket.rate)
-                self.counts["throttled"] += 1
+                self.count("throttled")
                 return Response(
                     200,
                     {
@@ -275,7 +275,7 @@ class ShopifyServer(ApiServer):
             start = sum(1 for v in rows if int(v["legacyResourceId"]) <= last)
         if (fault := self.page_fault(start // max(first, 1) + 1)) is not None:
             raise _PageFaultError(fault)
-        self.counts["pages"] += 1
+        self.count("pages")
         chunk = rows[start : start + first]
 
         def cursor(v: dict[str, Any]) -> str:

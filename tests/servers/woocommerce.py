@@ -206,7 +206,7 @@ class WooCommerceServer(ApiServer):
         rows.sort(key=lambda r: -int(r["id"]))  # WooCommerce's default order: newest first
         if (fault := self.page_fault(page)) is not None:
             return fault
-        self.counts[kind] += 1
+        self.count(kind)
         pages = math.ceil(len(rows) / per_page)
         headers = {"X-WP-Total": str(len(rows)), "X-WP-TotalPages": str(pages)}
         links = []
