@@ -34,7 +34,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -269,7 +269,14 @@ def _extra(request: Request) -> dict[str, str]:
 def _matches(product: dict[str, Any], prop: str, rule: dict[str, Any]) -> bool:
     op, value = rule.get("operator"), rule.get("value")
     if prop == "updated":
-        stamp, bound = utc(product["updated"]), utc(str(value))
+        try:  # Akeneo takes exactly "yyyy-mm-dd H:i:s" here, in the server's time zone (UTC)
+            bound = datetime.strptime(str(value), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        except ValueError:
+            raise ValueError(
+                f'Property "updated" expects a string with the format "yyyy-mm-dd H:i:s" '
+                f'as data, "{value}" given (operator {op}).'
+            ) from None
+        stamp = utc(product["updated"])
         if op == ">":
             return stamp > bound
         if op == "<":

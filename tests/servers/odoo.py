@@ -201,6 +201,8 @@ def _evaluate(row: dict[str, Any], domain: list[Any]) -> bool:
         name, op, value = head
         if name not in row or op not in _OPS:
             raise OdooError(422, "builtins.ValueError", f"Invalid leaf {head!r}")
+        if name in ("write_date", "create_date") and isinstance(value, str):
+            _check_datetime(value)
         mine = row[name][0] if isinstance(row[name], list) else row[name]
         return bool(_OPS[op](mine, value))
 
@@ -208,6 +210,19 @@ def _evaluate(row: dict[str, Any], domain: list[Any]) -> bool:
     while domain:
         result = one(domain) and result
     return result
+
+
+def _check_datetime(value: str) -> None:
+    """Odoo reads a datetime as ``YYYY-MM-DD HH:MM:SS`` (or a bare date), nothing else."""
+    text = value[:19] if len(value) > 10 else value + " 00:00:00"
+    try:
+        datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        raise OdooError(
+            422,
+            "builtins.ValueError",
+            f"time data {text!r} does not match format '%Y-%m-%d %H:%M:%S'",
+        ) from None
 
 
 def _order(rows: list[dict[str, Any]], order: str) -> list[dict[str, Any]]:

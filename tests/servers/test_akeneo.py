@@ -171,3 +171,9 @@ def test_catalog_has_the_awkward_cases() -> None:
     assert any(e.startswith("0") for e in eans) and len(eans) < 30
     assert any(not p["enabled"] for p in products)
     assert any(not p["values"]["name"][0]["data"].isascii() for p in products)
+
+
+def test_updated_filter_takes_only_akeneos_date_format(srv: AkeneoServer) -> None:
+    search = json.dumps({"updated": [{"operator": ">", "value": "2026-11-01T08:20:00Z"}]})
+    answer = httpx.get(srv.url + akeneo.PRODUCTS, params={"search": search}, headers=bearer(srv))
+    assert answer.status_code == 422 and "yyyy-mm-dd H:i:s" in answer.json()["message"]

@@ -108,3 +108,9 @@ def test_page_fault_and_touch(srv: OdooServer) -> None:
     since = (BASE_TIME + STEP * 50).strftime("%Y-%m-%d %H:%M:%S")
     rows = call(srv, "search_read", domain=[["write_date", ">", since]], fields=["name"]).json()
     assert rows == [{"id": 3, "name": "geändert"}]
+
+
+def test_write_date_takes_only_odoos_datetime_format(srv: OdooServer) -> None:
+    answer = call(srv, "search_read", domain=[["write_date", ">", "2026-11-01T08:20:00Z"]])
+    assert answer.status_code == 422 and answer.json()["name"] == "builtins.ValueError"
+    assert call(srv, "search_count", domain=[["write_date", ">", "2026-11-01"]]).json() == 23
