@@ -130,14 +130,28 @@ class OAuth2(httpx.Auth):
         self._lock = threading.Lock()
         self._token: _Token | None = None
         self.requests = 0  # token requests made (for figures and tests)
+        self._transport = transport
+        self._verify = verify
+        self._open: httpx.Client | None = None
+
+    @property
+    def _client(self) -> httpx.Client:
         # its own client: the [source] headers and the API's auth never go to token_url,
         # and a redirect is refused rather than followed with the secret
-        self._client = httpx.Client(
-            timeout=s.timeout_s, follow_redirects=False, verify=verify, transport=transport
-        )
+        if self._open is None:
+            self._open = httpx.Client(
+                timeout=self._settings.timeout_s,
+                follow_redirects=False,
+                verify=self._verify,
+                transport=self._transport,
+            )
+        return self._open
 
     def close(self) -> None:
-        self._client.close()
+        """Close the token endpoint's connection (the token is kept for the next pull)."""
+        if self._open is not None:
+            self._open.close()
+            self._open = None
 
     # -- httpx.Auth ------------------------------------------------------------------
 

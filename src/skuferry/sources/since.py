@@ -4,7 +4,9 @@
 (unix seconds) or a strftime pattern applied to UTC (Akeneo takes
 ``%Y-%m-%d %H:%M:%S``). ``since_template`` wraps the value for APIs that take
 a search expression, e.g. Akeneo's
-``search={"updated":[{"operator":">","value":"{since}"}]}``.
+``search={"updated":[{"operator":">","value":"{since}"}]}``. A template that
+starts with ``?`` is a query string of several parameters sent together
+(Magento's ``searchCriteria[filter_groups][0][filters][0][field|value|condition_type]``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 
 def format_since(when: datetime, fmt: str) -> str:
@@ -30,6 +33,9 @@ def since_params(
     if not param:
         return {}
     value = format_since(when, fmt)
+    if template is not None and template.startswith("?"):
+        # several parameters (Magento's field, value and condition of one filter)
+        return {k: v.replace("{since}", value) for k, v in parse_qsl(template[1:])}
     # str.replace, not str.format: a JSON template is full of braces
     return {param: template.replace("{since}", value) if template else value}
 

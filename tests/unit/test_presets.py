@@ -1,0 +1,108 @@
+"""[source] preset: a system's defaults filled in before validation, every one overridable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skuferry.config import presets
+from skuferry.config.load import load_settings, settings_from_dict
+from skuferry.config.sources import GraphqlSourceSettings, HttpSourceSettings
+from skuferry.errors import ConfigError
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "connectors"
+
+
+def _source(**source: Any) -> Any:
+    data = {
+        "api": {"base_url": "http://127.0.0.1:1", "api_key": "k"},
+        "state": {"path": "x.db"},
+        "source": source,
+    }
+    return settings_from_dict(data).source
+
+
+def test_akeneo_from_the_base_address() -> None:
+    s = _source(
+        preset="akeneo",
+        url="https://pim.example.com",
+        client_id="1_x",
+        client_secret="s",
+        username="u",
+        password="p",
+    )
+    assert isinstance(s, HttpSourceSettings)
+    assert (
+        s.url
+        == "https://pim.example.com/api/rest/v1/products?pagination_type=search_after&limit=100"
+    )
+    assert s.token_url == "https://pim.example.com/api/oauth/v1/token"
+    assert (s.auth, s.grant, s.token_request, s.client_auth) == (
+        "oauth2",
+        "password",
+        "json",
+        "basic",
+    )
+    assert s.since_param == "search" and s.since_template and "{since}" in s.since_template
+
+
+def test_everything_a_preset_sets_can_be_overridden() -> None:
+    s = _source(
+        preset="odoo",
+        url="https://odoo.example.com/json/2/product.template/search_read",
+        token="k",
+        page_size=500,
+        body={"fields": ["default_code"]},
+        headers={"X-Odoo-Database": "prod"},
+        empty_values=[],
+    )
+    assert isinstance(s, HttpSourceSettings)
+    assert s.url.endswith("/product.template/search_read")  # a URL with a path is kept
+    assert s.page_size == 500
+    assert s.body == {"domain": [], "fields": ["default_code"], "order": "id"}  # merged
+    assert s.empty_values == []
+    assert s.headers == {"X-Odoo-Database": "prod"}
+
+
+def test_business_central_derives_the_token_url_from_the_tenant() -> None:
+    url = "https://api.businesscentral.dynamics.com/v2.0/TENANT-1/production/api/v2.0/companies(C)/items"
+    s = _source(preset="business-central", url=url, client_id="c", client_secret="s")
+    assert isinstance(s, HttpSourceSettings)
+    assert s.token_url == "https://login.microsoftonline.com/TENANT-1/oauth2/v2.0/token"
+    assert s.scope == "https://api.businesscentral.dynamics.com/.default"
+    assert s.headers == {"Prefer": "odata.maxpagesize=1000"}
+
+
+def test_shopify_is_a_graphql_source() -> None:
+    s = _source(preset="shopify", url="https://x.myshopify.com", token="shpat_x")
+    assert isinstance(s, GraphqlSourceSettings)
+    assert s.header_name == "X-Shopify-Access-Token"
+    assert s.url == f"https://x.myshopify.com/admin/api/{presets.SHOPIFY_API_VERSION}/graphql.json"
+
+
+def test_an_unknown_preset_is_named() -> None:
+    with pytest.raises(ConfigError, match="unknown preset 'akeneo7'; known: 'akeneo'"):
+        _source(preset="akeneo7", url="https://x.example.com")
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.toml")))
+def test_every_worked_example_loads(example: str, tmp_path: Path) -> None:
+    """The examples under examples/connectors/ stay valid configs (their secrets from env)."""
+    key = tmp_path / "api_key"
+    key.write_text("sk-example\n")
+    key.chmod(0o600)
+    env = {
+        "SKUFERRY_API_KEY": "sk-example",
+        "SKUFERRY_STATE_PATH": str(tmp_path / "state.db"),
+        **{name: "secret-value" for name in (
+            "AKENEO_CLIENT_SECRET", "AKENEO_PASSWORD", "BC_CLIENT_SECRET", "SHOPIFY_TOKEN",
+            "ODOO_API_KEY", "WOO_SECRET", "MAGENTO_TOKEN",
+        )},
+    }  # fmt: skip
+    settings = load_settings(EXAMPLES / example, env=env)
+    assert settings.source.preset == example.removesuffix(".toml")  # type: ignore[union-attr]
+    assert settings.mapping.fields and {"sku", "name", "price", "stock", "ean"} <= set(
+        settings.mapping.fields
+    )
