@@ -213,7 +213,8 @@ def test_string_refuses_json_structures(value: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("12", 12), (" 12 ", 12), ("-3", -3), ("+4", 4), (12, 12), ("", None)]
+    ("value", "expected"),
+    [("12", 12), (" 12 ", 12), ("-3", -3), ("+4", 4), (12, 12), ("", None), (Decimal("7.0"), 7)],
 )
 def test_integer(value: Any, expected: int | None) -> None:
     assert _value(_mapper("integer"), value) == expected

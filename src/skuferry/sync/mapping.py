@@ -122,6 +122,9 @@ def _to_integer(value: Any) -> Any:
         return value
     if type(value) is float and value.is_integer():  # SQL REAL, XLSX numbers
         return int(value)
+    # a JSON 7.0 (Odoo's quantities are floats); 7.5 is refused as before
+    if type(value) is Decimal and value.is_finite() and value == value.to_integral_value():
+        return int(value)
     raise _RefusedError(f"{_show(value)} is not an integer")
 
 
