@@ -106,3 +106,17 @@ def test_every_worked_example_loads(example: str, tmp_path: Path) -> None:
     assert settings.mapping.fields and {"sku", "name", "price", "stock", "ean"} <= set(
         settings.mapping.fields
     )
+
+
+def test_show_config_names_what_the_preset_filled_in() -> None:
+    data = {
+        "api": {"base_url": "http://127.0.0.1:1", "api_key": "k"},
+        "state": {"path": "x.db"},
+        "source": {"preset": "odoo", "url": "https://o.example.com", "token": "t", "page_size": 7},
+    }
+    shown = settings_from_dict(data).redacted()["source"]
+    assert {"url", "method", "body", "since_body_path", "empty_values"} <= set(
+        shown["preset_filled"]
+    )
+    assert "page_size" not in shown["preset_filled"]  # the table's own value
+    assert shown["token"] == "***"

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from skuferry.config import presets
 from skuferry.config.encoding import known_encoding
 from skuferry.config.expressions import jmespath_check
 from skuferry.config.sources import (  # _Strict: the one base of every table's model
@@ -758,7 +759,11 @@ class Settings(_Strict):
 
     def redacted(self) -> dict[str, Any]:
         """The effective config as plain data, secrets shown as ``***`` (for ``skuferry check``)."""
-        return {name: _plain(value, key=name) for name, value in self.model_dump().items()}
+        data = {name: _plain(value, key=name) for name, value in self.model_dump().items()}
+        source = data.get("source")
+        if isinstance(source, dict) and source.get("preset"):
+            source["preset_filled"] = presets.filled(self.source.model_dump())
+        return data
 
 
 _SECRET_HEADER = re.compile(r"auth|token|key|secret|cookie|password", re.IGNORECASE)

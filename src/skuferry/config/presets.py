@@ -224,3 +224,27 @@ def apply(source: Any) -> tuple[Any, list[str]]:
     if out.get("body") is not None and "method" in source and source["method"] != "POST":
         out.pop("body")  # the table chose GET: the preset's body has no use
     return out, []
+
+
+def filled(source: Mapping[str, Any]) -> list[str]:
+    """The keys of a validated ``[source]`` (as plain data) that hold its preset's value.
+
+    For ``skuferry check --show-config``: what the preset filled in (or what the table
+    gives with the same value). ``url`` counts when it ends with the preset's path.
+    """
+    make = PRESETS.get(str(source.get("preset")))
+    url = source.get("url")
+    if make is None or not isinstance(url, str):
+        return []
+    defaults = make(url)
+    path = defaults.pop("url", None)
+    keys = ["url"] if isinstance(path, str) and url.endswith(path) else []
+    for key, value in defaults.items():
+        have = source.get(key)
+        if key in _MERGED and isinstance(have, dict) and isinstance(value, dict):
+            same = all(have.get(k) == v for k, v in value.items())
+        else:
+            same = have == value
+        if same:
+            keys.append(key)
+    return keys
