@@ -24,9 +24,10 @@ keeps tokens in a process-wide cache; neither renews once on a 401.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,16 @@ def api_credentials(
             s, env=env, transport=transport, verify=verify, clock=clock, sleep=sleep
         )
     return headers, None
+
+
+@contextlib.contextmanager
+def token_session(auth: httpx.Auth | None) -> Iterator[None]:
+    """Around one pull: the token endpoint's connection is closed after it, however it ends."""
+    try:
+        yield
+    finally:
+        if isinstance(auth, OAuth2):
+            auth.close()
 
 
 def _password(s: ApiSourceSettings, env: Mapping[str, str] | None) -> str | None:
@@ -276,11 +287,11 @@ class OAuth2(httpx.Auth):
                 f"the token endpoint {where} answered the {grant} grant without an "
                 f"access_token (members: {', '.join(sorted(map(str, body))) or 'none'})"
             )
-        logs.add_secrets([access])
+        # Not added to the log redactor (logs.add_secrets): a daemon renews every hour for
+        # years, and the redactor's pattern would grow with every token. No message here
+        # is built from a token or a request's headers.
         refresh = body.get("refresh_token")
-        if isinstance(refresh, str) and refresh:
-            logs.add_secrets([refresh])
-        else:
+        if not isinstance(refresh, str) or not refresh:
             refresh = None
         lifetime = _seconds(body.get("expires_in"))
         renew_at = None

@@ -32,7 +32,7 @@ from skuferry.config.sources import GraphqlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.remote.retry import backoff_delay, parse_retry_after
-from skuferry.sources.auth import OAuth2, api_credentials
+from skuferry.sources.auth import api_credentials, token_session
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.origins import parse_allowed
 from skuferry.sources.paths import SourcePath, optional_path
@@ -108,14 +108,17 @@ class GraphqlSource(IncrementalSource):
         line = 0
         cursor: str | None = None
         seen: set[str] = set()
-        with httpx.Client(
-            headers=self._headers,
-            auth=self._auth,
-            timeout=s.timeout_s,
-            follow_redirects=False,
-            verify=self._verify,
-            transport=self._transport,
-        ) as client:
+        with (
+            httpx.Client(
+                headers=self._headers,
+                auth=self._auth,
+                timeout=s.timeout_s,
+                follow_redirects=False,
+                verify=self._verify,
+                transport=self._transport,
+            ) as client,
+            token_session(self._auth),
+        ):
             for number in itertools.count(1):
                 variables = {**s.variables, **self._since, s.cursor_variable: cursor}
                 body = self._post(client, {"query": self._query, "variables": variables}, number)
@@ -148,8 +151,6 @@ class GraphqlSource(IncrementalSource):
                         "the API would loop forever"
                     )
                 seen.add(cursor)
-        if isinstance(self._auth, OAuth2):
-            self._auth.close()
         log.info("source.graphql.done", url=s.url, records=line, throttled=self.throttled)
 
     def _next_cursor(self, body: Any, number: int) -> str | None:

@@ -39,7 +39,7 @@ from skuferry.config.sources import HttpSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.remote.retry import backoff_delay, parse_retry_after
-from skuferry.sources.auth import OAuth2, api_credentials
+from skuferry.sources.auth import api_credentials, token_session
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.ends import Announced, EndProof, Totals
 from skuferry.sources.origins import parse_allowed
@@ -149,14 +149,17 @@ class HttpSource(IncrementalSource):
     def records(self) -> Iterator[RawRecord | BadRecord]:
         line = 0
         proof = EndProof(self.describe(), full_page_rule=self.settings.pagination == "next_link")
-        with httpx.Client(
-            headers=self._headers,
-            auth=self._auth,
-            timeout=self.settings.timeout_s,
-            follow_redirects=False,  # send_pinned follows them, checking each target's origin
-            verify=self._verify,
-            transport=self._transport,
-        ) as client:
+        with (
+            httpx.Client(
+                headers=self._headers,
+                auth=self._auth,
+                timeout=self.settings.timeout_s,
+                follow_redirects=False,  # send_pinned follows them, checking each target's origin
+                verify=self._verify,
+                transport=self._transport,
+            ) as client,
+            token_session(self._auth),
+        ):
             for page in self._pages(client, proof):
                 for item in page.items:
                     line += 1
@@ -168,8 +171,6 @@ class HttpSource(IncrementalSource):
                             reason=f"record {line} (page {page.number}): expected a JSON "
                             f"object, got {type(item).__name__}",
                         )
-        if isinstance(self._auth, OAuth2):
-            self._auth.close()
         proof.check()  # an early end fails the pull here, before anything is planned
         log.info(
             "source.http.done", url=safe_url(self.settings.url), records=line, pages=proof.pages
