@@ -176,3 +176,12 @@ def test_query_or_query_file_is_required() -> None:
         GraphqlSourceSettings.model_validate(
             {"type": "graphql", "url": URL, "items_path": "data.x"}
         )
+
+
+def test_a_refused_token_names_the_answer() -> None:
+    router = respx.MockRouter(assert_all_mocked=True)
+    router.post(URL).mock(
+        return_value=httpx.Response(401, json={"errors": "[API] Invalid API key or access token"})
+    )
+    with pytest.raises(SourceError, match=r"HTTP 401: \[API\] Invalid API key .*refused"):
+        skus(make(router, []))

@@ -203,7 +203,7 @@ class GraphqlSource(IncrementalSource):
                 )
                 try:
                     status = response.status_code
-                    content = self._read_bounded(response, where) if status < 400 else b""
+                    content = self._read_bounded(response, where)
                 finally:
                     response.close()
             except httpx.TransportError as exc:
@@ -230,7 +230,8 @@ class GraphqlSource(IncrementalSource):
                     wait = retry_after
                 elif status != 408:
                     hint = " (the credentials were refused)" if status in (401, 403) else ""
-                    raise SourceError(f"{where} answered {problem}{hint}")
+                    said = _said(content)
+                    raise SourceError(f"{where} answered {problem}{said}{hint}")
             attempt += 1
             if attempt < attempts:
                 delay = max(
@@ -292,6 +293,19 @@ class GraphqlSource(IncrementalSource):
                 f"{where} is not JSON (content-type "
                 f"{response.headers.get('content-type', 'none')}, body starts {head!r})"
             ) from None
+
+
+def _said(content: bytes) -> str:
+    """``: <message>`` from an error answer's ``errors`` (Shopify's 401), else ""."""
+    try:
+        body = canonical.loads(content)
+    except ValueError:
+        return ""
+    errors = body.get("errors") if isinstance(body, dict) else None
+    first = errors[0] if isinstance(errors, list) and errors else errors
+    if isinstance(first, dict):
+        first = first.get("message")
+    return f": {logs.redact_text(first[:300])}" if isinstance(first, str) and first else ""
 
 
 def _cost_wait(extensions: Any) -> float:
