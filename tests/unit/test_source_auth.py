@@ -345,3 +345,23 @@ def test_the_client_secret_follows_the_one_secret_order(router: respx.MockRouter
     assert auth.access_token() == "tok-1"
     expected = base64.b64encode(b"c:from-env-secret").decode()
     assert tokens.requests[0].headers["Authorization"] == f"Basic {expected}"
+
+
+def test_a_clear_text_token_url_to_another_host_is_refused_at_load(tmp_path: Any) -> None:
+    from skuferry.config.load import settings_from_dict
+    from skuferry.errors import ConfigError
+
+    data = {
+        "api": {"base_url": "http://127.0.0.1:1", "api_key": "k"},
+        "state": {"path": str(tmp_path / "s.db")},
+        "source": {
+            "type": "http",
+            "url": API,
+            "auth": "oauth2",
+            "token_url": "http://login.example.net/token",
+            "client_id": "c",
+            "client_secret": "s",
+        },
+    }
+    with pytest.raises(ConfigError, match=r"at 'source.token_url': http:// to login.example.net"):
+        settings_from_dict(data)

@@ -18,6 +18,10 @@ where the API's announced total says; then ``sources/ends.py`` weighs what the
 pages announced (``total_path``, ``total_pages_path``, ``total_header``,
 ``total_pages_header``, ``@odata.count``) and fails the pull when the evidence
 says it ended early.
+
+``method = "POST"`` sends ``body`` as JSON with the page, offset and size as body
+members, and an incremental pull's filter at ``since_body_path`` (Odoo's JSON-2 API).
+Auth, OAuth2 included, is ``sources/auth.py``'s.
 """
 
 from __future__ import annotations
