@@ -301,3 +301,16 @@ def test_credentials_never_reach_a_third_origin(
 @pytest.fixture
 def sandbox(sandbox_factory: Callable[..., Sandbox]) -> Sandbox:
     return sandbox_factory(updates="patch")
+
+
+def test_a_second_401_with_a_fresh_token_exits_3_naming_the_token_answer(
+    run_cli: Run, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    with start("akeneo", tmp_path) as system:
+        system.server.tokens.expire_after = 0  # type: ignore[attr-defined]  # every token refused
+        done, _ = sync(run_cli, system, sandbox, tmp_path)
+        assert done.returncode == 3, done.stderr[-2000:]
+        assert "answered HTTP 401 again with a token just renewed" in done.stderr
+        assert "expires_in 3600 s" in done.stderr  # what the token endpoint answered
+        assert system.server.tokens.issued == 2  # type: ignore[attr-defined]  # no loop
+        _no_secret(done, *system.secrets)
