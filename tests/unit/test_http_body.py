@@ -83,3 +83,35 @@ def test_body_needs_post_and_since_body_path_needs_a_body_request() -> None:
         HttpSourceSettings.model_validate({"type": "http", "url": URL, "body": {"a": 1}})
     with pytest.raises(ValueError, match="since_body_path"):
         HttpSourceSettings.model_validate({"type": "http", "url": URL, "since_body_path": "domain"})
+
+
+def test_page_walk_stops_by_a_total_of_items_magento_style() -> None:
+    """Magento answers a page past the end with the last page again: total_count stops it."""
+    url = "https://shop.example.com/rest/V1/products"
+    rows = [{"sku": f"M-{i}"} for i in range(1, 5)]
+
+    def magento(request: httpx.Request) -> httpx.Response:
+        size = int(request.url.params["searchCriteria[pageSize]"])
+        page = int(request.url.params["searchCriteria[currentPage]"])
+        page = min(page, -(-len(rows) // size))  # past the end: the last page again
+        items = rows[(page - 1) * size : page * size]
+        return httpx.Response(200, json={"items": items, "total_count": len(rows)})
+
+    router = respx.MockRouter(assert_all_mocked=True)
+    route = router.get(url__startswith=url).mock(side_effect=magento)
+    settings = HttpSourceSettings.model_validate(
+        {
+            "type": "http",
+            "url": url,
+            "items_path": "items",
+            "pagination": "page",
+            "page_param": "searchCriteria[currentPage]",
+            "size_param": "searchCriteria[pageSize]",
+            "page_size": 2,
+            "total_path": "total_count",
+        }
+    )
+    src = HttpSource(settings, transport=httpx.MockTransport(router.handler))
+    records = [r.fields["sku"] for r in src.records() if isinstance(r, RawRecord)]
+    assert records == ["M-1", "M-2", "M-3", "M-4"]  # not M-3, M-4 twice
+    assert route.call_count == 2
