@@ -11,6 +11,7 @@ import pytest
 import respx
 
 from skuferry.config.sources import HttpSourceSettings
+from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.http import HttpSource
 from skuferry.sources.since import put_since, since_value
@@ -115,3 +116,22 @@ def test_page_walk_stops_by_a_total_of_items_magento_style() -> None:
     records = [r.fields["sku"] for r in src.records() if isinstance(r, RawRecord)]
     assert records == ["M-1", "M-2", "M-3", "M-4"]  # not M-3, M-4 twice
     assert route.call_count == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        ({"name": "AccessDenied", "message": "Invalid apikey"}, ": Invalid apikey"),
+        ({"error": {"code": "Unauthorized", "message": "The token expired"}}, ": The token"),
+        ({"errors": "[API] Invalid API key"}, ": [API] Invalid API key"),
+        ("not json", ""),
+    ],
+)
+def test_a_refusal_names_the_api_s_own_message(body: Any, shown: str) -> None:
+    router = respx.MockRouter(assert_all_mocked=True)
+    answer = httpx.Response(401, json=body) if isinstance(body, dict) else httpx.Response(401)
+    router.post(URL).mock(return_value=answer)
+    with pytest.raises(SourceError) as caught:
+        list(make(router).records())
+    assert f"answered HTTP 401{shown}" in str(caught.value)
+    assert "(the credentials were refused)" in str(caught.value)

@@ -326,6 +326,33 @@ class OAuth2(httpx.Auth):
         return logs.redact_text(text)
 
 
+def said(content: bytes) -> str:
+    """``": <message>"`` from an API's error answer, or "" when it has none.
+
+    The shapes of the systems skuferry reads: ``{"message"}`` (Akeneo, Magento,
+    WooCommerce, Odoo), ``{"error": {"message"}}`` (OData), ``{"errors": "..." | [{"message"}]}``
+    (GraphQL, Shopify's 401). Cut at 300 characters, registered secrets masked.
+    """
+    try:
+        body = canonical.loads(content)
+    except ValueError:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    found = body.get("message")
+    error = body.get("error")
+    if found is None and isinstance(error, dict):
+        found = error.get("message")
+    errors = body.get("errors")
+    if found is None and errors:
+        found = errors[0] if isinstance(errors, list) else errors
+        if isinstance(found, dict):
+            found = found.get("message")
+    if not isinstance(found, str) or not found.strip():
+        return ""
+    return f": {logs.redact_text(found.strip()[:300])}"
+
+
 def _seconds(value: Any) -> float | None:
     if isinstance(value, bool):
         return None

@@ -32,7 +32,7 @@ from skuferry.config.sources import GraphqlSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.remote.retry import backoff_delay, parse_retry_after
-from skuferry.sources.auth import api_credentials, token_session
+from skuferry.sources.auth import api_credentials, said, token_session
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.origins import parse_allowed
 from skuferry.sources.paths import SourcePath, optional_path
@@ -230,8 +230,7 @@ class GraphqlSource(IncrementalSource):
                     wait = retry_after
                 elif status != 408:
                     hint = " (the credentials were refused)" if status in (401, 403) else ""
-                    said = _said(content)
-                    raise SourceError(f"{where} answered {problem}{said}{hint}")
+                    raise SourceError(f"{where} answered {problem}{said(content)}{hint}")
             attempt += 1
             if attempt < attempts:
                 delay = max(
@@ -293,19 +292,6 @@ class GraphqlSource(IncrementalSource):
                 f"{where} is not JSON (content-type "
                 f"{response.headers.get('content-type', 'none')}, body starts {head!r})"
             ) from None
-
-
-def _said(content: bytes) -> str:
-    """``: <message>`` from an error answer's ``errors`` (Shopify's 401), else ""."""
-    try:
-        body = canonical.loads(content)
-    except ValueError:
-        return ""
-    errors = body.get("errors") if isinstance(body, dict) else None
-    first = errors[0] if isinstance(errors, list) and errors else errors
-    if isinstance(first, dict):
-        first = first.get("message")
-    return f": {logs.redact_text(first[:300])}" if isinstance(first, str) and first else ""
 
 
 def _cost_wait(extensions: Any) -> float:

@@ -43,7 +43,7 @@ from skuferry.config.sources import HttpSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.remote.retry import backoff_delay, parse_retry_after
-from skuferry.sources.auth import api_credentials, token_session
+from skuferry.sources.auth import api_credentials, said, token_session
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.ends import Announced, EndProof, Totals
 from skuferry.sources.origins import parse_allowed
@@ -373,7 +373,7 @@ class HttpSource(IncrementalSource):
                 )
                 try:
                     status = response.status_code
-                    content = self._read_bounded(response, number) if status < 400 else b""
+                    content = self._read_bounded(response, number)  # an error's says why
                 finally:
                     response.close()
             except httpx.TransportError as exc:
@@ -393,7 +393,7 @@ class HttpSource(IncrementalSource):
                     hint = " (the credentials were refused)" if status in (401, 403) else ""
                     raise SourceError(
                         f"{self.describe()}: page {number} "
-                        f"({safe_url(response.url)}) answered {problem}{hint}"
+                        f"({safe_url(response.url)}) answered {problem}{said(content)}{hint}"
                     )
             if attempt + 1 < attempts:
                 delay = max(self._backoff(attempt), wait or 0.0)
