@@ -185,3 +185,25 @@ def test_a_refused_token_names_the_answer() -> None:
     )
     with pytest.raises(SourceError, match=r"HTTP 401: \[API\] Invalid API key .*refused"):
         skus(make(router, []))
+
+
+def test_oauth2_works_for_graphql_too() -> None:
+    token_url = "https://login.example.net/token"
+    router = respx.MockRouter(assert_all_mocked=True)
+    router.post(token_url).mock(
+        return_value=httpx.Response(200, json={"access_token": "gql-tok", "expires_in": 600})
+    )
+    route = router.post(URL).mock(side_effect=page)
+    src = make(
+        router,
+        [],
+        auth="oauth2",
+        token_url=token_url,
+        client_id="c",
+        client_secret="graphql-client-secret",
+        header_name=None,
+        token=None,
+    )
+    assert len(skus(src)) == 5
+    assert all(c.request.headers["Authorization"] == "Bearer gql-tok" for c in route.calls)
+    assert all(b"graphql-client-secret" not in c.request.content for c in route.calls)
