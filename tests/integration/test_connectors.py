@@ -298,11 +298,6 @@ def test_credentials_never_reach_a_third_origin(
         assert sandbox.stats().products.get("default", 0) == 0
 
 
-@pytest.fixture
-def sandbox(sandbox_factory: Callable[..., Sandbox]) -> Sandbox:
-    return sandbox_factory(updates="patch")
-
-
 def test_a_second_401_with_a_fresh_token_exits_3_naming_the_token_answer(
     run_cli: Run, sandbox: Sandbox, tmp_path: Path
 ) -> None:
