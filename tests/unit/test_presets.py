@@ -120,3 +120,10 @@ def test_show_config_names_what_the_preset_filled_in() -> None:
     )
     assert "page_size" not in shown["preset_filled"]  # the table's own value
     assert shown["token"] == "***"
+
+
+def test_woocommerce_reads_its_totals_from_the_headers() -> None:
+    s = _source(preset="woocommerce", url="https://shop.example.com", username="ck", password="cs")
+    assert isinstance(s, HttpSourceSettings)
+    assert (s.total_header, s.total_pages_header) == ("X-WP-Total", "X-WP-TotalPages")
+    assert s.url.startswith("https://shop.example.com/wp-json/wc/v3/products?")

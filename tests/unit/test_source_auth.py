@@ -26,6 +26,7 @@ TOKEN_URL = "https://login.example.net/tenant/oauth2/v2.0/token"
 CLIENT_ID = "client-7f3a"
 SECRET = "client-secret-Qw8zX1v"
 PASSWORD = "user-password-Hj5kL2"
+ALL = ["S-1", "S-1b", "S-2", "S-2b", "S-3"]  # three pages, the last one short
 
 
 class Clock:
@@ -98,7 +99,8 @@ def api_page(request: httpx.Request, *, good: set[str]) -> httpx.Response:
     if auth.removeprefix("Bearer ") not in good:
         return httpx.Response(401, json={"error": {"code": "Unauthorized"}})
     page = int(request.url.params.get("page", "1"))
-    body: dict[str, Any] = {"value": [{"sku": f"S-{page}"}]}
+    rows = [{"sku": f"S-{page}"}] + ([{"sku": f"S-{page}b"}] if page < 3 else [])
+    body: dict[str, Any] = {"value": rows}  # the last page is short: the pull provably ended
     if page < 3:
         body["next"] = f"{API}?page={page + 1}"
     return httpx.Response(200, json=body)
@@ -116,7 +118,7 @@ def test_client_credentials_form_with_basic_client_auth(router: respx.MockRouter
     tokens = Tokens()
     router.post(TOKEN_URL).mock(side_effect=tokens)
     api = router.get(url__startswith=API).mock(side_effect=lambda r: api_page(r, good={"tok-1"}))
-    assert skus(source(router, scope="https://api.example.com/.default")) == ["S-1", "S-2", "S-3"]
+    assert skus(source(router, scope="https://api.example.com/.default")) == ALL
     assert len(tokens.requests) == 1  # one token for the whole pull
     sent = tokens.requests[0]
     assert form(sent) == {
@@ -148,7 +150,7 @@ def test_password_grant_as_json_akeneo_style(router: respx.MockRouter) -> None:
     src = source(
         router, grant="password", username="sync_user", password=PASSWORD, token_request="json"
     )
-    assert len(skus(src)) == 3
+    assert len(skus(src)) == len(ALL)
     sent = tokens.requests[0]
     assert sent.headers["Content-Type"] == "application/json"
     assert json.loads(sent.content) == {
@@ -170,7 +172,7 @@ def test_a_401_is_answered_with_the_refresh_token_then_retried(router: respx.Moc
         return api_page(request, good=good)
 
     router.get(url__startswith=API).mock(side_effect=page)
-    assert skus(source(router)) == ["S-1", "S-2", "S-3"]
+    assert skus(source(router)) == ALL
     assert [form(r)["grant_type"] for r in tokens.requests] == [
         "client_credentials",
         "refresh_token",
@@ -190,7 +192,7 @@ def test_a_401_without_refresh_token_asks_for_a_new_grant(router: respx.MockRout
         return api_page(request, good=good)
 
     router.get(url__startswith=API).mock(side_effect=page)
-    assert skus(source(router)) == ["S-1", "S-2", "S-3"]
+    assert skus(source(router)) == ALL
     assert [form(r)["grant_type"] for r in tokens.requests] == ["client_credentials"] * 2
 
 
@@ -241,7 +243,7 @@ def test_the_token_is_renewed_before_it_expires(router: respx.MockRouter) -> Non
         return api_page(request, good={"tok-1", "tok-2"})
 
     router.get(url__startswith=API).mock(side_effect=page)
-    assert len(skus(source(router, clock))) == 3
+    assert len(skus(source(router, clock))) == len(ALL)
     assert seen == ["Bearer tok-1", "Bearer tok-1", "Bearer tok-2"]  # renewed, never refused
 
 
@@ -279,7 +281,7 @@ def test_a_flaky_token_endpoint_is_tried_again(router: respx.MockRouter) -> None
     router.post(TOKEN_URL).mock(side_effect=lambda r: next(answers, None) or tokens(r))
     router.get(url__startswith=API).mock(side_effect=lambda r: api_page(r, good={"tok-1"}))
     clock = Clock()
-    assert len(skus(source(router, clock))) == 3
+    assert len(skus(source(router, clock))) == len(ALL)
     assert clock.sleeps == [1.0]
 
 

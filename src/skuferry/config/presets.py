@@ -146,6 +146,8 @@ def _woocommerce(_url: str) -> dict[str, Any]:
         "page_param": "page",
         "size_param": "per_page",
         "page_size": 100,
+        "total_header": "X-WP-Total",  # the walk stops, and proves it reached the end
+        "total_pages_header": "X-WP-TotalPages",
         "since_param": "modified_after",
         "since_format": "%Y-%m-%dT%H:%M:%S",
     }
