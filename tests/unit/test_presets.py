@@ -12,6 +12,7 @@ from skuferry.config.load import load_settings, settings_from_dict
 from skuferry.config.sources import GraphqlSourceSettings, HttpSourceSettings
 from skuferry.errors import ConfigError
 
+KEYS = {"client_id": "c", "client_secret": "s"}
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "connectors"
 
 
@@ -68,9 +69,13 @@ def test_everything_a_preset_sets_can_be_overridden() -> None:
 
 def test_business_central_derives_the_token_url_from_the_tenant() -> None:
     url = "https://api.businesscentral.dynamics.com/v2.0/TENANT-1/production/api/v2.0/companies(C)/items"
-    s = _source(preset="business-central", url=url, client_id="c", client_secret="s")
+    s = _source(preset="business-central", url=url, **KEYS)
     assert isinstance(s, HttpSourceSettings)
     assert s.token_url == "https://login.microsoftonline.com/TENANT-1/oauth2/v2.0/token"
+    assert s.url == url + "?$count=true"  # @odata.count: the pull proves it reached the end
+    given = _source(preset="business-central", url=url + "?$count=false&$top=5", **KEYS)
+    assert isinstance(given, HttpSourceSettings)
+    assert given.url == url + "?$count=false&$top=5"  # a parameter the URL names is kept
     assert s.scope == "https://api.businesscentral.dynamics.com/.default"
     assert s.headers == {"Prefer": "odata.maxpagesize=1000"}
 
@@ -127,3 +132,40 @@ def test_woocommerce_reads_its_totals_from_the_headers() -> None:
     assert isinstance(s, HttpSourceSettings)
     assert (s.total_header, s.total_pages_header) == ("X-WP-Total", "X-WP-TotalPages")
     assert s.url.startswith("https://shop.example.com/wp-json/wc/v3/products?")
+
+
+def test_akeneo_preset_ends_a_catalog_that_fills_its_last_page() -> None:
+    """Akeneo links to a next page whenever a page is full (count == limit), so a catalog of
+    exactly 200 ends with an empty third page: the pull is complete, not cut short."""
+    import httpx
+    import respx
+
+    from skuferry.models import RawRecord
+    from skuferry.sources.http import HttpSource
+
+    base = "https://pim.example.com"
+    rows = [{"identifier": f"P-{i:03d}"} for i in range(200)]
+
+    def listing(request: httpx.Request) -> httpx.Response:
+        limit = int(request.url.params["limit"])
+        after = request.url.params.get("search_after", "")
+        start = sum(1 for r in rows if r["identifier"] <= after) if after else 0
+        items = rows[start : start + limit]
+        links: dict[str, Any] = {"self": {"href": str(request.url)}}
+        if len(items) == limit:  # Akeneo's rule, whether or not more follow
+            nxt = request.url.copy_merge_params({"search_after": items[-1]["identifier"]})
+            links["next"] = {"href": str(nxt)}
+        return httpx.Response(200, json={"_links": links, "_embedded": {"items": items}})
+
+    router = respx.MockRouter(assert_all_mocked=True)
+    router.post(f"{base}/api/oauth/v1/token").mock(
+        return_value=httpx.Response(200, json={"access_token": "a", "expires_in": 3600})
+    )
+    pages = router.get(url__startswith=f"{base}/api/rest/v1/products").mock(side_effect=listing)
+    settings = _source(
+        preset="akeneo", url=base, client_id="1_x", client_secret="s", username="u", password="p"
+    )
+    src = HttpSource(settings, transport=httpx.MockTransport(router.handler))
+    got = [r.fields["identifier"] for r in src.records() if isinstance(r, RawRecord)]
+    assert got == [r["identifier"] for r in rows]
+    assert pages.call_count == 3  # 100, 100, then the empty page that ends it

@@ -17,7 +17,7 @@ import copy
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 SHOPIFY_API_VERSION = "2025-10"
 
@@ -41,6 +41,7 @@ query Variants($cursor: String, $query: String) {
 }
 """
 
+_QUERY = "url query"  # parameters added to url unless it names them already
 _AKENEO_SEARCH = '{"updated":[{"operator":">","value":"{since}"}]}'
 _BC_TENANT = re.compile(r"^/v2\.0/(?P<tenant>[^/]+)/")
 _MAGENTO_FILTER = "searchCriteria[filter_groups][0][filters][0]"
@@ -56,6 +57,18 @@ def _with_path(url: str, path: str) -> str:
     parts = urlsplit(url)
     path, _, query = path.partition("?")
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+
+
+def _with_query(url: str, params: Mapping[str, str]) -> str:
+    """``url`` with ``params`` added to its query, those it already names left as they are."""
+    parts = urlsplit(url)
+    have = parse_qsl(parts.query, keep_blank_values=True)
+    names = {name for name, _ in have}
+    extra = [(k, v) for k, v in params.items() if k not in names]
+    if not extra:
+        return url
+    query = "&".join(q for q in (parts.query, urlencode(extra, safe="$")) if q)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 def _origin_path(url: str, path: str) -> str:
@@ -93,6 +106,8 @@ def _business_central(url: str) -> dict[str, Any]:
         "pagination": "next_link",
         "next_path": '"@odata.nextLink"',
         "headers": {"Prefer": "odata.maxpagesize=1000"},
+        # each page then says how many items there are: the pull proves it reached the end
+        _QUERY: {"$count": "true"},
         "since_param": "$filter",
         "since_format": "%Y-%m-%dT%H:%M:%SZ",
         "since_template": "lastModifiedDateTime gt {since}",
@@ -218,6 +233,9 @@ def apply(source: Any) -> tuple[Any, list[str]]:
     path = defaults.pop("url", None)
     if path is not None and bare:
         out["url"] = _with_path(given_url, path)
+    query = defaults.pop(_QUERY, None)
+    if query:
+        out["url"] = _with_query(out["url"], query)
     for key, value in defaults.items():
         if key in _MERGED and isinstance(out.get(key), dict):
             out[key] = {**copy.deepcopy(value), **out[key]}
@@ -239,6 +257,7 @@ def filled(source: Mapping[str, Any]) -> list[str]:
     if make is None or not isinstance(url, str):
         return []
     defaults = make(url)
+    defaults.pop(_QUERY, None)
     path = defaults.pop("url", None)
     keys = ["url"] if isinstance(path, str) and url.endswith(path) else []
     for key, value in defaults.items():
