@@ -367,3 +367,13 @@ def test_a_clear_text_token_url_to_another_host_is_refused_at_load(tmp_path: Any
     }
     with pytest.raises(ConfigError, match=r"at 'source.token_url': http:// to login.example.net"):
         settings_from_dict(data)
+
+
+def test_item_fetches_carry_the_oauth2_token(router: respx.MockRouter) -> None:
+    """sync --only / retry read single items through item_url, authenticated as pages are."""
+    router.post(TOKEN_URL).mock(side_effect=Tokens())
+    item = router.get(f"{API}/A%2F1").mock(return_value=httpx.Response(200, json={"sku": "A/1"}))
+    src = source(router, item_url=API + "/{key}")
+    got = [r.fields["sku"] for r in src.fetch_items(["A/1"]) if isinstance(r, RawRecord)]
+    assert got == ["A/1"]
+    assert item.calls[0].request.headers["Authorization"] == "Bearer tok-1"

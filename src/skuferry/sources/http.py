@@ -488,14 +488,17 @@ class HttpSource(IncrementalSource):
         """The records of ``keys``, one GET each, paced, pinned and authenticated as pages."""
         from skuferry.sources.http_items import fetch_items
 
-        with httpx.Client(
-            headers=self._headers,
-            auth=self._auth,
-            timeout=self.settings.timeout_s,
-            follow_redirects=False,
-            verify=self._verify,
-            transport=self._transport,
-        ) as client:
+        with (
+            httpx.Client(
+                headers=self._headers,
+                auth=self._auth,  # OAuth2 included: a targeted run renews tokens as a pull does
+                timeout=self.settings.timeout_s,
+                follow_redirects=False,
+                verify=self._verify,
+                transport=self._transport,
+            ) as client,
+            token_session(self._auth),
+        ):
             yield from fetch_items(
                 client,
                 self.settings,
