@@ -221,7 +221,11 @@ class AkeneoServer(ApiServer):
             "self": {"href": self._href({**first, **_extra(request)})},
             "first": {"href": self._href(first)},
         }
-        if start + limit < len(matching):
+        # search_after links on whenever a page is full, as Akeneo's SearchAfterHalPaginator
+        # does (a catalog that fills its last page ends with an empty page); the page type
+        # knows the total and stops exactly.
+        full = len(items) == limit
+        if (kind == "search_after" and full) or (kind == "page" and start + limit < len(matching)):
             if kind == "search_after":
                 nxt = {**first, "search_after": b64(str(items[-1]["identifier"]))}
             else:

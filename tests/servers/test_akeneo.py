@@ -78,6 +78,14 @@ def test_search_after_walks_every_product_once(srv: AkeneoServer) -> None:
     assert first["updated"] == BASE_TIME.isoformat()
 
 
+def test_a_full_last_page_still_links_on_to_an_empty_one(srv: AkeneoServer) -> None:
+    # Akeneo's search_after paginator links on whenever a page is full: 25 products at
+    # limit=5 end with an empty sixth page that has no next link.
+    url = f"{srv.url}{akeneo.PRODUCTS}?pagination_type=search_after&limit=5"
+    items = walk(srv, url, bearer(srv))
+    assert len(items) == 25 and srv.counts["products"] == 6
+
+
 def test_last_page_has_no_next_and_limit_is_capped(srv: AkeneoServer) -> None:
     headers = bearer(srv)
     page = httpx.get(
