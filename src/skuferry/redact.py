@@ -14,7 +14,7 @@ only says which names hold one. Pure data, no I/O.
 from __future__ import annotations
 
 API_SECRET_KEYS = ("api_key", "api_keys")
-SOURCE_SECRET_KEYS = ("token", "password", "sftp_password")
+SOURCE_SECRET_KEYS = ("token", "password", "client_secret", "sftp_password")
 SECRET_KEYS = frozenset(API_SECRET_KEYS + SOURCE_SECRET_KEYS)
 SECRET_FIELDS = SECRET_KEYS | {"authorization", "secret", "cookie", "headers", "passphrase"}
 SECRET_HEADER_HINTS = ("auth", "token", "key", "secret", "cookie", "password")

@@ -213,7 +213,8 @@ def test_string_refuses_json_structures(value: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("12", 12), (" 12 ", 12), ("-3", -3), ("+4", 4), (12, 12), ("", None)]
+    ("value", "expected"),
+    [("12", 12), (" 12 ", 12), ("-3", -3), ("+4", 4), (12, 12), ("", None), (Decimal("7.0"), 7)],
 )
 def test_integer(value: Any, expected: int | None) -> None:
     assert _value(_mapper("integer"), value) == expected
@@ -386,3 +387,48 @@ def test_digest_is_sha256_of_sorted_compact_json(payload: dict[str, Any]) -> Non
     expected = json.dumps({**payload, "k": "K"}, sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False)  # fmt: skip
     assert product.digest == hashlib.sha256(expected.encode()).hexdigest()
+
+
+# --- [source] empty_values (Odoo's false for an empty field) -----------------------------
+
+ODOO = MappingSettings(
+    key="sku",
+    fields={
+        "sku": FieldSpec(column="default_code"),
+        "ean": FieldSpec(column="barcode"),
+        "name": FieldSpec(column="name", required=True),
+        "stock": FieldSpec(column="qty_available", type="integer", default=0),
+        "active": FieldSpec(column="active", type="boolean"),
+    },
+)
+
+
+def test_empty_values_count_as_missing_default_and_required_apply() -> None:
+    mapper = Mapper(ODOO, empty_values=[False])
+    row = {"default_code": "A-1", "barcode": False, "name": "Drill", "qty_available": False}
+    product = _product(mapper.map(RawRecord(1, {**row, "active": False})))
+    assert product.payload == {
+        "sku": "A-1",
+        "ean": None,
+        "name": "Drill",
+        "stock": 0,
+        "active": False,
+    }
+    refused = mapper.map(RawRecord(2, {**row, "name": False}))
+    assert isinstance(refused, BadRecord)
+    assert "column 'name'" in refused.reason and "required" in refused.reason
+
+
+def test_empty_values_match_by_type_so_zero_is_not_false() -> None:
+    mapper = Mapper(ODOO, empty_values=[False])
+    row = {"default_code": "A-1", "barcode": "4006381333931", "name": "Drill", "qty_available": 0}
+    assert _product(mapper.map(RawRecord(1, row))).payload["stock"] == 0
+    without = Mapper(ODOO)  # without empty_values, false is a value: "false" as text
+    assert _product(without.map(RawRecord(1, {**row, "barcode": False}))).payload["ean"] == "false"
+
+
+def test_empty_values_change_the_fingerprint() -> None:
+    record = RawRecord(1, {"default_code": "A-1", "barcode": False, "name": "x"})
+    assert Mapper(ODOO).fingerprint(record) != Mapper(ODOO, empty_values=[False]).fingerprint(
+        record
+    )

@@ -188,7 +188,8 @@ def test_config_path_is_not_a_file_key(here: Path) -> None:
 def test_source_type_missing_or_unknown(here: Path, source: str) -> None:
     text = MINIMAL.replace('type = "csv"\npath = "catalog.csv"', source)
     assert problems_of(text) == [
-        "config.toml: at 'source.type': must be one of 'csv', 'jsonl', 'http', 'sql', 'xlsx', 'xml'"
+        "config.toml: at 'source.type': must be one of 'csv', 'jsonl', 'http', 'graphql', 'sql', "
+        "'xlsx', 'xml'"
     ]
 
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from skuferry.config import overlay, secrets, security
+from skuferry.config import overlay, presets, secrets, security
 from skuferry.config.keys import resolve_api_keys
 from skuferry.config.schedule import schedule_problems
 from skuferry.config.schema import (
@@ -115,6 +115,10 @@ def _build(
 ) -> Settings:
     from_env = overlay.env_tables(env)  # SKUFERRY_<TABLE>__<KEY> wins over the file
     data: dict[str, Any] = overlay.overlay(copy.deepcopy(dict(raw)), from_env)
+    data["source"], preset_problems = presets.apply(data.get("source"))  # before validation
+    problems.extend(preset_problems)
+    if data["source"] is None:
+        del data["source"]
     _resolve_paths(data, base_dir=base_dir, env=env, problems=problems)
     _apply_env_paths(data, env=env, problems=problems)
     _default_state_path(data, base_dir=base_dir, env=env)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, SecretStr
 
 from skuferry import files, logs
-from skuferry.config.schema import HttpSourceSettings, Settings
+from skuferry.config.schema import ApiSourceSettings, Settings
 from skuferry.net.origins import insecure_http_problem, parse_allowed
 from skuferry.redact import SECRET_KEYS, is_secret_header
 
@@ -38,6 +38,7 @@ SECRET_FILE_KEYS = (
     "api_keys_file",
     "token_file",
     "password_file",
+    "client_secret_file",
     "sftp_key_file",
     "sftp_password_file",
     "hook_secret_file",
@@ -52,10 +53,16 @@ def problems(settings: Settings) -> list[str]:
     problem = insecure_http_problem(api.base_url, allow_insecure_http=api.allow_insecure_http)
     if problem:
         found.append(f"at 'api.base_url': {problem}")
-    if isinstance(source, HttpSourceSettings):
+    if isinstance(source, ApiSourceSettings):
         problem = insecure_http_problem(source.url, allow_insecure_http=source.allow_insecure_http)
         if problem:
             found.append(f"at 'source.url': {problem}")
+        if source.token_url:
+            problem = insecure_http_problem(
+                source.token_url, allow_insecure_http=source.allow_insecure_http
+            )
+            if problem:
+                found.append(f"at 'source.token_url': {problem}")
         try:
             parse_allowed(source.allowed_origins)
         except ValueError as exc:

@@ -304,7 +304,13 @@ def check(settings: Settings, *, sample: int = 1) -> None:
     with ExitStack() as stack:
         source, tables = open_pieces(settings, stack, readonly=True)
         joins = [join.name for join in settings.join]
-        mapper = Mapper(settings.mapping, source_name=source.describe(), tables=tables, joins=joins)
+        mapper = Mapper(
+            settings.mapping,
+            source_name=source.describe(),
+            tables=tables,
+            joins=joins,
+            empty_values=settings.source.empty_values,
+        )
         _check_source(out, source, mapper, sample)
     _check_api(out, settings)
 

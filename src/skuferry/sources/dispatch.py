@@ -13,6 +13,7 @@ from typing import assert_never
 from skuferry.config.schema import (
     CsvSourceSettings,
     FileSourceSettings,
+    GraphqlSourceSettings,
     HttpSourceSettings,
     JsonlSourceSettings,
     SourceSettings,
@@ -47,6 +48,10 @@ def _open(settings: SourceSettings) -> Source:
             from skuferry.sources.http import open_http_source
 
             return open_http_source(settings)
+        case GraphqlSourceSettings():
+            from skuferry.sources.graphql import open_graphql_source
+
+            return open_graphql_source(settings)
         case SqlSourceSettings():
             from skuferry.sources.sql import open_sql_source
 

@@ -18,10 +18,15 @@ where the API's announced total says; then ``sources/ends.py`` weighs what the
 pages announced (``total_path``, ``total_pages_path``, ``total_header``,
 ``total_pages_header``, ``@odata.count``) and fails the pull when the evidence
 says it ended early.
+
+``method = "POST"`` sends ``body`` as JSON with the page, offset and size as body
+members, and an incremental pull's filter at ``since_body_path`` (Odoo's JSON-2 API).
+Auth, OAuth2 included, is ``sources/auth.py``'s.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 import time
@@ -35,16 +40,16 @@ import httpx
 
 from skuferry import canonical, logs, tls
 from skuferry.config.schema import HttpSourceSettings
-from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.net.origins import parse_allowed
 from skuferry.net.retry import backoff_delay, parse_retry_after
+from skuferry.sources.auth import api_credentials, said, token_session
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.ends import Announced, EndProof, Totals
 from skuferry.sources.paths import SourcePath, optional_path
 from skuferry.sources.pinned import send_pinned
-from skuferry.sources.since import since_params
+from skuferry.sources.since import put_since, since_params, since_value
 
 log = logs.get(__name__)
 
@@ -107,8 +112,6 @@ class HttpSource(IncrementalSource):
         self._since: dict[str, str] = {}  # the change filter of an incremental pull
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
-        self._headers = dict(settings.headers)
-        self._auth: httpx.Auth | None = None
         s = settings
         self._items_path = SourcePath(s.items_path, key="source.items_path")
         self._next_path = SourcePath(s.next_path, key="source.next_path")
@@ -119,26 +122,11 @@ class HttpSource(IncrementalSource):
             pages_path=optional_path(s.total_pages_path, key="source.total_pages_path"),
             pages_header=s.total_pages_header,
         )
-        if s.auth == "bearer":
-            token = read_secret(
-                inline=s.token, file=s.token_file, env_name=s.token_env, key="token", env=env
-            )
-            if token is None:  # the settings model requires one; guards a model built by hand
-                raise ConfigError(["at 'source.token': auth = \"bearer\" needs a token"])
-            self._headers["Authorization"] = f"Bearer {token.get_secret_value()}"
-        elif s.auth == "basic":
-            password = read_secret(
-                inline=s.password,
-                file=s.password_file,
-                env_name=s.password_env,
-                key="password",
-                env=env,
-            )
-            if password is None or s.username is None:
-                raise ConfigError(
-                    ["at 'source.password': auth = \"basic\" needs a username and a password"]
-                )
-            self._auth = httpx.BasicAuth(s.username, password.get_secret_value())
+        # auth (sources/auth.py): static headers, Basic, or OAuth2 tokens from token_url
+        self._headers, self._auth = api_credentials(
+            settings, env=env, transport=transport, verify=self._verify, clock=clock, sleep=sleep
+        )
+        self._body_since: tuple[str, Any] | None = None  # (since_body_path, value) when set
 
     def describe(self) -> str:
         return f"http {safe_url(self.settings.url)}"
@@ -149,27 +137,37 @@ class HttpSource(IncrementalSource):
 
     @property
     def incremental(self) -> bool:
-        return self.settings.since_param is not None
+        return self.settings.since_param is not None or self.settings.since_body_path is not None
 
     def records_since(self, since: datetime) -> Iterator[RawRecord | BadRecord]:
         s = self.settings
-        self._since = since_params(s.since_param, s.since_format, s.since_template, since)
+        if s.since_body_path:
+            self._body_since = (
+                s.since_body_path,
+                since_value(s.since_format, s.since_template, since),
+            )
+        else:
+            self._since = since_params(s.since_param, s.since_format, s.since_template, since)
         try:
             yield from self.records()
         finally:
             self._since = {}
+            self._body_since = None
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         line = 0
         proof = EndProof(self.describe(), full_page_rule=self.settings.pagination == "next_link")
-        with httpx.Client(
-            headers=self._headers,
-            auth=self._auth,
-            timeout=self.settings.timeout_s,
-            follow_redirects=False,  # send_pinned follows them, checking each target's origin
-            verify=self._verify,
-            transport=self._transport,
-        ) as client:
+        with (
+            httpx.Client(
+                headers=self._headers,
+                auth=self._auth,
+                timeout=self.settings.timeout_s,
+                follow_redirects=False,  # send_pinned follows them, checking each target's origin
+                verify=self._verify,
+                transport=self._transport,
+            ) as client,
+            token_session(self._auth),
+        ):
             for page in self._pages(client, proof):
                 for item in page.items:
                     line += 1
@@ -372,14 +370,14 @@ class HttpSource(IncrementalSource):
             try:
                 response = send_pinned(  # credentials go to allowed origins only
                     client,
-                    client.build_request("GET", url, params=params),
+                    self._request(client, url, params),
                     home=self.settings.url,
                     allowed=self._allowed,
                     where=f"{self.describe()}: page {number}",
                 )
                 try:
                     status = response.status_code
-                    content = self._read_bounded(response, number) if status < 400 else b""
+                    content = self._read_bounded(response, number)  # an error's says why
                 finally:
                     response.close()
             except httpx.TransportError as exc:
@@ -399,7 +397,7 @@ class HttpSource(IncrementalSource):
                     hint = " (the credentials were refused)" if status in (401, 403) else ""
                     raise SourceError(
                         f"{self.describe()}: page {number} "
-                        f"({safe_url(response.url)}) answered {problem}{hint}"
+                        f"({safe_url(response.url)}) answered {problem}{said(content)}{hint}"
                     )
             if attempt + 1 < attempts:
                 delay = max(self._backoff(attempt), wait or 0.0)
@@ -411,10 +409,34 @@ class HttpSource(IncrementalSource):
                     delay_s=round(delay, 3),
                 )
                 self._sleep(delay)
-        shown = safe_url(client.build_request("GET", url, params=params).url)
+        shown = safe_url(self._request(client, url, params).url)
         raise SourceError(
             f"{self.describe()}: page {number} ({shown}) failed after "
             f"{attempts} attempt(s): {problem}"
+        )
+
+    def _request(
+        self, client: httpx.Client, url: httpx.URL | str, params: dict[str, Any] | None
+    ) -> httpx.Request:
+        """A GET with ``params`` in the query, or a POST with them as body members.
+
+        A POST sends ``body`` with the page, offset and size members set (numbers), the
+        since filter at ``since_body_path``, and any other parameter (a cursor) in the query.
+        """
+        s = self.settings
+        if s.method == "GET":
+            return client.build_request("GET", url, params=params)
+        body = copy.deepcopy(s.body or {})
+        query: dict[str, Any] = {}
+        for name, value in (params or {}).items():
+            if name in (s.page_param, s.offset_param, s.size_param) and isinstance(value, int):
+                body[name] = value
+            else:
+                query[name] = value
+        if self._body_since is not None:
+            put_since(body, *self._body_since)
+        return client.build_request(
+            "POST", httpx.URL(url).copy_merge_params(query) if query else url, json=body
         )
 
     def _read_bounded(self, response: httpx.Response, number: int) -> bytes:
@@ -470,14 +492,17 @@ class HttpSource(IncrementalSource):
         """The records of ``keys``, one GET each, paced, pinned and authenticated as pages."""
         from skuferry.sources.http_items import fetch_items
 
-        with httpx.Client(
-            headers=self._headers,
-            auth=self._auth,
-            timeout=self.settings.timeout_s,
-            follow_redirects=False,
-            verify=self._verify,
-            transport=self._transport,
-        ) as client:
+        with (
+            httpx.Client(
+                headers=self._headers,
+                auth=self._auth,  # OAuth2 included: a targeted run renews tokens as a pull does
+                timeout=self.settings.timeout_s,
+                follow_redirects=False,
+                verify=self._verify,
+                transport=self._transport,
+            ) as client,
+            token_session(self._auth),
+        ):
             yield from fetch_items(
                 client,
                 self.settings,

@@ -498,7 +498,13 @@ def _open_source(
     # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
     source, tables = open_pieces(settings, stack, base=base, readonly=dry_run)
     joins = [join.name for join in settings.join]
-    mapper = Mapper(settings.mapping, source_name=source.name, tables=tables, joins=joins)
+    mapper = Mapper(
+        settings.mapping,
+        source_name=source.name,
+        tables=tables,
+        joins=joins,
+        empty_values=settings.source.empty_values,
+    )
     use_keys(source, mapper.key_of)  # a record the filter fails on holds its product
     return base, source, mapper
 

@@ -122,6 +122,9 @@ def _to_integer(value: Any) -> Any:
         return value
     if type(value) is float and value.is_integer():  # SQL REAL, XLSX numbers
         return int(value)
+    # a JSON 7.0 (Odoo's quantities are floats); 7.5 is refused as before
+    if type(value) is Decimal and value.is_finite() and value == value.to_integral_value():
+        return int(value)
     raise _RefusedError(f"{_show(value)} is not an integer")
 
 
@@ -227,7 +230,8 @@ def _key_text(value: Any) -> str | None:
 
 # One planned field: (target, where (for reasons), column or None, compiled path search
 # or None, converter or None for a string, check (required or has a default), default,
-# checks on the converted value (sync/checks.py), join the path reads or None).
+# checks on the converted value (sync/checks.py), join the path reads or None, the values
+# that count as missing besides null: [source] empty_values, () for none).
 _Field = tuple[
     str,
     str,
@@ -238,9 +242,16 @@ _Field = tuple[
     Any,
     tuple[Check, ...],
     str | None,
+    tuple[Any, ...],
 ]
 _SEARCH_ERRORS = (Refused, jmespath.exceptions.JMESPathError)
 _HEAD = re.compile(r'\s*"?([A-Za-z_][A-Za-z0-9_]*)')
+
+
+def _is_empty(value: Any, empties: tuple[Any, ...]) -> bool:
+    """``value`` is one of ``empties`` by type and value (``0`` is not ``false``)."""
+    kind = type(value)
+    return any(type(e) is kind and e == value for e in empties)
 
 
 def _where(spec: FieldSpec) -> str:
@@ -271,7 +282,11 @@ class Mapper:
         source_name: str = "source",
         tables: Mapping[str, Table] | None = None,
         joins: Iterable[str] = (),
+        empty_values: Iterable[Any] = (),
     ) -> None:
+        """``empty_values``: ``[source] empty_values``, values read like a missing one
+        (Odoo's ``false``): the field's default and required apply. A field of type
+        ``boolean`` keeps them: ``false`` is a value there."""
         self._key_field = settings.key
         tables = load_tables(settings.tables) if tables is None else tables
         compile_path = compiler(tables)
@@ -296,6 +311,9 @@ class Mapper:
         held = ",".join(f"{name}={table.digest()}" for name, table in sorted(tables.items()))
         self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json(exclude_unset=True)}|{held}|"
         self._key_checks: tuple[Check, ...] = (spreadsheet_mangled,)
+        empties = tuple(empty_values)
+        if empties:  # they change what map() makes of a value
+            self._seed += f"empty={canonical.dumps(list(empties))}|"
         self._columns: list[str] | None = None  # None: pass-through, every column counts
         self._searches: list[Callable[[Any], Any]] = []  # path fields: their results count
         if settings.fields is None:
@@ -318,6 +336,7 @@ class Mapper:
                 continue
             default = _UNSET if spec.default is None else _default(target, spec, problems)
             check = spec.required or default is not _UNSET
+            empty = () if spec.type == "boolean" else empties
             self._plan.append(
                 (
                     target,
@@ -329,6 +348,7 @@ class Mapper:
                     default,
                     _field_checks(spec),
                     _join_of(spec, joined),
+                    empty,
                 )
             )
         if problems:
@@ -431,8 +451,10 @@ class Mapper:
             if self._constants:
                 payload.update(self._constants)
             # ``where`` stays the field being converted, so the except below names it.
-            for target, where, column, search, convert, check, default, checks, join in plan:
+            for target, where, column, search, convert, check, default, checks, join, empty in plan:
                 value = get(column) if search is None else search(fields)  # type: ignore[arg-type]
+                if empty and value is not None and _is_empty(value, empty):
+                    value = None  # [source] empty_values: Odoo's false for "no barcode"
                 if value is None:  # absent, JSON null, or a path that finds nothing
                     if default is not _UNSET:
                         value = default

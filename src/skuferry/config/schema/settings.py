@@ -23,11 +23,13 @@ from pydantic import (
     model_validator,
 )
 
+from skuferry.config import presets
 from skuferry.config.encoding import known_encoding
 from skuferry.config.expressions import jmespath_check
 from skuferry.config.schema.base import Strict
 from skuferry.config.schema.sources import (
     FileSourceSettings,
+    GraphqlSourceSettings,
     HttpSourceSettings,
     SqlSourceSettings,
     XlsxSourceSettings,
@@ -386,6 +388,7 @@ SourceSettings = Annotated[
     CsvSourceSettings
     | JsonlSourceSettings
     | HttpSourceSettings
+    | GraphqlSourceSettings
     | SqlSourceSettings
     | XlsxSourceSettings
     | XmlSourceSettings,
@@ -395,6 +398,7 @@ SOURCE_MODELS: tuple[type[BaseModel], ...] = (
     CsvSourceSettings,
     JsonlSourceSettings,
     HttpSourceSettings,
+    GraphqlSourceSettings,
     SqlSourceSettings,
     XlsxSourceSettings,
     XmlSourceSettings,
@@ -757,7 +761,11 @@ class Settings(Strict):
 
     def redacted(self) -> dict[str, Any]:
         """The effective config as plain data, secrets shown as ``***`` (for ``skuferry check``)."""
-        return {name: _plain(value, key=name) for name, value in self.model_dump().items()}
+        data = {name: _plain(value, key=name) for name, value in self.model_dump().items()}
+        source = data.get("source")
+        if isinstance(source, dict) and source.get("preset"):
+            source["preset_filled"] = presets.filled(self.source.model_dump())
+        return data
 
 
 _URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")

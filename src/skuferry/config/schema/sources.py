@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     Field,
+    JsonValue,
     PlainValidator,
     SecretStr,
     ValidationInfo,
@@ -31,6 +32,7 @@ from pydantic import (
 
 from skuferry.config.expressions import SourcePathSetting
 from skuferry.config.schema.base import Strict
+from skuferry.errors import ConfigError
 from skuferry.net.origins import insecure_http_problem, origin
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110)
@@ -55,6 +57,13 @@ class SourceCommon(Strict):
         description="Source columns: a record in which every one of them is empty or absent "
         "is skipped before mapping (noted in the summary, not rejected), e.g. "
         'Shopify\'s image-only rows: `["Variant SKU"]`.',
+    )
+    # values that count as missing, like null (Odoo's false): a field's default and
+    # required apply; a field of type "boolean" keeps false as a value (sync/mapping.py)
+    empty_values: list[JsonValue] = Field(
+        default_factory=list,
+        description="Values read like a missing one (Odoo's `false`): a field's `default` "
+        "and `required` apply; a `boolean` field keeps them as values.",
     )
     # a JMESPath filter: records it does not hold true for are skipped, their products gone
     where: str | None = Field(
@@ -122,13 +131,28 @@ def _one_secret(
         raise ValueError(f"{why} needs one of {key}, {key}_file or {key}_env")
 
 
-class HttpSourceSettings(SourceCommon):
-    """A JSON API walked page by page (a PIM's REST endpoint)."""
+AUTH_KINDS = ("none", "bearer", "basic", "header", "oauth2")
 
-    type: Literal["http"]
+
+class ApiSourceSettings(SourceCommon):
+    """What the API sources share (``http``, ``graphql``): the endpoint, auth, transport.
+
+    Auth (``sources/auth.py``): ``bearer`` and ``header`` send a static token,
+    ``basic`` a username and password, ``oauth2`` a token fetched from
+    ``token_url`` (client credentials or password grant), kept in memory only.
+    The client secret and password go only to ``token_url``'s origin; every
+    other credential only to ``url``'s origin and ``allowed_origins``.
+    """
+
     url: str = Field(
         description="The first page's `http://` or `https://` URL; its origin is the one "
         "credentials go to."
+    )
+    preset: str | None = Field(
+        None,
+        description="A known system whose defaults fill every key this table leaves out: "
+        "`akeneo`, `shopify`, `business-central`, `odoo`, `woocommerce`, `magento` "
+        "(docs/connectors.md).",
     )
     headers: dict[str, str] = Field(
         default_factory=dict,
@@ -136,6 +160,231 @@ class HttpSourceSettings(SourceCommon):
         description="HTTP headers sent with every request, only to the origin of `url` "
         "(values may be secrets).",
     )
+
+    # auth: the fields a validator reads come before the field it validates
+    auth: Literal["none", "bearer", "basic", "header", "oauth2"] = Field(
+        "none",
+        description="`bearer` sends `token`, `header` sends `token` in `header_name`, `basic` "
+        "sends `username` and `password`, `oauth2` a token from `token_url`.",
+    )
+    # auth = "header": X-Shopify-Access-Token, X-Api-Key, ...
+    header_name: str | None = Field(
+        default=None,
+        validate_default=True,
+        description='`auth = "header"`: the header carrying `token`, e.g. '
+        "`X-Shopify-Access-Token`, `X-Api-Key`.",
+    )
+    token_file: Path | None = Field(None, description="A file holding the token.")
+    token_env: str | None = Field(
+        None,
+        description="The environment variable holding the token (wins over "
+        "`token_file` and `token`).",
+    )
+    token: SecretStr | None = Field(
+        default=None, validate_default=True, description="The token, inline (avoid)."
+    )
+    token_url: str | None = Field(
+        default=None,
+        validate_default=True,
+        description='`auth = "oauth2"`: where tokens are asked for; the client secret and '
+        "the password go there only.",
+    )
+    grant: Literal["client_credentials", "password"] = Field(
+        "client_credentials",
+        description='`auth = "oauth2"`: the grant, `client_credentials` or `password` '
+        "(with `username` and `password`).",
+    )
+    client_id: str | None = Field(
+        default=None, validate_default=True, description='`auth = "oauth2"`: the client id.'
+    )
+    client_secret_file: Path | None = Field(None, description="A file holding the client secret.")
+    client_secret_env: str | None = Field(
+        None,
+        description="The environment variable holding the client secret (wins over "
+        "`client_secret_file` and `client_secret`).",
+    )
+    client_secret: SecretStr | None = Field(
+        default=None,
+        validate_default=True,
+        description="The OAuth2 client secret, inline (avoid).",
+    )
+    scope: str | None = Field(None, description='`auth = "oauth2"`: the scope asked for.')
+    client_auth: Literal["basic", "body"] = Field(
+        "basic",
+        description="How the client id and secret go to `token_url`: an HTTP Basic header "
+        "(`basic`) or members of the body (`body`).",
+    )
+    token_request: Literal["form", "json"] = Field(
+        "form",
+        description="The token request's body: a form (`form`) or JSON (`json`, Akeneo).",
+    )
+    password_file: Path | None = Field(
+        None, description="A file holding the password (basic auth, password grant)."
+    )
+    password_env: str | None = Field(
+        None,
+        description="The environment variable holding the password (wins over "
+        "`password_file` and `password`).",
+    )
+    username: str | None = Field(
+        default=None,
+        validate_default=True,
+        description="The user name (basic auth, password grant).",
+    )
+    password: SecretStr | None = Field(
+        default=None, validate_default=True, description="The password, inline (avoid)."
+    )
+
+    # transport
+    requests_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="At most this many requests per minute to the source. Unset: no limit.",
+    )
+    timeout_s: float = Field(30.0, gt=0, description="Seconds to wait for one response.")
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Retries of a page that failed transiently; then the pull fails as a whole.",
+    )
+    # security (net/origins.py, config/security.py): credentials go only to url's origin
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="More origins trusted with the credentials, for next links, cursor URLs "
+        "and redirects (never https to http).",
+    )
+    allow_insecure_http: bool = Field(
+        False, description="Allow an `http://` `url` to a host that is not a loopback literal."
+    )
+    ca_bundle: Path | None = Field(
+        None,
+        description="A PEM file of CA certificates for a private CA. Default: "
+        "`SSL_CERT_FILE` when set, else the certifi bundle.",
+    )
+    max_page_bytes: int = Field(
+        256 * 1024 * 1024,
+        gt=0,
+        description="One answer larger than this (counted as it streams in, after "
+        "decompression) fails the pull. Default 256 MiB.",
+    )
+
+    # incremental pulls (see sources/since.py)
+    since_format: str = Field(
+        "iso8601",
+        validate_default=True,
+        description="How the time is written: `iso8601` (`2026-11-22T09:00:00+00:00`), "
+        "`epoch` (unix seconds) or a strftime pattern (`%Y-%m-%d %H:%M:%S`).",
+    )
+    since_overlap_s: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
+    )
+    full_every: int = Field(
+        24,
+        ge=1,
+        description="Every Nth run pulls everything; only a full pull decides that a "
+        "product is gone.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _relative_paths(cls, data: Any, info: ValidationInfo) -> Any:
+        return _anchor(
+            data, info, ("token_file", "password_file", "client_secret_file", "ca_bundle")
+        )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("header_name")
+    @classmethod
+    def _header_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and (not value.strip() or any(c in value for c in ": \r\n")):
+            raise ValueError("must be an HTTP header name, like X-Api-Key")
+        if info.data.get("auth") == "header" and not value:
+            raise ValueError('auth = "header" needs header_name, like "X-Shopify-Access-Token"')
+        return value
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        auth = info.data.get("auth")
+        _one_secret(
+            value, info, "token", needed=auth in ("bearer", "header"), why=f"auth = {auth!r}"
+        )
+        return value
+
+    @field_validator("token_url")
+    @classmethod
+    def _token_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("auth") == "oauth2" and not value:
+            raise ValueError('auth = "oauth2" needs token_url, where tokens are asked for')
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        if value is not None and urlsplit(value).password is not None:
+            raise ValueError("put no password in the URL; use client_secret_file or _env")
+        return value
+
+    @field_validator("client_id")
+    @classmethod
+    def _client_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("auth") == "oauth2" and not value:
+            raise ValueError('auth = "oauth2" needs client_id')
+        return value
+
+    @field_validator("client_secret")
+    @classmethod
+    def _client_secret(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        needed = info.data.get("auth") == "oauth2" and info.data.get("grant") != "password"
+        _one_secret(value, info, "client_secret", needed=needed, why="the client_credentials grant")
+        return value
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if _needs_password(info) and not value:
+            raise ValueError(f"{_needs_password(info)} needs a username")
+        return value
+
+    @field_validator("password")
+    @classmethod
+    def _password(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        why = _needs_password(info)
+        _one_secret(value, info, "password", needed=bool(why), why=why)
+        return value
+
+    @field_validator("since_format")
+    @classmethod
+    def _since_format(cls, value: str) -> str:
+        return check_since_format(value)
+
+
+def _needs_password(info: ValidationInfo) -> str:
+    """Why a username and password are needed ("" when they are not)."""
+    auth = info.data.get("auth")
+    if auth == "basic":
+        return 'auth = "basic"'
+    if auth == "oauth2" and info.data.get("grant") == "password":
+        return 'grant = "password"'
+    return ""
+
+
+def _template(value: str | None) -> str | None:
+    if value is not None and "{since}" not in value:
+        raise ValueError("must contain {since}, where the pull's start time goes")
+    return value
+
+
+class HttpSourceSettings(ApiSourceSettings):
+    """A JSON API walked page by page (a PIM's REST endpoint, an OData feed, a JSON-RPC call)."""
+
+    type: Literal["http"]
     # every path into a response is JMESPath (config/expressions.py); "" = the body itself
     items_path: SourcePathSetting = Field(
         "",
@@ -143,30 +392,16 @@ class HttpSourceSettings(SourceCommon):
         '`value`); `""`: the body itself.',
     )
 
-    # auth: the fields a validator reads come before the field it validates
-    auth: Literal["none", "bearer", "basic"] = Field(
-        "none", description="`bearer` sends `token`, `basic` sends `username` and `password`."
+    # the request: GET with query parameters, or POST with a JSON body
+    method: Literal["GET", "POST"] = Field(
+        "GET",
+        description="`GET` with the page parameters in the query, or `POST` with `body` "
+        "as JSON and the page, offset and size as members of it (Odoo).",
     )
-    token_file: Path | None = Field(None, description="A file holding the bearer token.")
-    token_env: str | None = Field(
-        None,
-        description="The environment variable holding the bearer token (wins over "
-        "`token_file` and `token`).",
-    )
-    token: SecretStr | None = Field(
-        default=None, validate_default=True, description="The bearer token, inline (avoid)."
-    )
-    password_file: Path | None = Field(None, description="A file holding the basic-auth password.")
-    password_env: str | None = Field(
-        None,
-        description="The environment variable holding the basic-auth password (wins over "
-        "`password_file` and `password`).",
-    )
-    username: str | None = Field(
-        default=None, validate_default=True, description="The basic-auth user name."
-    )
-    password: SecretStr | None = Field(
-        default=None, validate_default=True, description="The basic-auth password, inline (avoid)."
+    body: dict[str, JsonValue] | None = Field(
+        default=None,
+        validate_default=True,
+        description='`method = "POST"`: the request\'s JSON body, a TOML table.',
     )
 
     # pagination; "next_link" also covers an API that does not paginate (no link: one page)
@@ -226,68 +461,23 @@ class HttpSourceSettings(SourceCommon):
         None, description="A response header holding the number of pages, e.g. `X-WP-TotalPages`."
     )
 
-    # transport
-    requests_per_minute: int | None = Field(
-        None,
-        gt=0,
-        description="At most this many requests per minute to the source. Unset: no limit.",
-    )
-    timeout_s: float = Field(30.0, gt=0, description="Seconds to wait for one response.")
-    max_retries: int = Field(
-        3,
-        ge=0,
-        le=10,
-        description="Retries of a page that failed transiently; then the pull fails as a whole.",
-    )
-    # security (net/origins.py, config/security.py): credentials go only to url's origin
-    allowed_origins: list[str] = Field(
-        default_factory=list,
-        description="More origins trusted with the credentials, for next links, cursor URLs "
-        "and redirects (never https to http).",
-    )
-    allow_insecure_http: bool = Field(
-        False, description="Allow an `http://` `url` to a host that is not a loopback literal."
-    )
-    ca_bundle: Path | None = Field(
-        None,
-        description="A PEM file of CA certificates for a private CA. Default: "
-        "`SSL_CERT_FILE` when set, else the certifi bundle.",
-    )
-    max_page_bytes: int = Field(
-        256 * 1024 * 1024,
-        gt=0,
-        description="One answer larger than this (counted as it streams in, after "
-        "decompression) fails the pull. Default 256 MiB.",
-    )
-
-    # incremental pulls (see sources/since.py): ?<since_param>=<last pull start - overlap>
+    # incremental pulls: ?<since_param>=<last pull start - overlap>, or into the body
     since_param: str | None = Field(
         None,
         description="Incremental pulls: the query parameter that asks for what changed "
         "since a time (`updated_since`). Unset: every pull is full.",
     )
-    since_format: str = Field(
-        "iso8601",
-        validate_default=True,
-        description="How the time is written: `iso8601` (`2026-11-22T09:00:00+00:00`), "
-        "`epoch` (unix seconds) or a strftime pattern (`%Y-%m-%d %H:%M:%S`).",
+    since_body_path: str | None = Field(
+        None,
+        description='Incremental pulls with `method = "POST"`: the dotted body member the '
+        "filter goes into; a list there (Odoo's `domain`) gets it appended.",
     )
     since_template: str | None = Field(
         default=None,
         validate_default=True,
         description="The parameter's value with `{since}` where the time goes, e.g. "
-        "Akeneo's search expression. Needs `since_param`.",
-    )
-    since_overlap_s: float = Field(
-        300.0,
-        ge=0,
-        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
-    )
-    full_every: int = Field(
-        24,
-        ge=1,
-        description="Every Nth run pulls everything; only a full pull decides that a "
-        "product is gone.",
+        "Akeneo's search expression. One starting with `?` is several query parameters; "
+        "JSON for `since_body_path` is sent as JSON.",
     )
     # one item by key (sync --only, retry, hooks; sources/http_items.py): ".../products/{key}"
     item_url: str | None = Field(
@@ -298,10 +488,12 @@ class HttpSourceSettings(SourceCommon):
         "in `allowed_origins`; a 404 means the source does not hold the key.",
     )
 
-    @model_validator(mode="before")
+    @field_validator("body")
     @classmethod
-    def _relative_paths(cls, data: Any, info: ValidationInfo) -> Any:
-        return _anchor(data, info, ("token_file", "password_file", "ca_bundle"))
+    def _body(cls, value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        if value is not None and info.data.get("method") != "POST":
+            raise ValueError('a body is sent with method = "POST" only')
+        return value
 
     @field_validator("item_url")
     @classmethod
@@ -314,49 +506,14 @@ class HttpSourceSettings(SourceCommon):
             raise ValueError('must hold "{key}" once, where the product\'s key goes')
         return value
 
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
-
-    @field_validator("token")
-    @classmethod
-    def _token(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        _one_secret(
-            value, info, "token", needed=info.data.get("auth") == "bearer", why='auth = "bearer"'
-        )
-        return value
-
-    @field_validator("username")
-    @classmethod
-    def _username(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if info.data.get("auth") == "basic" and not value:
-            raise ValueError('auth = "basic" needs a username')
-        return value
-
-    @field_validator("password")
-    @classmethod
-    def _password(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        _one_secret(
-            value, info, "password", needed=info.data.get("auth") == "basic", why='auth = "basic"'
-        )
-        return value
-
-    @field_validator("since_format")
-    @classmethod
-    def _since_format(cls, value: str) -> str:
-        return check_since_format(value)
-
     @field_validator("since_template")
     @classmethod
     def _since_template(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and not info.data.get("since_param"):
-            raise ValueError("needs since_param, the query parameter it fills")
-        if value is not None and "{since}" not in value:
-            raise ValueError("must contain {since}, where the pull's start time goes")
-        return value
+        if value is not None and not (
+            info.data.get("since_param") or info.data.get("since_body_path")
+        ):
+            raise ValueError("needs since_param (a query parameter) or since_body_path to fill")
+        return _template(value)
 
     @field_validator("cursor_path")
     @classmethod
@@ -367,6 +524,84 @@ class HttpSourceSettings(SourceCommon):
                 'cursor in each response (e.g. "meta.next_cursor")'
             )
         return value
+
+    @model_validator(mode="after")
+    def _post_rules(self) -> HttpSourceSettings:
+        if self.since_body_path is not None:
+            if self.method != "POST":
+                raise ValueError('since_body_path fills the body of method = "POST"')
+            if self.since_param is not None:
+                raise ValueError("give since_param or since_body_path, not both")
+            if not all(part.strip() for part in self.since_body_path.split(".")):
+                raise ValueError("since_body_path: a dotted path of body members, like domain")
+        return self
+
+
+class GraphqlSourceSettings(ApiSourceSettings):
+    """A GraphQL API (Shopify's Admin API): one query, paged by a cursor variable."""
+
+    type: Literal["graphql"] = Field(description="A GraphQL API (Shopify's Admin API).")
+    query: str | None = Field(None, description="The GraphQL query; or `query_file`.")
+    query_file: Path | None = Field(
+        default=None, validate_default=True, description="A file holding the GraphQL query."
+    )
+    variables: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Variables sent with every page."
+    )
+    items_path: SourcePathSetting = Field(
+        description="JMESPath of the records in each answer: `data.products.nodes`, "
+        "`data.products.edges[].node`."
+    )
+    page_info_path: SourcePathSetting | None = Field(
+        None,
+        description="JMESPath of `{hasNextPage, endCursor}` in each answer. Unset: one page.",
+    )
+    cursor_variable: str = Field(
+        "cursor", description="The variable the next page's cursor goes in (null first)."
+    )
+    since_variable: str | None = Field(
+        None,
+        description="Incremental pulls: the variable filled from `since_template` "
+        "(Shopify: `query`). Unset: every pull is full.",
+    )
+    since_template: str | None = Field(
+        default=None,
+        validate_default=True,
+        description="The variable's value with `{since}` where the time goes "
+        "(Shopify: `updated_at:>'{since}'`).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _query_path(cls, data: Any, info: ValidationInfo) -> Any:
+        return _anchor(data, info, ("query_file",))
+
+    @field_validator("query_file")
+    @classmethod
+    def _one_query(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        query = info.data.get("query")
+        if value is not None and query is not None:
+            raise ValueError("give query or query_file, not both")
+        if value is None and not (query or "").strip():
+            raise ValueError("needs query (the GraphQL text) or query_file")
+        return value
+
+    @field_validator("since_template")
+    @classmethod
+    def _since_template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not info.data.get("since_variable"):
+            raise ValueError("needs since_variable, the query variable it fills")
+        return _template(value)
+
+    def query_text(self) -> str:
+        """The query, read from ``query_file`` when given (``ConfigError`` if unreadable)."""
+        if self.query_file is None:
+            return self.query or ""
+        try:
+            return self.query_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = f"cannot read '{self.query_file}': {exc}"
+            raise ConfigError([f"at 'source.query_file': {problem}"]) from None
 
 
 class SqlSourceSettings(SourceCommon):
