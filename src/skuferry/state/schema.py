@@ -3,7 +3,18 @@
 One SQLite file holds the mirror (products, intents, runs) and the shared rate
 budgets. Migrations are numbered and recorded in ``PRAGMA user_version``, so an
 older state file is upgraded in place and a newer one is refused, never misread.
-Add a migration by appending to ``MIGRATIONS``; never edit a released one.
+Add a migration by appending to ``MIGRATIONS``; never change what a released one
+leaves behind (``tests/data/state-schema-*.sql`` hold files as released versions
+wrote them, and the tests check they upgrade to the shape of a fresh file).
+
+The migrations are written with sqlite-utils (``Table.create``, ``add_column``,
+``create_index``), each step checking what is there first (``table_names``,
+``columns_dict``, ``IF NOT EXISTS``): a file whose ``user_version`` was lost
+(restored from ``sqlite3 .dump``, which does not carry it) upgrades instead of
+failing on a table that exists. Two steps stay SQL, each saying why. sqlite-utils
+is imported only when a migration runs: opening an up-to-date file (every run
+after the first, and the no-op run's whole cost) reads ``user_version`` and no
+more. Connections, pragmas and the file mode are plain ``sqlite3`` (``connect``).
 """
 
 from __future__ import annotations
@@ -11,126 +22,131 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skuferry import files, logs
 from skuferry.errors import StateError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 log = logs.get(__name__)
 
 Migration = Callable[[sqlite3.Connection], None]
 
 
-def _run(conn: sqlite3.Connection, script: str) -> None:
-    # executescript() would COMMIT the migration's transaction; run statements one by one.
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+def database(conn: sqlite3.Connection) -> sqlite_utils.Database:
+    """sqlite-utils over one of our connections (imported here: ~50 ms, off the no-op path).
+
+    It runs inside the caller's transaction (sqlite-utils nests its writes in a SAVEPOINT
+    then), changes no pragma of the connection and loads no plugin into it.
+    """
+    import sqlite_utils
+
+    return sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
 
 
 def _m1_initial(conn: sqlite3.Connection) -> None:
-    _run(
-        conn,
-        """
-        CREATE TABLE products (
-            key TEXT PRIMARY KEY,
-            state TEXT NOT NULL,
-            digest TEXT,
-            payload TEXT,
-            remote_id TEXT,
-            last_error TEXT,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            source_line INTEGER,
-            first_seen REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            synced_at REAL
-        );
-        CREATE INDEX products_state ON products(state);
-
-        CREATE TABLE intents (
-            key TEXT PRIMARY KEY,
-            digest TEXT NOT NULL,
-            payload TEXT NOT NULL,
-            run_id INTEGER,
-            started_at REAL NOT NULL
-        );
-
-        CREATE TABLE runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            started_at REAL NOT NULL,
-            finished_at REAL,
-            status TEXT NOT NULL,
-            exit_code INTEGER,
-            summary TEXT
-        );
-
-        CREATE TABLE meta (
-            name TEXT PRIMARY KEY,
-            value TEXT
-        );
-
-        CREATE TABLE budget_bucket (
-            tier TEXT PRIMARY KEY,
-            tokens REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            blocked_until REAL NOT NULL DEFAULT 0
-        );
-
-        CREATE TABLE budget_sends (
-            tier TEXT NOT NULL,
-            ts REAL NOT NULL
-        );
-        CREATE INDEX budget_sends_tier_ts ON budget_sends(tier, ts);
-        """,
+    db = database(conn)
+    db.table("products").create(
+        {
+            "key": str,
+            "state": str,
+            "digest": str,
+            "payload": str,  # renamed ``sent`` by migration 4
+            "remote_id": str,
+            "last_error": str,
+            "attempts": int,
+            "source_line": int,
+            "first_seen": float,
+            "updated_at": float,
+            "synced_at": float,
+        },
+        pk="key",
+        not_null={"state", "attempts", "first_seen", "updated_at"},
+        defaults={"attempts": 0},
+        if_not_exists=True,
+    )
+    db.table("products").create_index(["state"], index_name="products_state", if_not_exists=True)
+    db.table("intents").create(
+        {"key": str, "digest": str, "payload": str, "run_id": int, "started_at": float},
+        pk="key",
+        not_null={"digest", "payload", "started_at"},
+        if_not_exists=True,
+    )
+    # AUTOINCREMENT (a run id is never reused) is not in sqlite-utils' public create().
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS runs ("
+        "id INTEGER PRIMARY KEY AUTOINCREMENT, started_at REAL NOT NULL, finished_at REAL, "
+        "status TEXT NOT NULL, exit_code INTEGER, summary TEXT)"
+    )
+    db.table("meta").create({"name": str, "value": str}, pk="name", if_not_exists=True)
+    db.table("budget_bucket").create(
+        {"tier": str, "tokens": float, "updated_at": float, "blocked_until": float},
+        pk="tier",
+        not_null={"tokens", "updated_at", "blocked_until"},
+        defaults={"blocked_until": 0},
+        if_not_exists=True,
+    )
+    db.table("budget_sends").create(
+        {"tier": str, "ts": float}, not_null={"tier", "ts"}, if_not_exists=True
+    )
+    db.table("budget_sends").create_index(
+        ["tier", "ts"], index_name="budget_sends_tier_ts", if_not_exists=True
     )
 
 
 def _m2_rejected_digest(conn: sqlite3.Connection) -> None:
     # A REJECTED row must remember both the digest the API refused (not resent until the
     # data change) and the digest last confirmed on the remote (kept in ``digest``).
-    _run(
-        conn,
-        """
-        ALTER TABLE products ADD COLUMN rejected_digest TEXT;
-        CREATE INDEX products_state_updated ON products(state, updated_at)
-        """,
+    products = database(conn).table("products")
+    if "rejected_digest" not in products.columns_dict:
+        products.add_column("rejected_digest", str)
+    products.create_index(
+        ["state", "updated_at"], index_name="products_state_updated", if_not_exists=True
     )
 
 
 def _m3_source_fingerprint(conn: sqlite3.Connection) -> None:
     # A hash of the source values (and mapping) that produced ``digest``: an unchanged
     # row is then recognised without mapping it again (the no-op run's main cost).
-    conn.execute("ALTER TABLE products ADD COLUMN source_fingerprint TEXT")
+    products = database(conn).table("products")
+    if "source_fingerprint" not in products.columns_dict:
+        products.add_column("source_fingerprint", str)
 
 
 def _m4_last_sent(conn: sqlite3.Connection) -> None:
     # Updates carry only the fields that changed since skuferry last sent them
     # (sync/fields.py): the payload last confirmed on the remote is exactly that.
-    conn.execute("ALTER TABLE products RENAME COLUMN payload TO sent")
+    if "payload" in database(conn).table("products").columns_dict:
+        # SQL: SQLite renames a column in place; transform(rename=) copies the whole table.
+        conn.execute("ALTER TABLE products RENAME COLUMN payload TO sent")
 
 
 def _m5_dead_letters(conn: sqlite3.Connection) -> None:
     # Products refused or failed, with the stage that refused them (state/deadletters.py):
     # what `skuferry rejected` lists and `skuferry retry` sends again. One row per key, or
     # per source line for a record without a key ('#<line>').
-    _run(
-        conn,
-        """
-        CREATE TABLE dead_letters (
-            slot TEXT PRIMARY KEY,
-            key TEXT,
-            stage TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            status INTEGER,
-            message TEXT,
-            source TEXT,
-            line INTEGER,
-            first_seen REAL NOT NULL,
-            last_seen REAL NOT NULL
-        );
-        CREATE INDEX dead_letters_key ON dead_letters(key);
-        CREATE INDEX dead_letters_stage ON dead_letters(stage)
-        """,
+    letters = database(conn).table("dead_letters")
+    letters.create(
+        {
+            "slot": str,
+            "key": str,
+            "stage": str,
+            "reason": str,
+            "status": int,
+            "message": str,
+            "source": str,
+            "line": int,
+            "first_seen": float,
+            "last_seen": float,
+        },
+        pk="slot",
+        not_null={"stage", "reason", "first_seen", "last_seen"},
+        if_not_exists=True,
     )
+    letters.create_index(["key"], index_name="dead_letters_key", if_not_exists=True)
+    letters.create_index(["stage"], index_name="dead_letters_stage", if_not_exists=True)
 
 
 MIGRATIONS: list[Migration] = [
@@ -165,26 +181,71 @@ def connect(path: Path | str, *, timeout_s: float = 30.0) -> sqlite3.Connection:
     return conn
 
 
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _newer(found: int, path: Path | str) -> StateError:
+    return StateError(
+        f"state file {path} has schema version {found}, newer than this "
+        f"skuferry understands ({SCHEMA_VERSION}); upgrade skuferry"
+    )
+
+
 def migrate(conn: sqlite3.Connection, *, path: Path | str = "state") -> int:
-    """Bring the schema up to ``SCHEMA_VERSION``; return the version found before."""
+    """Bring the schema up to ``SCHEMA_VERSION``; return the version found before.
+
+    All the steps run in one ``BEGIN IMMEDIATE`` transaction: a crash or an error leaves
+    the file as it was. An up-to-date file takes no write lock (``user_version`` only grows).
+    """
     try:
+        found = _version(conn)
+        if found == SCHEMA_VERSION:
+            return found
         conn.execute("BEGIN IMMEDIATE")
-        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        found = _version(conn)  # another process may have migrated it meanwhile
         if found > SCHEMA_VERSION:
             conn.execute("ROLLBACK")
-            raise StateError(
-                f"state file {path} has schema version {found}, newer than this "
-                f"skuferry understands ({SCHEMA_VERSION}); upgrade skuferry"
-            )
+            raise _newer(found, path)
         for number in range(found, SCHEMA_VERSION):
             MIGRATIONS[number](conn)
             conn.execute(f"PRAGMA user_version = {number + 1}")
+        if found == 0:
+            _check_shape(conn, path)
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise StateError(f"cannot migrate state file {path}: {exc}") from exc
+    except StateError:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
     return found
+
+
+def _columns(conn: sqlite3.Connection) -> dict[str, dict[str, type]]:
+    db = database(conn)
+    return {name: db[name].columns_dict for name in db.table_names()}
+
+
+def _check_shape(conn: sqlite3.Connection, path: Path | str) -> None:
+    """A file found at version 0 that held tables already (a ``.dump`` restored, or not
+    a state file at all) must now have the tables and columns of a fresh one."""
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for migration in MIGRATIONS:
+            migration(fresh)
+        want = _columns(fresh)
+    finally:
+        fresh.close()
+    found = _columns(conn)
+    wrong = sorted(name for name, columns in want.items() if found.get(name) != columns)
+    if wrong:
+        raise StateError(
+            f"state file {path} is not a skuferry state file, or a damaged one: "
+            f"table(s) {', '.join(wrong)} differ from the schema; move it aside or fix the path"
+        )
 
 
 def open_state(path: Path | str) -> sqlite3.Connection:
