@@ -12,8 +12,8 @@ the ``api`` and ``check`` stages, in the same transaction as the product's row,
 and the engine after planning for the stages before (``note_plan``). A product
 back in step, or gone from the source, loses its letter.
 
-These functions run inside the caller's transaction (``Mirror._write``): none
-commits.
+The writers run inside the caller's transaction (``Mirror._write``): none
+commits. ``listing`` reads through sqlite-utils (``Mirror.db``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skuferry.models import STAGES
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # The stages the planner decides; what a whole pull did not refuse again is over.
 PLAN_STAGES = ("read", "map", "check")
@@ -123,16 +126,19 @@ def name_source(conn: sqlite3.Connection, source: str) -> None:
     conn.execute("UPDATE dead_letters SET source = ? WHERE source IS NULL", (source,))
 
 
-def listing(conn: sqlite3.Connection, keys: Sequence[str] | None = None) -> list[DeadLetter]:
-    """Every letter (or those of ``keys``), by stage in the order products meet them, then key."""
-    order = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(STAGES))
-    sql = f"SELECT {_COLUMNS} FROM dead_letters"  # noqa: S608 - constant
-    args: list[Any] = []
-    if keys is not None:
-        sql += f" WHERE key IN ({', '.join('?' * len(keys))})"
-        args = list(keys)
-    sql += f" ORDER BY CASE stage {order} END, key, line"
-    return [DeadLetter(*row) for row in conn.execute(sql, args)]
+def listing(db: sqlite_utils.Database, keys: Sequence[str] | None = None) -> list[DeadLetter]:
+    """Every letter (or those of ``keys``), by stage in the order products meet them, then key.
+
+    A read for a person (``skuferry rejected``, ``retry``), through sqlite-utils."""
+    stages = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(STAGES))
+    where = None if keys is None else f"key IN ({', '.join('?' * len(keys))})"
+    found = db.table("dead_letters").rows_where(
+        where,
+        list(keys or ()),
+        select=_COLUMNS,
+        order_by=f"CASE stage {stages} END, key, line",
+    )
+    return [DeadLetter(**row) for row in found]
 
 
 def counts_by_stage(conn: sqlite3.Connection) -> dict[str, int]:

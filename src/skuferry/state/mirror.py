@@ -20,11 +20,15 @@ the row is REJECTED; while it is ARCHIVED, it is the [gone] patch's digest when
 the archive is in doubt (an archive or a restore sent, its outcome not committed:
 ``record_archive_sent``, ``record_update_sent``), or a refused restore's digest.
 
-sqlite-utils serves the reads that return rows as dicts (``db.query``); the
-writes stay plain SQL: each is one ``BEGIN IMMEDIATE`` transaction, which
-sqlite-utils' writers (``with conn:``) would commit halfway, and the products
-upsert keeps ``first_seen`` on conflict, which ``upsert_all`` overwrites.
-Scratch tables are TEMP tables, which sqlite-utils does not create.
+sqlite-utils builds the schema (state/schema.py) and serves the reads made for a
+person (``status``, ``rejected``: ``rows_where``, rows as dicts by column name).
+Plain ``sqlite3`` keeps every write and every read a run makes. Each write is one
+``BEGIN IMMEDIATE`` transaction committed before the next remote call (sqlite-utils
+would nest in it as a SAVEPOINT, but its ``upsert_all`` overwrites ``first_seen``),
+and sqlite-utils' dict rows and per-call table introspection cost about half the
+rows per second (``python -m bench --only statelib``); its import (50-100 ms) would
+land on the no-op run. Scratch tables are TEMP tables, which sqlite-utils does not
+create.
 """
 
 from __future__ import annotations
@@ -116,15 +120,15 @@ class Mirror:
 
     @property
     def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over this connection, for the reads made for a person (not a run's)."""
         if self._db is None:
-            import sqlite_utils
-
-            self._db = sqlite_utils.Database(self._conn)
+            self._db = schema.database(self._conn)
         return self._db
 
     def close(self) -> None:
         self._conn.close()
 
+    # plain sqlite3: a run's hot path (bench statelib: sqlite-utils ~half the commits/s)
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One durable transaction; a state file that fails a write is a StateError."""
@@ -615,14 +619,14 @@ class Mirror:
 
     def archived(self, limit: int = 20) -> list[dict[str, Any]]:
         """Archived products, most recent first (for ``status``)."""
-        sql = (
-            "SELECT key, remote_id, updated_at FROM products "
-            "WHERE state = 'archived' ORDER BY updated_at DESC, key LIMIT ?"
+        return list(
+            self.db.table("products").rows_where(
+                "state = 'archived'",
+                select="key, remote_id, updated_at AS at",
+                order_by="updated_at DESC, key",
+                limit=limit,
+            )
         )
-        return [
-            {"key": k, "remote_id": rid, "at": at}
-            for k, rid, at in self._conn.execute(sql, (limit,))
-        ]
 
     def mark_gone(self, keys: Iterable[str]) -> int:
         """Mark keys that left the source; they stay on the remote (no DELETE). Returns how many."""
@@ -671,29 +675,37 @@ class Mirror:
             )
 
     def last_runs(self, n: int = 5) -> list[dict[str, Any]]:
-        sql = (
-            "SELECT id, started_at, finished_at, status, exit_code, summary FROM runs "
-            "ORDER BY id DESC LIMIT ?"
+        """The last ``n`` runs, newest first, their summary parsed (for ``status``)."""
+        runs = list(
+            self.db.table("runs").rows_where(
+                select="id, started_at, finished_at, status, exit_code, summary",
+                order_by="id DESC",
+                limit=n,
+            )
         )
-        runs = list(self.db.query(sql, [n]))  # sqlite-utils: rows as dicts by column name
         for run in runs:
             run["summary"] = json.loads(run["summary"]) if run["summary"] else None
         return runs
 
     def rejected(self, limit: int = 20) -> list[dict[str, Any]]:
-        sql = (
-            "SELECT key, last_error AS reason, updated_at AS at, source_line AS line "
-            "FROM products WHERE state = 'rejected' ORDER BY updated_at DESC, key LIMIT ?"
+        """Products the API refused, most recent first (for ``status``)."""
+        return list(
+            self.db.table("products").rows_where(
+                "state = 'rejected'",
+                select="key, last_error AS reason, updated_at AS at, source_line AS line",
+                order_by="updated_at DESC, key",
+                limit=limit,
+            )
         )
-        return list(self.db.query(sql, [limit]))
 
     # -- dead letters (state/deadletters.py) -----------------------------------
 
     def dead_letters(self, keys: Sequence[str] | None = None) -> list[DeadLetter]:
         """The products refused or failed, with stage and reason (``skuferry rejected``)."""
-        return deadletters.listing(self._conn, keys)
+        return deadletters.listing(self.db, keys)
 
     def dead_letter_counts(self) -> dict[str, int]:
+        # sqlite3: the metrics read this after every run, the no-op's too
         return deadletters.counts_by_stage(self._conn)
 
     def note_refusals(
