@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import density, fill, keys, local, readers, soak, speed, walks
+from bench import density, fill, keys, local, readers, soak, speed, statelib, walks
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -29,6 +29,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "density": density.density,  # the daemon's RSS idle and during runs: workspaces per node
     "unchanged": speed.unchanged,  # issue 23: a no-op whose source is unchanged, vs --full
     "startup": speed.startup,  # issue 23: exec to the first useful work
+    "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
 }
 
 
