@@ -1,2 +1,3 @@
-"""Pure network rules every layer may use: where credentials may go (``origins``) and how
-long to wait before a retry (``retry``). No I/O here; the HTTP code lives in the adapters."""
+"""Network rules every layer may use: where credentials may go (``origins``), whether a
+source path names a remote file (``paths``) and the one retry loop (``retry``). No HTTP
+client here; the requests themselves live in the adapters."""

@@ -18,6 +18,8 @@ Retry policy (spec §8, "retry only on network errors, not on 4xx"):
   one. A 429 RATE_LIMITED does not count against ``max_retries``: the request is
   sent again (perhaps with another key) until ``RATE_LIMITED_GIVE_UP_S`` of
   waiting; rate limiting paces a run, it does not fail its products.
+- The loop is ``net/retry.py``'s, shared with the API sources: a stop request (SIGTERM,
+  the engine's stop event) ends a wait at once and raises ``Interrupted``.
 - Several keys (``api_keys``): the budget names the key for each attempt; logs
   name it by its fingerprint (``config/keys.py``), never by the key.
 
@@ -28,6 +30,7 @@ matters. A 2xx whose body is not the envelope is ``BadResponse``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import ssl
 import threading
@@ -44,7 +47,7 @@ from pydantic import SecretStr
 
 from skuferry import __version__, canonical, errors, logs, tls
 from skuferry.config.keys import fingerprint
-from skuferry.net.retry import backoff_delay, parse_retry_after
+from skuferry.net.retry import Failed, backoff_delay, parse_retry_after, retrying
 
 if TYPE_CHECKING:
     from skuferry.config.schema import Settings
@@ -125,7 +128,7 @@ class _Failure:
     """One failed attempt: what to raise if it is the last, and how to retry otherwise."""
 
     error: errors.ApiError
-    reason: str  # short word for the api.retry log event
+    reason: str  # short word for the api.retry log event (``Failed.problem``)
     retryable: bool
     retry_after: float | None = None  # from the server, when it said
     rate_limited: bool = False  # a 429 RATE_LIMITED: the wait goes to the budget
@@ -335,29 +338,59 @@ class RemoteClient:
         params: dict[str, int] | None = None,
         body: dict[str, Any] | None = None,
     ) -> httpx.Response:
-        """Send with retries; return a 2xx/3xx response or raise the mapped ApiError."""
+        """Send with retries (net/retry.py); return a 2xx/3xx response or raise the ApiError."""
         tier: Tier = "read" if method == "GET" else "write"
         content = None if body is None else canonical.dumps(body).encode("utf-8")
-        retry = 0  # other transient failures: at most max_retries (the reference client's 3)
-        limited, limited_s = 0, 0.0  # 429 RATE_LIMITED answers, and the waits they asked for
-        while True:
+        what = f"{method} {path}"
+        key = ""  # the key of the latest attempt, for the retry log and the penalty
+        limited_s = 0.0  # the waits 429 RATE_LIMITED answers asked for
+
+        def attempt() -> httpx.Response | Failed:
+            nonlocal key
             key = self._before_attempt(tier)
             outcome = self._attempt(method, path, tier, key, params=params, content=content)
             if isinstance(outcome, httpx.Response):
                 return outcome
-            what = f"{method} {path}"
-            if outcome.rate_limited and outcome.retryable and self._max_retries > 0:
-                # Being told to slow down is not a failure of the request: wait (another
-                # key may take it) and send again, unless the refusals last too long.
-                if limited_s >= RATE_LIMITED_GIVE_UP_S:
-                    raise outcome.error
-                limited_s += self._wait(outcome, tier, limited, key=key, what=what)
-                limited += 1
-                continue
-            if not outcome.retryable or retry >= self._max_retries:
+            # Being told to slow down is not a failure of the request: wait (another key
+            # may take it) and send again, unless the refusals last too long. Other
+            # transient failures: at most max_retries (the reference client's 3).
+            paced = outcome.rate_limited and self._max_retries > 0
+            if not outcome.retryable or (paced and limited_s >= RATE_LIMITED_GIVE_UP_S):
                 raise outcome.error
-            self._wait(outcome, tier, retry, key=key, what=what)
-            retry += 1
+            defer = None
+            if outcome.rate_limited and self._budget is not None:
+                defer = functools.partial(self._penalize, tier, key)
+            return Failed(
+                outcome.reason,
+                wait=outcome.retry_after,
+                counted=not paced,
+                error=outcome.error,
+                defer=defer,
+            )
+
+        def on_retry(failed: Failed, retry: int, wait: float) -> None:
+            nonlocal limited_s
+            if not failed.counted:
+                limited_s += wait
+            log.info(
+                "api.retry",
+                reason=failed.problem,
+                attempt=retry,
+                wait_s=round(wait, 3),
+                request=what,
+                key=key,
+            )
+
+        return retrying(
+            attempt,
+            retries=self._max_retries,
+            backoff=lambda retry: backoff_delay(retry, rng=self._rng),
+            give_up=lambda failed, _attempts: failed.error or errors.ApiError(failed.problem),
+            on_retry=on_retry,
+            stop=self._stop,
+            sleep=self._sleep,
+            what=what,
+        )
 
     def _before_attempt(self, tier: Tier) -> str:
         """Wait for the budget; the fingerprint of the key to send with."""
@@ -460,31 +493,15 @@ class RemoteClient:
             )
         return _Failure(_client_error(status, code, message), "client_error", retryable=False)
 
-    def _wait(self, failure: _Failure, tier: Tier, retry: int, *, key: str, what: str) -> float:
-        """Wait before the next attempt (or hand the wait to the budget); the seconds."""
-        wait = failure.retry_after
-        if wait is None:
-            wait = backoff_delay(retry, rng=self._rng)
-        log.info(
-            "api.retry",
-            reason=failure.reason,
-            attempt=retry + 1,
-            wait_s=round(wait, 3),
-            request=what,
-            key=key,
-        )
-        if failure.rate_limited and self._budget is not None:
-            # The budget holds back every thread of this key's tier (other keys go on);
-            # our next acquire waits it out or takes another key.
-            if len(self._keys) > 1:
-                self._budget.penalize(tier, wait, key=key)
-            else:
-                self._budget.penalize(tier, wait)
-        elif self._stop is not None and self._sleep is time.sleep:
-            self._stop.wait(wait)  # real waits wake early on SIGTERM; the loop then stops
+    def _penalize(self, tier: Tier, key: str, seconds: float) -> None:
+        """A 429's wait handed to the budget: it holds back every thread of this key's tier
+        (other keys go on); our next acquire waits it out or takes another key."""
+        if self._budget is None:  # pragma: no cover - deferred only with a budget
+            return
+        if len(self._keys) > 1:
+            self._budget.penalize(tier, seconds, key=key)
         else:
-            self._sleep(wait)
-        return wait
+            self._budget.penalize(tier, seconds)
 
 
 def _ms(started: float) -> int:

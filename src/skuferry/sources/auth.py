@@ -37,11 +37,12 @@ from skuferry import canonical, logs
 from skuferry.config.schema import ApiSourceSettings
 from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
+from skuferry.net.retry import Failed, retry_after, retrying, transport_problem
 
 log = logs.get(__name__)
 
 _LEEWAY_CAP_S = 60.0  # renew this long before expiry at most (10 % of a short lifetime)
-_TOKEN_ATTEMPTS = 3  # a token request that meets a connect error or a 5xx is tried again
+_TOKEN_ATTEMPTS = 3  # a token request that meets a connect error, 429 or 5xx is tried again
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ def api_credentials(
     verify: Any = True,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    stop: threading.Event | None = None,
 ) -> tuple[dict[str, str], httpx.Auth | None]:
     """The API client's default headers and ``httpx.Auth`` for ``[source] auth``."""
     s = settings
@@ -84,7 +86,7 @@ def api_credentials(
         return headers, httpx.BasicAuth(s.username, password)
     if s.auth == "oauth2":
         return headers, OAuth2(
-            s, env=env, transport=transport, verify=verify, clock=clock, sleep=sleep
+            s, env=env, transport=transport, verify=verify, clock=clock, sleep=sleep, stop=stop
         )
     return headers, None
 
@@ -118,6 +120,7 @@ class OAuth2(httpx.Auth):
         verify: Any = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        stop: threading.Event | None = None,
     ) -> None:
         s = settings
         if not s.token_url or not s.client_id:  # the settings model requires both
@@ -139,6 +142,7 @@ class OAuth2(httpx.Auth):
         logs.add_secrets(self._secrets)
         self._clock = clock
         self._sleep = sleep
+        self._stop = stop
         self._lock = threading.Lock()
         self._token: _Token | None = None
         self.requests = 0  # token requests made (for figures and tests)
@@ -248,22 +252,32 @@ class OAuth2(httpx.Auth):
         return self._parse(response, grant)
 
     def _send(self, request: httpx.Request, grant: str) -> httpx.Response:
-        problem = ""
-        for attempt in range(_TOKEN_ATTEMPTS):
+        """The token endpoint's answer; connect errors, 429 and 5xx tried again (net/retry.py)."""
+
+        def attempt() -> httpx.Response | Failed:
             self.requests += 1
             try:
                 response = self._client.send(request)
             except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            else:
-                if response.status_code != 429 and response.status_code < 500:
-                    return response
-                problem = f"HTTP {response.status_code}"
-            if attempt + 1 < _TOKEN_ATTEMPTS:
-                self._sleep(min(2.0**attempt, 10.0))
-        raise SourceError(
-            f"the token endpoint {_where(self._token_url)} could not be reached for the "
-            f"{grant} grant after {_TOKEN_ATTEMPTS} attempts: {self._clean(problem)}"
+                return Failed(transport_problem(exc))
+            if response.status_code != 429 and response.status_code < 500:
+                return response
+            return Failed(f"HTTP {response.status_code}", wait=retry_after(response.headers))
+
+        def give_up(failed: Failed, attempts: int) -> SourceError:
+            return SourceError(
+                f"the token endpoint {_where(self._token_url)} could not be reached for the "
+                f"{grant} grant after {attempts} attempts: {self._clean(failed.problem)}"
+            )
+
+        return retrying(
+            attempt,
+            retries=_TOKEN_ATTEMPTS - 1,
+            backoff=lambda retry: min(2.0**retry, 10.0),
+            give_up=give_up,
+            stop=self._stop,
+            sleep=self._sleep,
+            what=f"the token request to {_where(self._token_url)}",
         )
 
     def _parse(self, response: httpx.Response, grant: str) -> _Token:

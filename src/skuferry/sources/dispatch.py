@@ -8,6 +8,7 @@ imported in their branch only, so a csv sync never imports SQLAlchemy.
 
 from __future__ import annotations
 
+import threading
 from typing import assert_never
 
 from skuferry.config.schema import (
@@ -25,12 +26,15 @@ from skuferry.sources.base import Source
 from skuferry.sources.skip import skip_empty_rows
 
 
-def open_source(settings: SourceSettings) -> Source:
-    """Build the source the ``[source]`` table describes (nothing is read yet)."""
-    return skip_empty_rows(_open(settings), settings.skip_if_empty)  # every type, once
+def open_source(settings: SourceSettings, *, stop: threading.Event | None = None) -> Source:
+    """Build the source the ``[source]`` table describes (nothing is read yet).
+
+    ``stop`` (the engine's stop event) ends the API sources' waits between retries.
+    """
+    return skip_empty_rows(_open(settings, stop), settings.skip_if_empty)  # every type, once
 
 
-def _open(settings: SourceSettings) -> Source:
+def _open(settings: SourceSettings, stop: threading.Event | None = None) -> Source:
     if isinstance(settings, FileSourceSettings) and settings.remote_scheme():
         from skuferry.sources.fetch import RemoteFileSource  # downloads, then opens it here
 
@@ -47,11 +51,11 @@ def _open(settings: SourceSettings) -> Source:
         case HttpSourceSettings():
             from skuferry.sources.http import open_http_source
 
-            return open_http_source(settings)
+            return open_http_source(settings, stop=stop)
         case GraphqlSourceSettings():
             from skuferry.sources.graphql import open_graphql_source
 
-            return open_graphql_source(settings)
+            return open_graphql_source(settings, stop=stop)
         case SqlSourceSettings():
             from skuferry.sources.sql import open_sql_source
 

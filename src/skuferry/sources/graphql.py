@@ -11,15 +11,17 @@ Failures: a response with ``errors`` fails the pull naming the first message,
 except a throttle (``errors[].extensions.code = "THROTTLED"``, HTTP 200): that
 waits ``(requestedQueryCost - currentlyAvailable) / restoreRate`` seconds from
 the cost report and asks again, without counting it as a failed attempt (at most
-``_MAX_THROTTLES`` times in a row). Connect errors, 5xx and 429 are retried
-``max_retries`` times with backoff, at least ``Retry-After`` apart. Auth and
-the origin rule are the http source's (``sources/auth.py``, ``sources/pinned.py``).
+``_MAX_THROTTLES`` times in a row). Connect errors, timeouts, 408, 5xx and 429
+are retried ``max_retries`` times with backoff, or exactly ``Retry-After`` apart
+when the server says; a stop request ends the wait. Auth, the origin rule, pace
+and retries are the http source's (``sources/api.py``).
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -27,22 +29,18 @@ from typing import Any
 
 import httpx
 
-from skuferry import canonical, logs, tls
+from skuferry import canonical, logs
 from skuferry.config.schema import GraphqlSourceSettings
-from skuferry.errors import ConfigError, SourceError
+from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.net.origins import parse_allowed
-from skuferry.net.retry import backoff_delay, parse_retry_after
-from skuferry.sources.auth import api_credentials, said, token_session
+from skuferry.net.retry import Failed, retry_after
+from skuferry.sources.api import Answer, ApiConnection
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.paths import SourcePath, optional_path
-from skuferry.sources.pinned import send_pinned
 from skuferry.sources.since import format_since
 
 log = logs.get(__name__)
 
-_BACKOFF_BASE_S = 0.5
-_BACKOFF_CAP_S = 30.0
 _MAX_THROTTLES = 50  # throttles in a row on one page before the pull gives up
 _THROTTLE_FALLBACK_S = 1.0  # a THROTTLED without a usable cost report
 
@@ -59,26 +57,18 @@ class GraphqlSource(IncrementalSource):
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         env: Mapping[str, str] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.settings = settings
-        self._transport = transport
-        self._sleep = sleep
-        self._clock = clock
-        self._rng = rng or random.Random()
-        try:
-            self._allowed = parse_allowed(settings.allowed_origins)
-        except ValueError as exc:
-            raise ConfigError([f"at 'source.allowed_origins': {exc}"]) from None
-        self._verify = tls.verify_for(settings.ca_bundle, key="source.ca_bundle")
+        # auth, TLS, origins, pace and retries (sources/api.py), shared with http
+        self._api = ApiConnection(
+            settings, transport=transport, sleep=sleep, clock=clock, rng=rng, env=env, stop=stop
+        )
+        self._api.headers.setdefault("Content-Type", "application/json")
         self._query = settings.query_text()
         self._items = SourcePath(settings.items_path, key="source.items_path")
         self._page_info = optional_path(settings.page_info_path, key="source.page_info_path")
-        self._headers, self._auth = api_credentials(
-            settings, env=env, transport=transport, verify=self._verify, clock=clock, sleep=sleep
-        )
-        self._headers.setdefault("Content-Type", "application/json")
         self._since: dict[str, str] = {}
-        self._last_request_at: float | None = None
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
         self.throttled = 0  # THROTTLED answers met (for figures and tests)
@@ -108,17 +98,7 @@ class GraphqlSource(IncrementalSource):
         line = 0
         cursor: str | None = None
         seen: set[str] = set()
-        with (
-            httpx.Client(
-                headers=self._headers,
-                auth=self._auth,
-                timeout=s.timeout_s,
-                follow_redirects=False,
-                verify=self._verify,
-                transport=self._transport,
-            ) as client,
-            token_session(self._auth),
-        ):
+        with self._api.client() as client:
             for number in itertools.count(1):
                 variables = {**s.variables, **self._since, s.cursor_variable: cursor}
                 body = self._post(client, {"query": self._query, "variables": variables}, number)
@@ -171,83 +151,53 @@ class GraphqlSource(IncrementalSource):
             )
         return end
 
-    # -- one POST, paced, retried, throttles waited out ---------------------------------
-
-    def _pace(self) -> None:
-        rpm = self.settings.requests_per_minute
-        now = self._clock()
-        if rpm and self._last_request_at is not None:
-            wait = self._last_request_at + 60.0 / rpm - now
-            if wait > 0:
-                self._sleep(wait)
-                now += wait
-        self._last_request_at = now
+    # -- one POST, paced, retried, throttles waited out (sources/api.py) ---------------
 
     def _post(self, client: httpx.Client, payload: dict[str, Any], number: int) -> Any:
         s = self.settings
         where = f"{self.describe()}: page {number}"
-        attempts = s.max_retries + 1
-        attempt = 0
         throttles = 0
-        problem = ""
-        while attempt < attempts:
-            self._pace()
-            wait: float | None = None
-            try:
-                response = send_pinned(
-                    client,
-                    client.build_request("POST", s.url, content=canonical.dumps(payload)),
-                    home=s.url,
-                    allowed=self._allowed,
-                    where=where,
-                )
-                try:
-                    status = response.status_code
-                    content = self._read_bounded(response, where)
-                finally:
-                    response.close()
-            except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            else:
-                retry_after = parse_retry_after(
-                    response.headers.get("Retry-After"), date_header=response.headers.get("Date")
-                )
-                if status < 400:
-                    body = self._decode(content, where, response)
-                    throttle = self._throttle_wait(body)
-                    if throttle is None:
-                        return body
-                    throttles += 1
-                    self.throttled += 1
-                    if throttles > _MAX_THROTTLES:
-                        raise SourceError(f"{where}: still THROTTLED after {_MAX_THROTTLES} waits")
-                    delay = max(throttle, retry_after or 0.0)
-                    log.info("source.graphql.throttled", page=number, delay_s=round(delay, 3))
-                    self._sleep(delay)
-                    continue  # not a failed attempt: the cost report said when to come back
-                problem = f"HTTP {status}"
-                if status == 429 or status >= 500:
-                    wait = retry_after
-                elif status != 408:
-                    hint = " (the credentials were refused)" if status in (401, 403) else ""
-                    raise SourceError(f"{where} answered {problem}{said(content)}{hint}")
-            attempt += 1
-            if attempt < attempts:
-                delay = max(
-                    backoff_delay(
-                        attempt - 1, rng=self._rng, base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S
-                    ),
-                    wait or 0.0,
-                )
-                log.warning(
-                    "source.graphql.retry",
-                    page=number,
-                    problem=problem,
-                    attempt=attempt,
-                    delay_s=round(delay, 3),
-                )
-                self._sleep(delay)
-        raise SourceError(f"{where} failed after {attempts} attempt(s): {problem}")
+
+        def accept(answer: Answer) -> Any:
+            nonlocal throttles
+            if answer.status >= 400:
+                raise answer.refused(where)
+            body = self._decode(answer.content, where, answer.response)
+            throttle = self._throttle_wait(body)
+            if throttle is None:
+                return body
+            throttles += 1
+            self.throttled += 1
+            if throttles > _MAX_THROTTLES:
+                raise SourceError(f"{where}: still THROTTLED after {_MAX_THROTTLES} waits")
+            # not a failed attempt: the cost report said when to come back
+            said_after = retry_after(answer.response.headers)
+            return Failed("THROTTLED", wait=max(throttle, said_after or 0.0), counted=False)
+
+        def give_up(failed: Failed, attempts: int) -> SourceError:
+            return SourceError(f"{where} failed after {attempts} attempt(s): {failed.problem}")
+
+        def on_retry(failed: Failed, attempt: int, delay: float) -> None:
+            if not failed.counted:
+                log.info("source.graphql.throttled", page=number, delay_s=round(delay, 3))
+                return
+            log.warning(
+                "source.graphql.retry",
+                page=number,
+                problem=failed.problem,
+                attempt=attempt,
+                delay_s=round(delay, 3),
+            )
+
+        return self._api.send(
+            client,
+            lambda: client.build_request("POST", s.url, content=canonical.dumps(payload)),
+            where=where,
+            read=lambda response: self._read_bounded(response, where),
+            accept=accept,
+            give_up=give_up,
+            on_retry=on_retry,
+        )
 
     def _throttle_wait(self, body: Any) -> float | None:
         """Seconds to wait when ``body`` is a throttle; None when it is data; raises on errors."""
@@ -311,5 +261,7 @@ def _cost_wait(extensions: Any) -> float:
     return max(0.0, (requested - available) / rate)
 
 
-def open_graphql_source(settings: GraphqlSourceSettings) -> GraphqlSource:
-    return GraphqlSource(settings)
+def open_graphql_source(
+    settings: GraphqlSourceSettings, *, stop: threading.Event | None = None
+) -> GraphqlSource:
+    return GraphqlSource(settings, stop=stop)

@@ -2,9 +2,10 @@
 
 One page is in memory at a time. Every GET is paced (``requests_per_minute``)
 and retried with exponential backoff and jitter on connect errors, timeouts,
-5xx and 429 (waiting at least ``Retry-After``). A page that still fails, or a
-page that is not what was promised (not JSON, no list at ``items_path``),
-raises ``SourceError``: a pull that stopped half way must never look complete,
+408, 5xx and 429 (waiting exactly ``Retry-After`` when the server gives one;
+a stop request ends the wait: ``sources/api.py``, ``net/retry.py``). A page
+that still fails, or a page that is not what was promised (not JSON, no list at
+``items_path``), raises ``SourceError``: a pull that stopped half way must never look complete,
 or the products on the missing pages would be taken for gone.
 
 Pagination styles: ``page`` (page number + size), ``offset`` (offset + size),
@@ -29,6 +30,7 @@ from __future__ import annotations
 import copy
 import itertools
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -38,23 +40,19 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from skuferry import canonical, logs, tls
+from skuferry import canonical, logs
 from skuferry.config.schema import HttpSourceSettings
-from skuferry.errors import ConfigError, SourceError
+from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.net.origins import parse_allowed
-from skuferry.net.retry import backoff_delay, parse_retry_after
-from skuferry.sources.auth import api_credentials, said, token_session
+from skuferry.net.retry import Failed
+from skuferry.sources.api import Answer, ApiConnection
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.ends import Announced, EndProof, Totals
 from skuferry.sources.paths import SourcePath, optional_path
-from skuferry.sources.pinned import send_pinned
 from skuferry.sources.since import put_since, since_params, since_value
 
 log = logs.get(__name__)
 
-_BACKOFF_BASE_S = 0.5
-_BACKOFF_CAP_S = 30.0
 _SECRET_PARAM_HINTS = ("token", "key", "secret", "password", "sig", "auth")
 
 
@@ -97,18 +95,13 @@ class HttpSource(IncrementalSource):
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         env: Mapping[str, str] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.settings = settings
-        self._transport = transport
-        self._sleep = sleep
-        self._clock = clock
-        self._rng = rng or random.Random()
-        try:  # credentials go to url's origin and these only (net/origins.py)
-            self._allowed = parse_allowed(settings.allowed_origins)
-        except ValueError as exc:
-            raise ConfigError([f"at 'source.allowed_origins': {exc}"]) from None
-        self._verify = tls.verify_for(settings.ca_bundle, key="source.ca_bundle")
-        self._last_request_at: float | None = None
+        # auth, TLS, origins, pace and retries (sources/api.py), shared with graphql
+        self._api = ApiConnection(
+            settings, transport=transport, sleep=sleep, clock=clock, rng=rng, env=env, stop=stop
+        )
         self._since: dict[str, str] = {}  # the change filter of an incremental pull
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
@@ -121,10 +114,6 @@ class HttpSource(IncrementalSource):
             records_header=s.total_header,
             pages_path=optional_path(s.total_pages_path, key="source.total_pages_path"),
             pages_header=s.total_pages_header,
-        )
-        # auth (sources/auth.py): static headers, Basic, or OAuth2 tokens from token_url
-        self._headers, self._auth = api_credentials(
-            settings, env=env, transport=transport, verify=self._verify, clock=clock, sleep=sleep
         )
         self._body_since: tuple[str, Any] | None = None  # (since_body_path, value) when set
 
@@ -157,17 +146,7 @@ class HttpSource(IncrementalSource):
     def records(self) -> Iterator[RawRecord | BadRecord]:
         line = 0
         proof = EndProof(self.describe(), full_page_rule=self.settings.pagination == "next_link")
-        with (
-            httpx.Client(
-                headers=self._headers,
-                auth=self._auth,
-                timeout=self.settings.timeout_s,
-                follow_redirects=False,  # send_pinned follows them, checking each target's origin
-                verify=self._verify,
-                transport=self._transport,
-            ) as client,
-            token_session(self._auth),
-        ):
+        with self._api.client() as client:
             for page in self._pages(client, proof):
                 for item in page.items:
                     line += 1
@@ -339,21 +318,7 @@ class HttpSource(IncrementalSource):
             raise SourceError(f"{where}: {what} is a {type(items).__name__}, not a list")
         return items
 
-    # -- one GET, paced and retried ----------------------------------------------------
-
-    def _pace(self) -> None:
-        rpm = self.settings.requests_per_minute
-        now = self._clock()
-        if rpm and self._last_request_at is not None:
-            wait = self._last_request_at + 60.0 / rpm - now
-            if wait > 0:
-                self._sleep(wait)
-                now += wait
-        self._last_request_at = now
-
-    def _backoff(self, attempt: int) -> float:
-        # the CMS client's policy (net/retry.py): doubling, full jitter, capped
-        return backoff_delay(attempt, rng=self._rng, base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)
+    # -- one GET, paced and retried (sources/api.py) -----------------------------------
 
     def _get(
         self,
@@ -362,57 +327,36 @@ class HttpSource(IncrementalSource):
         params: dict[str, Any] | None,
         number: int,
     ) -> _Page:
-        attempts = self.settings.max_retries + 1
-        problem = ""
-        for attempt in range(attempts):
-            self._pace()
-            wait: float | None = None  # the server's Retry-After, when it gave one
-            try:
-                response = send_pinned(  # credentials go to allowed origins only
-                    client,
-                    self._request(client, url, params),
-                    home=self.settings.url,
-                    allowed=self._allowed,
-                    where=f"{self.describe()}: page {number}",
-                )
-                try:
-                    status = response.status_code
-                    content = self._read_bounded(response, number)  # an error's says why
-                finally:
-                    response.close()
-            except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            else:
-                if status < 400:
-                    return self._decode(response, content, number)
-                problem = f"HTTP {status}"
-                if status == 429 or status >= 500:
-                    # at least Retry-After, read as net/retry.py reads it: an HTTP-date
-                    # against the server's Date, a zone-less date as UTC, 0 as "back off"
-                    wait = parse_retry_after(
-                        response.headers.get("Retry-After"),
-                        date_header=response.headers.get("Date"),
-                    )
-                elif status < 500 and status != 408:
-                    hint = " (the credentials were refused)" if status in (401, 403) else ""
-                    raise SourceError(
-                        f"{self.describe()}: page {number} "
-                        f"({safe_url(response.url)}) answered {problem}{said(content)}{hint}"
-                    )
-            if attempt + 1 < attempts:
-                delay = max(self._backoff(attempt), wait or 0.0)
-                log.warning(
-                    "source.http.retry",
-                    page=number,
-                    problem=problem,
-                    attempt=attempt + 1,
-                    delay_s=round(delay, 3),
-                )
-                self._sleep(delay)
-        shown = safe_url(self._request(client, url, params).url)
-        raise SourceError(
-            f"{self.describe()}: page {number} ({shown}) failed after "
-            f"{attempts} attempt(s): {problem}"
+        where = f"{self.describe()}: page {number}"
+
+        def accept(answer: Answer) -> _Page:
+            if answer.status >= 400:
+                raise answer.refused(f"{where} ({safe_url(answer.response.url)})")
+            return self._decode(answer.response, answer.content, number)
+
+        def give_up(failed: Failed, attempts: int) -> SourceError:
+            shown = safe_url(self._request(client, url, params).url)
+            return SourceError(
+                f"{where} ({shown}) failed after {attempts} attempt(s): {failed.problem}"
+            )
+
+        def on_retry(failed: Failed, attempt: int, delay: float) -> None:
+            log.warning(
+                "source.http.retry",
+                page=number,
+                problem=failed.problem,
+                attempt=attempt,
+                delay_s=round(delay, 3),
+            )
+
+        return self._api.send(
+            client,
+            lambda: self._request(client, url, params),
+            where=where,
+            read=lambda response: self._read_bounded(response, number),
+            accept=accept,
+            give_up=give_up,
+            on_retry=on_retry,
         )
 
     def _request(
@@ -492,28 +436,13 @@ class HttpSource(IncrementalSource):
         """The records of ``keys``, one GET each, paced, pinned and authenticated as pages."""
         from skuferry.sources.http_items import fetch_items
 
-        with (
-            httpx.Client(
-                headers=self._headers,
-                auth=self._auth,  # OAuth2 included: a targeted run renews tokens as a pull does
-                timeout=self.settings.timeout_s,
-                follow_redirects=False,
-                verify=self._verify,
-                transport=self._transport,
-            ) as client,
-            token_session(self._auth),
-        ):
+        with self._api.client() as client:  # OAuth2 renewed as in a pull
             yield from fetch_items(
-                client,
-                self.settings,
-                keys,
-                allowed=self._allowed,
-                pace=self._pace,
-                backoff=self._backoff,
-                sleep=self._sleep,
-                where=self.describe(),
+                client, self._api, keys, template=self.settings.item_url, where=self.describe()
             )
 
 
-def open_http_source(settings: HttpSourceSettings) -> HttpSource:
-    return HttpSource(settings)
+def open_http_source(
+    settings: HttpSourceSettings, *, stop: threading.Event | None = None
+) -> HttpSource:
+    return HttpSource(settings, stop=stop)

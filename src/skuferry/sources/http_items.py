@@ -2,30 +2,29 @@
 
 ``sync --only``, ``retry`` and the daemon's hooks name a few keys; with an item
 URL such as Akeneo's ``https://pim.example.com/api/rest/v1/products/{key}``
-only those are read, one GET each. The GETs go out as the pages do: paced
-(``requests_per_minute``), retried on connect errors, timeouts, 429 and 5xx
-(at least ``Retry-After``), credentials only to the configured origins
-(``send_pinned``: ``item_url`` must share ``url``'s origin or be in
-``allowed_origins``). The body is the record (a JSON object). A 404 means the
-source does not hold the key: nothing is yielded for it, and the run reports
-it as not in the source. Any other failure raises ``SourceError``, as a page's
-would: a targeted run that could not read a product changes nothing for it.
+only those are read, one GET each. The GETs go out as the pages do
+(``sources/api.py``): paced (``requests_per_minute``), retried on connect
+errors, timeouts, 408, 429 and 5xx (exactly ``Retry-After`` when given),
+credentials only to the configured origins (``send_pinned``: ``item_url`` must
+share ``url``'s origin or be in ``allowed_origins``). The body is the record
+(a JSON object). A 404 means the source does not hold the key: nothing is
+yielded for it, and the run reports it as not in the source. Any other
+failure raises ``SourceError``, as a page's would: a targeted run that could
+not read a product changes nothing for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from urllib.parse import quote
 
 import httpx
 
 from skuferry import canonical, logs
-from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.net.origins import Origin
-from skuferry.net.retry import parse_retry_after
-from skuferry.sources.pinned import send_pinned
+from skuferry.net.retry import Failed
+from skuferry.sources.api import Answer, ApiConnection
 
 log = logs.get(__name__)
 
@@ -39,29 +38,17 @@ def item_url(template: str, key: str) -> str:
 
 def fetch_items(
     client: httpx.Client,
-    settings: HttpSourceSettings,
+    api: ApiConnection,
     keys: Iterable[str],
     *,
-    allowed: frozenset[Origin],
-    pace: Callable[[], None],
-    backoff: Callable[[int], float],
-    sleep: Callable[[float], None],
+    template: str | None,
     where: str,
 ) -> Iterator[RawRecord | BadRecord]:
-    template = settings.item_url
+    """The records of ``keys`` by ``template`` (``[source] item_url``), one GET each."""
     if template is None:
         raise SourceError(f"{where}: [source] item_url is not set")
     for line, key in enumerate(keys, start=1):
-        body = _get(
-            client,
-            item_url(template, key),
-            settings,
-            allowed=allowed,
-            pace=pace,
-            backoff=backoff,
-            sleep=sleep,
-            where=f"{where}: item {key!r}",
-        )
+        body = _get(client, api, item_url(template, key), key=key, where=f"{where}: item {key!r}")
         if body is None:
             log.info("source.http.item.missing", key=key)
             continue
@@ -76,53 +63,38 @@ def fetch_items(
 
 
 def _get(
-    client: httpx.Client,
-    url: str,
-    settings: HttpSourceSettings,
-    *,
-    allowed: frozenset[Origin],
-    pace: Callable[[], None],
-    backoff: Callable[[int], float],
-    sleep: Callable[[float], None],
-    where: str,
+    client: httpx.Client, api: ApiConnection, url: str, *, key: str, where: str
 ) -> object | None:
     """The decoded body, None on 404; SourceError once the retries are spent."""
-    attempts = settings.max_retries + 1
-    problem = ""
-    for attempt in range(attempts):
-        pace()
-        wait: float | None = None
-        try:
-            response = send_pinned(
-                client,
-                client.build_request("GET", url),
-                home=settings.url,
-                allowed=allowed,
-                where=where,
-            )
-            try:
-                status = response.status_code
-                content = response.read() if status < 400 else b""
-            finally:
-                response.close()
-        except httpx.TransportError as exc:
-            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        else:
-            if status == 404:
-                return None
-            if status < 400:
-                return _decode(content, where)
-            problem = f"HTTP {status}"
-            if status == 429 or status >= 500:
-                wait = parse_retry_after(
-                    response.headers.get("Retry-After"), date_header=response.headers.get("Date")
-                )
-            elif status != 408:
-                hint = " (the credentials were refused)" if status in (401, 403) else ""
-                raise SourceError(f"{where} answered {problem}{hint}")
-        if attempt + 1 < attempts:
-            sleep(max(backoff(attempt), wait or 0.0))
-    raise SourceError(f"{where} failed after {attempts} attempt(s): {problem}")
+
+    def accept(answer: Answer) -> object | None:
+        if answer.status == 404:
+            return None
+        if answer.status >= 400:
+            raise answer.refused(where)
+        return _decode(answer.content, where)
+
+    def give_up(failed: Failed, attempts: int) -> SourceError:
+        return SourceError(f"{where} failed after {attempts} attempt(s): {failed.problem}")
+
+    def on_retry(failed: Failed, attempt: int, delay: float) -> None:
+        log.warning(
+            "source.http.retry",
+            item=key,
+            problem=failed.problem,
+            attempt=attempt,
+            delay_s=round(delay, 3),
+        )
+
+    return api.send(
+        client,
+        lambda: client.build_request("GET", url),
+        where=where,
+        read=lambda response: response.read() if response.status_code < 400 else b"",
+        accept=accept,
+        give_up=give_up,
+        on_retry=on_retry,
+    )
 
 
 def _decode(content: bytes, where: str) -> object:

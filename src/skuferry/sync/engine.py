@@ -166,7 +166,9 @@ def _run(
     adapters: Adapters,
     stack: ExitStack,
 ) -> None:
-    base, source, mapper = _open_source(settings, adapters, stack, dry_run=options.dry_run)
+    base, source, mapper = _open_source(
+        settings, adapters, stack, dry_run=options.dry_run, stop=stop
+    )
     named = NamedPull(options.only, mapper) if options.only is not None else None
     pull = (
         None if named else _choose_pull(settings, mirror, source, summary, force_full=options.full)
@@ -491,10 +493,15 @@ def _after_writes(
 
 
 def _open_source(
-    settings: Settings, adapters: Adapters, stack: ExitStack, *, dry_run: bool
+    settings: Settings,
+    adapters: Adapters,
+    stack: ExitStack,
+    *,
+    dry_run: bool,
+    stop: threading.Event,
 ) -> tuple[Source, Source, Mapper]:
     """The source as read, the same in pieces (sync/pieces.py), and the mapping."""
-    base = adapters.source or open_source(settings.source)
+    base = adapters.source or open_source(settings.source, stop=stop)  # stop ends its waits
     # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
     source, tables = open_pieces(settings, stack, base=base, readonly=dry_run)
     joins = [join.name for join in settings.join]

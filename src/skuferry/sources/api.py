@@ -1,0 +1,172 @@
+"""What the API sources (``http``, ``graphql``) share: the connection, and one request sent.
+
+``ApiConnection`` holds what both build from ``[source]``: the credentials
+(``sources/auth.py``), TLS (``ca_bundle``), the origins the credentials may go to
+(``url``'s and ``allowed_origins``), the pace (``requests_per_minute``) and the
+retries (``max_retries``). ``send`` is one request: paced, sent through
+``send_pinned`` (each redirect hop checked against the origins), read, and retried by
+the one retry loop (``net/retry.py``) on connect errors, timeouts, 408, 429 and 5xx,
+waiting exactly what ``Retry-After`` says when the server said it, else backing off
+(0.5 s doubled per retry, full jitter, capped at 30 s). A stop request ends a wait
+(``Interrupted``). Any other answer goes to the caller's ``accept``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import httpx
+
+from skuferry import tls
+from skuferry.config.schema import ApiSourceSettings
+from skuferry.errors import ConfigError, SourceError
+from skuferry.net.origins import parse_allowed
+from skuferry.net.retry import Failed, backoff_delay, retry_after, retrying, transport_problem
+from skuferry.sources.auth import api_credentials, said, token_session
+from skuferry.sources.pinned import send_pinned
+
+T = TypeVar("T")
+
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A response that is not retried, read (within the caller's bound) and closed."""
+
+    response: httpx.Response  # closed: status, headers, url and links remain
+    content: bytes
+
+    @property
+    def status(self) -> int:
+        return self.response.status_code
+
+    def refused(self, where: str) -> SourceError:
+        """The error for a final 4xx: the status, the API's message, a hint on 401/403."""
+        hint = " (the credentials were refused)" if self.status in (401, 403) else ""
+        return SourceError(f"{where} answered HTTP {self.status}{said(self.content)}{hint}")
+
+
+class ApiConnection:
+    """Credentials, TLS, origins, pace and retries of one API source."""
+
+    def __init__(
+        self,
+        settings: ApiSourceSettings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        env: Mapping[str, str] | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sleep = sleep
+        self.stop = stop
+        self._transport = transport
+        self._clock = clock
+        self._rng = rng or random.Random()
+        try:  # credentials go to url's origin and these only (net/origins.py)
+            self.allowed = parse_allowed(settings.allowed_origins)
+        except ValueError as exc:
+            raise ConfigError([f"at 'source.allowed_origins': {exc}"]) from None
+        self._verify = tls.verify_for(settings.ca_bundle, key="source.ca_bundle")
+        # auth (sources/auth.py): static headers, Basic, or OAuth2 tokens from token_url
+        self.headers, self.auth = api_credentials(
+            settings,
+            env=env,
+            transport=transport,
+            verify=self._verify,
+            clock=clock,
+            sleep=sleep,
+            stop=stop,
+        )
+        self._last_request_at: float | None = None
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.Client]:
+        """The client of one pull; the token endpoint's connection is closed after it."""
+        with (
+            httpx.Client(
+                headers=self.headers,
+                auth=self.auth,
+                timeout=self.settings.timeout_s,
+                follow_redirects=False,  # send_pinned follows them, checking each target's origin
+                verify=self._verify,
+                transport=self._transport,
+            ) as client,
+            token_session(self.auth),
+        ):
+            yield client
+
+    def pace(self) -> None:
+        """Wait until ``requests_per_minute`` allows the next request."""
+        rpm = self.settings.requests_per_minute
+        now = self._clock()
+        if rpm and self._last_request_at is not None:
+            wait = self._last_request_at + 60.0 / rpm - now
+            if wait > 0:
+                self.sleep(wait)
+                now += wait
+        self._last_request_at = now
+
+    def backoff(self, retry: int) -> float:
+        return backoff_delay(retry, rng=self._rng, base=BACKOFF_BASE_S, cap=BACKOFF_CAP_S)
+
+    def send(
+        self,
+        client: httpx.Client,
+        request: Callable[[], httpx.Request],
+        *,
+        where: str,
+        read: Callable[[httpx.Response], bytes],
+        accept: Callable[[Answer], T | Failed],
+        give_up: Callable[[Failed, int], Exception],
+        on_retry: Callable[[Failed, int, float], None] | None = None,
+    ) -> T:
+        """``accept``'s verdict on the first answer that is not retried.
+
+        ``request`` builds a fresh request per attempt; ``where`` prefixes the origin
+        errors (``http https://pim/...: page 2``); ``read`` reads the body within the
+        caller's bound. ``accept`` may itself ask for a retry (a GraphQL THROTTLED).
+        """
+
+        def attempt() -> T | Failed:
+            self.pace()
+            try:
+                response = send_pinned(  # credentials go to the allowed origins only
+                    client, request(), home=self.settings.url, allowed=self.allowed, where=where
+                )
+                try:
+                    content = read(response)  # an error's body says why
+                finally:
+                    response.close()
+            except httpx.TransportError as exc:
+                return Failed(transport_problem(exc))
+            status = response.status_code
+            if status == 429 or status >= 500:
+                # exactly Retry-After, read as net/retry.py reads it: an HTTP-date against
+                # the server's Date, a zone-less date as UTC, 0 as "back off"
+                return Failed(f"HTTP {status}", wait=retry_after(response.headers))
+            if status == 408:
+                return Failed("HTTP 408")
+            return accept(Answer(response, content))
+
+        return retrying(
+            attempt,
+            retries=self.settings.max_retries,
+            backoff=self.backoff,
+            give_up=give_up,
+            on_retry=on_retry,
+            stop=self.stop,
+            sleep=self.sleep,
+            what=where,
+        )
