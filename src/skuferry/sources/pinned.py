@@ -1,10 +1,16 @@
-"""One GET that follows redirects by hand, checking each hop's origin before sending to it.
+"""One request that follows redirects by hand, checking each hop's origin before sending to it.
 
 httpx's own ``follow_redirects`` would carry the client's default headers (a
 bearer token, an API-key header) to wherever a ``Location`` points. Here every
 hop, the first included, passes ``origins.check_same_origin`` before anything
 is sent there, so credentials reach only the configured origin and the
 ``allowed_origins``.
+
+The method and body of each hop are RFC 9110's (§15.4), as httpx chooses them:
+307 and 308 repeat the request as it was (a POST stays a POST with its body: a
+GraphQL query, a POST-paged API's filter); 303 turns it into a GET without a
+body, and so do 301 and 302 for a POST (what every client does); any other
+request keeps its method through a 301 or 302.
 """
 
 from __future__ import annotations
@@ -44,6 +50,24 @@ def send_pinned(
         if not response.has_redirect_location:
             return response
         response.close()
-        request = client.build_request("GET", request.url.join(response.headers["Location"]))
+        request = _next_hop(client, request, response)
         log.debug("source.redirect", to=str(origin(str(request.url))), status=response.status_code)
     raise SourceError(f"{where}: more than {max_redirects} redirects")
+
+
+# Not carried to the next hop: Host and the length are the new request's own, and the
+# credentials are put on again by the client (its headers, its auth) for the new hop.
+_NOT_CARRIED = frozenset({"host", "content-length", "transfer-encoding", "authorization", "cookie"})
+
+
+def _next_hop(
+    client: httpx.Client, request: httpx.Request, response: httpx.Response
+) -> httpx.Request:
+    """The request ``response`` redirects ``request`` to (RFC 9110 §15.4)."""
+    url = request.url.join(response.headers["Location"])
+    status = response.status_code
+    method = request.method
+    if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+        return client.build_request("GET", url)  # the body is dropped with the method
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_CARRIED}
+    return client.build_request(method, url, headers=headers, content=request.content or None)
