@@ -288,7 +288,7 @@ def crashing_source(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def crash(self: HttpSource) -> Iterator[Any]:
         try:
-            raise KeyError(f"api key {KEY} missing from {self._headers!r}")
+            raise KeyError(f"api key {KEY} missing from {self._api.headers!r}")
         except KeyError as exc:
             raise RuntimeError(f"page walk broke with token {TOKEN}") from exc
 
