@@ -37,6 +37,7 @@ from skuferry.config.schema import (
     SourceSettings,
 )
 from skuferry.errors import ConfigError
+from skuferry.net.paths import is_remote, url_scheme
 
 __all__ = ["load_settings", "settings_from_dict"]
 
@@ -192,7 +193,8 @@ def _path_fields(data: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
         if (
             isinstance(source, dict)
             and source.get("type") in FILE_SOURCE_TYPES
-            and "://" not in str(source.get("path", "://"))  # absent, or a remote file's URL
+            and "path" in source
+            and url_scheme(source["path"]) is None  # a URL stays as written
         ):
             found.append((source, "path", f"{dotted}.path"))
     return found
@@ -238,8 +240,8 @@ def _apply_env_paths(data: dict[str, Any], *, env: Mapping[str, str], problems: 
     source = data.get("source")
     if source_path and isinstance(source, dict):
         if source.get("type") in FILE_SOURCE_TYPES:
-            remote = "://" in source_path  # an http(s):// or sftp:// URL stays as written
-            source["path"] = source_path if remote else Path(source_path).expanduser().absolute()
+            url = url_scheme(source_path) is not None  # an http(s):// or sftp:// URL stays
+            source["path"] = source_path if url else Path(source_path).expanduser().absolute()
         elif source.get("type") in SOURCE_TYPES:
             problems.append(
                 f"at 'source.path': {ENV_SOURCE_PATH} is set, but a {source['type']!r} "
@@ -430,7 +432,7 @@ def _cross_field_problems(settings: Settings) -> list[str]:
             problems.append(f"at 'monitor.{name}': must be an http:// or https:// URL with a host")
     source = settings.source
     watched = getattr(source, "path", None)
-    if schedule.watch and (watched is None or "://" in str(watched)):
+    if schedule.watch and (watched is None or is_remote(watched)):
         problems.append("at 'schedule.watch': needs a source with a local file (source.path)")
     if isinstance(source, CsvSourceSettings) and len(source.delimiter) != 1:
         problems.append("at 'source.delimiter': must be exactly one character")

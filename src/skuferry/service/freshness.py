@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from skuferry.config.schema import Settings
+from skuferry.net.paths import is_remote
 from skuferry.sync import incremental
 
 
@@ -72,7 +73,7 @@ def read(settings: Settings) -> Freshness | None:
 def source_file(settings: Settings) -> Path | None:
     """The local file a file source reads (None for URLs, APIs and databases)."""
     path = getattr(settings.source, "path", None)
-    if path is None or "://" in str(path):
+    if path is None or is_remote(path):
         return None
     return Path(path)
 

@@ -32,7 +32,6 @@ from skuferry.config.schema.settings import (
     TableFile,
 )
 from skuferry.config.schema.sources import (
-    REMOTE_SCHEMES,
     ApiSourceSettings,
     FileSourceSettings,
     GraphqlSourceSettings,
@@ -48,7 +47,6 @@ from skuferry.config.schema.sources import (
 __all__ = [
     "FILE_SOURCE_TYPES",
     "METRIC_LABELS",
-    "REMOTE_SCHEMES",
     "SOURCE_MODELS",
     "SOURCE_TYPES",
     "THOUSANDS_SEPARATORS",

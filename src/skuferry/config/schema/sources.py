@@ -34,6 +34,7 @@ from skuferry.config.expressions import SourcePathSetting
 from skuferry.config.schema.base import Strict
 from skuferry.errors import ConfigError
 from skuferry.net.origins import insecure_http_problem, origin
+from skuferry.net.paths import REMOTE_SCHEMES, remote_scheme, url_scheme
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110)
 
@@ -731,7 +732,6 @@ def anchor_sqlite_url(url: str, base: Path) -> str:
 
 # --- file sources: a local path, or a remote file (http(s):// or sftp://) ----------------
 
-REMOTE_SCHEMES = ("http", "https", "sftp")
 _FILE_KEYS = ("ca_bundle", "sftp_known_hosts", "sftp_key_file", "sftp_password_file")
 _HTTP_ONLY = ("headers",)
 _SFTP_ONLY = ("sftp_known_hosts", "sftp_key_file", "sftp_password_file", "sftp_password_env")
@@ -743,10 +743,14 @@ def _file_or_url(value: Any) -> Path | str:
         return value
     if not isinstance(value, str):
         raise ValueError("must be a path or a URL (a string)")
-    if "://" not in value:
+    scheme = url_scheme(value)  # the one rule: net/paths.py
+    if scheme is None:
         return Path(value)
-    if value.split("://", 1)[0].lower() not in REMOTE_SCHEMES:
-        raise ValueError("a remote file must be an https://, http:// or sftp:// URL")
+    if scheme not in REMOTE_SCHEMES:
+        raise ValueError(
+            f"a remote file must be an https://, http:// or sftp:// URL, not {scheme}://"
+            + (" (give a local file as a plain path)" if scheme == "file" else "")
+        )
     return value
 
 
@@ -822,7 +826,7 @@ class FileSourceSettings(SourceCommon):
 
     @model_validator(mode="after")
     def _remote_rules(self) -> FileSourceSettings:
-        scheme = self.path.split("://", 1)[0].lower() if isinstance(self.path, str) else ""
+        scheme = remote_scheme(self.path) or ""
         given = self.model_fields_set
         wrong = [k for k in _HTTP_ONLY if k in given and scheme not in ("http", "https")]
         wrong += [k for k in _SFTP_ONLY if k in given and scheme != "sftp"]
@@ -846,7 +850,7 @@ class FileSourceSettings(SourceCommon):
 
     def remote_scheme(self) -> str | None:
         """``https``/``http``/``sftp`` for a remote file, None for a local one."""
-        return self.path.split("://", 1)[0].lower() if isinstance(self.path, str) else None
+        return remote_scheme(self.path)
 
 
 def _check_sftp(s: FileSourceSettings) -> None:
