@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from skuferry.config.load import settings_from_dict
+from skuferry.config.schema import FileSourceSettings
 from skuferry.errors import ConfigError
 from skuferry.net.paths import is_remote, remote_scheme, url_scheme
 from skuferry.service.freshness import source_file
@@ -120,4 +121,5 @@ def test_skuferry_source_path_asks_the_rule_too(
         env={"SKUFERRY_SOURCE_PATH": path},
     )
     expected = path if remote else (tmp_path / path).absolute()
+    assert isinstance(settings.source, FileSourceSettings)
     assert settings.source.path == expected
