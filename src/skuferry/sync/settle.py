@@ -11,8 +11,9 @@ the action over in ``Writer.unsettled``. After the other writes:
   for an archive the patch's fields) → the write went through: committed as
   updated, restored or archived, no request more;
 - it does not → the write did not land (or someone changed the product since): the
-  remote's values become "last sent" and the update goes out again, carrying what
-  differs. Its answer may be lost again: at most ``rounds`` resends per product;
+  remote's values become "last sent" (an archive: DRIFT, no longer in doubt) and the
+  update goes out again, carrying what differs (with updates off, it is drift). Its
+  answer may be lost again: at most ``rounds`` resends per product;
 - the read fails, or the rounds run out → the product is failed (its journal stays,
   so the next run updates it again).
 
@@ -108,7 +109,9 @@ def _look(client: RemoteApi, writer: Writer, mirror: Mirror, action: Action) -> 
         log.info("sync.settle.applied", key=key, remote_id=remote_id, kind=action.kind.value)
         return None
     log.info("sync.settle.resend", key=key, remote_id=remote_id, fields=off)
-    if action.kind is not Kind.ARCHIVE:  # the next diff is against what the remote holds
+    if action.kind is Kind.ARCHIVE:  # not archived: no longer in doubt, whatever the resend does
+        mirror.record_unsent(key, "the [gone] patch is not on the remote", state=State.DRIFT)
+    else:  # the next diff is against what the remote holds
         product = action.product
         names = {*(sent or {}), *(product.payload if product is not None else {}), *wanted}
         mirror.remember_remote(key, {k: remote[k] for k in names if k in remote})
@@ -124,7 +127,7 @@ def give_up(writer: Writer, mirror: Mirror) -> None:
         state_reason = f"outcome unknown: {reason}"
         if action.kind is Kind.RESTORE:  # still ARCHIVED: the next run restores it again
             mirror.record_unsent(key, state_reason, state=State.ARCHIVED)
-        elif action.kind is Kind.UPDATE:  # an archive stays ARCHIVED in doubt (its journal)
+        elif action.kind is Kind.UPDATE:  # an archive unread stays ARCHIVED in doubt (journal)
             mirror.record_failed(key, state_reason, product=action.product)
         writer.summary.fail(key, f"{reason}; sent again next run", replace=False)
     writer.unsettled = []

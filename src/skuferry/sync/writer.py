@@ -17,6 +17,9 @@ Outcomes, per product:
 - OutcomeUnknown on an update, restore or archive: its journal (``record_update_sent``,
   ``record_archive_sent``) stays and the action goes to ``unsettled``: the engine reads the
   product back in the same run (``settle.py``) and commits it, or sends it again;
+- updates off (``update_method = "none"``, or a 405 learnt in this run): an update is DRIFT,
+  a restore stays ARCHIVED, an archive is DRIFT unless an earlier [gone] PATCH is in doubt
+  (or this one got the 405): then it goes to ``unsettled``, and the read settles it;
 - RateLimited / QuotaExceeded: not applied, marked failed, retried next run;
 - Interrupted: never sent; nothing is marked (the next run plans it again), not counted failed;
 - AuthError (401/403): the run ends, and no product is marked (the key is at fault, not
@@ -185,14 +188,30 @@ class Writer:
     def _submit_archive(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
         key = _key(action)
         if self._updates_off_reason is not None:
-            reason = f"not archived: {self._updates_off_reason}"
-            self._mirror.record_unsent(key, reason, state=State.DRIFT)  # planned again next run
-            self.summary.drift += 1
+            if self._archive_in_doubt(key):
+                # An earlier [gone] PATCH may have landed: a read tells (settle.py), not a guess.
+                self.unsettled.append(action)
+            else:  # the remote holds it live: planned again next run
+                self._mirror.record_unsent(
+                    key, f"not archived: {self._updates_off_reason}", state=State.DRIFT
+                )
+                self.summary.drift += 1
             self._on_done()
             return None
         # Journalled before the PATCH: an answer lost leaves a product that may be archived.
         self._mirror.record_archive_sent(key, patch_digest=self._gone.archiving or "")
         return pool.submit(self._updater.archive, _remote_id(action), self._mirror.payload(key))
+
+    def _archive_in_doubt(self, key: str) -> bool:
+        """Whether the mirror holds ``key`` ARCHIVED in doubt: its [gone] PATCH went out and
+        the answer never came (``Mirror.record_archive_sent``)."""
+        row = self._mirror.rows([key]).get(key)
+        return (
+            row is not None
+            and row.state is State.ARCHIVED
+            and self._gone.archiving is not None
+            and row.digest == self._gone.archiving
+        )
 
     def _finish(self, action: Action, fut: Future[Any]) -> None:
         try:
@@ -301,10 +320,10 @@ class Writer:
             self.summary.refused(key, None, reason)
             log.warning("sync.archive.rejected", key=key, status=exc.status, reason=exc.message)
         elif self._method_missing(exc, action):
+            # This PATCH was not applied, but an earlier one (the journal was in doubt before
+            # it went out) may have been: a read tells (settle.py), then drift if it did not.
             self._updates_off(exc)
-            reason = f"not archived: {self._updates_off_reason or exc}"
-            self._mirror.record_unsent(key, reason, state=State.DRIFT)
-            self.summary.drift += 1
+            self.unsettled.append(action)
         elif isinstance(exc, errors.NotFound):
             # Deleted on the remote: nothing left to archive. PENDING without a remote id, so
             # if the key comes back it is looked up first (staff may have made it again).
