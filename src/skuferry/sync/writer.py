@@ -301,7 +301,9 @@ class Writer:
             if restoring:
                 self._mirror.record_unsent(key, str(exc), state=State.ARCHIVED)
             else:
-                status = getattr(exc, "status", None)
+                status = (
+                    exc.status if isinstance(exc, errors.HttpError | errors.BadResponse) else None
+                )
                 self._mirror.record_failed(key, str(exc), product=product, status=status)
             self._other_failure(key, exc)
 
