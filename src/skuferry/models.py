@@ -289,10 +289,12 @@ class RunSummary:
             return
         self._failures[key] = reason
 
-    def repair(self) -> None:
-        """--verify found a product planned unchanged deleted or edited on the remote."""
+    def repair(self, *, planned_unchanged: bool) -> None:
+        """--verify found a product deleted or edited on the remote. One planned unchanged
+        is counted as what its repair does instead (created, updated...)."""
         self.repaired += 1
-        self.unchanged -= 1
+        if planned_unchanged:
+            self.unchanged -= 1
 
     def write_note(self, note: str) -> None:
         """A remark of the writes (updates turned off...), listed after the plan's notes."""

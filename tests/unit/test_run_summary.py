@@ -47,10 +47,11 @@ def test_each_outcome_counts_once_where_it_is_reported() -> None:
     summary.duplicate("B", 4, "the remote holds 2 products with this key")
     summary.fail("C", "HTTP 429")
     summary.unchanged = 5
-    summary.repair()
+    summary.repair(planned_unchanged=True)  # counted by its write instead
+    summary.repair(planned_unchanged=False)  # an update: never counted unchanged
     summary.close()
     assert counts(summary) == {"rejected": 1, "duplicates": 1, "failed": 1, "unchanged": 4}
-    assert summary.repaired == 1
+    assert summary.repaired == 2
     assert summary.exit_code == errors.EXIT_PARTIAL
 
 
@@ -75,7 +76,7 @@ def test_the_writes_problems_are_listed_after_the_plans_in_a_fixed_order() -> No
     summary.add_problem("N", None, "not in the source")  # a key read mid-run: as it comes
     summary.notes.append("1 named key(s) are not in the source: N")
     summary.unchanged = 1
-    summary.repair()
+    summary.repair(planned_unchanged=True)
     assert [p["key"] for p in summary.problems] == [None, "N"], "listed once the writes end"
     summary.close()
     assert [key for key, _ in listed(summary)] == [None, "N", "D", "R", "F"]
@@ -92,7 +93,7 @@ def test_closing_twice_lists_nothing_twice() -> None:
     summary.fail("F", "HTTP 429")
     summary.write_note("updates are off")
     summary.unchanged = 1
-    summary.repair()
+    summary.repair(planned_unchanged=True)
     summary.close()
     summary.close()
     assert len(summary.problems) == 2
@@ -187,3 +188,17 @@ def test_updates_off_verify_repairs_and_their_notes_are_counted_once(tmp_path: P
     assert verified.notes[-1] == (
         "verify: 2 product(s) deleted or edited on the remote were put right"
     )
+
+
+def test_verify_counts_a_changed_product_found_edited_or_deleted_once(tmp_path: Path) -> None:
+    """--verify puts right a product the source changed too: it is counted as what its
+    write did, and not taken off the products planned unchanged as well."""
+    settings, remote = make_settings(tmp_path), FakeRemote()
+    sync(settings, remote, catalog(6))
+    del remote.products[remote.by_key("SKU-0001")[0]["id"]]
+    remote.products[remote.by_key("SKU-0002")[0]["id"]]["name"] = "edited on the CMS"
+    changed = catalog(6, changed={"SKU-0001": "4.00", "SKU-0002": "5.00"})
+    summary = sync(settings, remote, changed, verify=True)
+    assert counts(summary) == {"created": 1, "updated": 1, "unchanged": 4}
+    assert summary.notes == ["verify: 2 product(s) deleted or edited on the remote were put right"]
+    assert remote.by_key("SKU-0002")[0]["name"] == "Product 2"

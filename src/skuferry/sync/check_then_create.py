@@ -137,13 +137,13 @@ def verified_update(
     body = index.by_id(remote_id)
     if body is None:
         mirror.record_remote_missing(product.key)
-        summary.repair()
+        summary.repair(planned_unchanged=False)
         log.warning("verify.missing", key=product.key, remote_id=remote_id)
         create = Action(Kind.CREATE, product.key, product, line=product.line)
         return adopt_or_create(create, index, mirror, summary, ownership=ownership)
     sent = mirror.payload(product.key)
     if sent is not None and (edited := fields.differing(sent, body, ownership or Ownership())):
-        summary.repair()
+        summary.repair(planned_unchanged=False)
         log.warning("verify.edited", key=product.key, remote_id=remote_id, fields=edited)
         mirror.remember_remote(
             product.key, {k: body[k] for k in {*sent, *product.payload} if k in body}
@@ -225,13 +225,13 @@ def repairs(
         body = index.by_id(remote_id)
         if body is None:
             mirror.record_remote_missing(key)
-            summary.repair()
+            summary.repair(planned_unchanged=True)
             log.warning("verify.missing", key=key, remote_id=remote_id)
             resolved = adopt_or_create(
                 Action(Kind.CREATE, key, product), index, mirror, summary, ownership=own
             )
         elif edited := fields.differing(payload, body, own):
-            summary.repair()
+            summary.repair(planned_unchanged=True)
             log.warning("verify.edited", key=key, remote_id=remote_id, fields=edited)
             # Diffed against what the remote holds, the update carries exactly the edited fields.
             mirror.remember_remote(key, {k: body[k] for k in payload if k in body})
