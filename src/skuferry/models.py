@@ -6,6 +6,7 @@ No I/O here: these are the nouns every module shares.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -180,9 +181,23 @@ class ProgressPoints:
         """Nothing to do: this display shows no time left."""
 
 
+# A problem as listed in the summary: key, line, reason.
+Problem = tuple[str | None, int | None, str]
+
+
 @dataclass(slots=True)
 class RunSummary:
-    """The outcome of one sync run; ``as_json()`` is the contract's JSON summary."""
+    """The outcome of one sync run, and the one place where a run counts it.
+
+    The engine, the writer and check-then-create fill it as things happen; nothing is
+    tallied elsewhere and copied in. ``as_json()`` is the contract's JSON summary.
+
+    Problems and notes are listed in a fixed order, whatever the order they came in:
+    the plan's (and those of keys read mid-run) as they come; then, once the writes are
+    over (``close``), what the lookups found (``duplicate``), the API's refusals
+    (``refused``), the failures (``fail``: one per key, its last reason), the ``--verify``
+    repairs' note and the writes' notes (``write_note``).
+    """
 
     created: int = 0
     updated: int = 0
@@ -211,6 +226,14 @@ class RunSummary:
     pull: str = "full"  # "incremental": only the source's changes were read; "named": --only
     problems: list[dict[str, Any]] = field(default_factory=list)  # {key, line, reason}
     notes: list[str] = field(default_factory=list)  # one-time remarks, e.g. updates disabled
+
+    repaired: int = 0  # --verify: products found deleted or edited on the remote (a note)
+    # Listed when the writes are over (``close``), in this order:
+    _found: list[Problem] = field(default_factory=list, init=False, repr=False)
+    _refused: list[Problem] = field(default_factory=list, init=False, repr=False)
+    _failures: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    _write_notes: list[str] = field(default_factory=list, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -247,6 +270,50 @@ class RunSummary:
         if len(self.problems) < MAX_LISTED_PROBLEMS:
             self.problems.append({"key": key, "line": line, "reason": reason})
 
+    def refused(self, key: str | None, line: int | None, reason: str) -> None:
+        """The API refused a write: one more rejected product."""
+        self.rejected += 1
+        _listed(self._refused, (key, line, reason))
+
+    def duplicate(self, key: str, line: int | None, reason: str) -> None:
+        """A lookup found several remote products with a create's key: not created."""
+        self.duplicates += 1
+        _listed(self._found, (key, line, reason))
+
+    def fail(self, key: str, reason: str, *, replace: bool = True) -> None:
+        """A product's write failed: counted once per key, listed with its last reason
+        (or, ``replace=False``, with the reason it already has)."""
+        if key not in self._failures:
+            self.failed += 1
+        elif not replace:
+            return
+        self._failures[key] = reason
+
+    def repair(self, *, planned_unchanged: bool) -> None:
+        """--verify found a product deleted or edited on the remote. One planned unchanged
+        is counted as what its repair does instead (created, updated...)."""
+        self.repaired += 1
+        if planned_unchanged:
+            self.unchanged -= 1
+
+    def write_note(self, note: str) -> None:
+        """A remark of the writes (updates turned off...), listed after the plan's notes."""
+        self._write_notes.append(note)
+
+    def close(self) -> None:
+        """The writes are over: list their problems and notes after the plan's (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        failures = ((key, None, reason) for key, reason in self._failures.items())
+        for key, line, reason in itertools.chain(self._found, self._refused, failures):
+            self.add_problem(key, line, reason)
+        if self.repaired:
+            self.notes.append(
+                f"verify: {self.repaired} product(s) deleted or edited on the remote were put right"
+            )
+        self.notes.extend(self._write_notes)
+
     @property
     def clean(self) -> bool:
         """True when the remote matches the source for every valid product."""
@@ -267,6 +334,12 @@ class RunSummary:
         return {"ok": EXIT_OK, "partial": EXIT_PARTIAL, "interrupted": EXIT_INTERRUPTED}[
             self.status
         ]
+
+
+def _listed(problems: list[Problem], problem: Problem) -> None:
+    """Keep ``problem`` for the listing, as far as the listing can show it."""
+    if len(problems) < MAX_LISTED_PROBLEMS:
+        problems.append(problem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -312,3 +312,76 @@ def test_auth_check_zero_never_probes_and_a_dry_run_never_probes(tmp_path: Path)
     before = dict(remote.requests)
     sync(checking, remote, rows, dry_run=True)
     assert remote.requests == before, "a dry run sends nothing, not even the check"
+
+
+def _archive_cut_short(settings: Any, remote: FakeRemote, *, landed: bool) -> None:
+    """SKU-0002 leaves the source; the process dies around its [gone] PATCH (after the
+    remote stored it when ``landed``, before otherwise): its archive is left in doubt."""
+    sync(settings, remote, catalog(3))
+
+    def crash(kind: str, payload: dict[str, Any]) -> None:
+        if kind == "update":
+            raise Crash("killed around the [gone] PATCH")
+
+    if landed:
+        remote.post = crash
+    else:
+        remote.pre = crash
+    with pytest.raises(Crash):
+        sync(settings, remote, catalog(2))
+    remote.pre = remote.post = None
+    assert (remote.by_key("SKU-0002")[0].get("status") == "archived") is landed
+    assert _row(settings, "SKU-0002").state is State.ARCHIVED, "archived in doubt"
+
+
+def _row(settings: Any, key: str) -> Any:
+    mirror = Mirror(settings.state.path)
+    try:
+        return mirror.rows([key])[key]
+    finally:
+        mirror.close()
+
+
+GONE = {"action": "patch", "patch": {"status": "archived"}, "restore": {"status": "active"}}
+
+
+@pytest.mark.parametrize("off", ["update_method = none", "the API answers 405"])
+def test_an_archive_in_doubt_is_looked_up_when_updates_are_off(tmp_path: Path, off: str) -> None:
+    """Updates off does not make a [gone] PATCH that may have landed into drift: one read
+    tells. Taken for drift, a product back in the source unchanged would pass for in step
+    while the CMS still holds it archived."""
+    settings, remote = make_settings(tmp_path, gone=GONE), FakeRemote()
+    _archive_cut_short(settings, remote, landed=True)
+    if off == "the API answers 405":
+        remote.updates = "none"
+        run_with = settings
+    else:
+        run_with = make_settings(tmp_path, gone=GONE, api={"update_method": "none"})
+    writes = remote.requests["write"]
+    summary = sync(run_with, remote, catalog(2))
+    assert (summary.archived, summary.drift, summary.failed) == (1, 0, 0), summary.problems
+    assert remote.requests["write"] - writes == (1 if off == "the API answers 405" else 0)
+    row = _row(settings, "SKU-0002")
+    assert (row.state, row.digest) == (State.ARCHIVED, None), "archived for sure"
+    remote.updates = "both"
+    back = sync(settings, remote, catalog(3))  # it comes back, updates on
+    assert back.restored == 1, back.as_json()
+    assert remote.by_key("SKU-0002")[0]["status"] == "active"
+
+
+def test_an_archive_in_doubt_that_never_landed_is_drift_when_updates_are_off(
+    tmp_path: Path,
+) -> None:
+    settings, remote = make_settings(tmp_path, gone=GONE), FakeRemote()
+    _archive_cut_short(settings, remote, landed=False)
+    off = make_settings(tmp_path, gone=GONE, api={"update_method": "none"})
+    writes, reads = remote.requests["write"], remote.requests["read"]
+    summary = sync(off, remote, catalog(2))
+    assert (summary.archived, summary.drift, summary.failed) == (0, 1, 0), summary.problems
+    assert remote.requests["write"] == writes, "updates are off: nothing sent"
+    assert remote.requests["read"] - reads == 1, "one read settles the doubt"
+    assert _row(settings, "SKU-0002").state is State.DRIFT
+    again = sync(off, remote, catalog(2))  # no doubt left: drift without a request
+    assert (again.drift, remote.requests["read"] - reads) == (1, 1)
+    assert sync(off, remote, catalog(3)).unchanged == 3  # back: the CMS holds it live
+    assert remote.by_key("SKU-0002")[0].get("status") != "archived"

@@ -40,7 +40,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
+from apscheduler.events import (
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    JobEvent,
+    JobSubmissionEvent,
+)
 from apscheduler.executors.pool import BasePoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -370,7 +375,10 @@ class Daemon:
 
     def _on_schedule_event(self, event: JobEvent) -> None:
         # JobSubmissionEvent (max instances) has a list of times, JobExecutionEvent (missed) one.
-        times = getattr(event, "scheduled_run_times", None) or [event.scheduled_run_time]
+        if isinstance(event, JobSubmissionEvent):
+            times = event.scheduled_run_times
+        else:
+            times = [event.scheduled_run_time]
         due = times[-1].isoformat(timespec="seconds")
         if event.code == EVENT_JOB_MAX_INSTANCES:
             log.info("daemon.run.overlap_skipped", due=due, reason="the previous run is going")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from skuferry.config.schema import Settings
+from skuferry.config.schema import FileSourceSettings, Settings
 from skuferry.net.paths import is_remote
 from skuferry.sync import incremental
 
@@ -72,7 +72,8 @@ def read(settings: Settings) -> Freshness | None:
 
 def source_file(settings: Settings) -> Path | None:
     """The local file a file source reads (None for URLs, APIs and databases)."""
-    path = getattr(settings.source, "path", None)
+    source = settings.source
+    path = source.path if isinstance(source, FileSourceSettings) else None
     if path is None or is_remote(path):
         return None
     return Path(path)

@@ -234,7 +234,8 @@ def families(
         rate_limited += outcome.summary.rate_limited
         for key, count in outcome.summary.requests_by_key.items():
             by_key[key] = by_key.get(key, 0.0) + count
-        moved = {event: n + getattr(outcome.summary, event) for event, n in moved.items()}
+        moved["archived"] += outcome.summary.archived
+        moved["restored"] += outcome.summary.restored
     states = (
         {state: float(n) for state, n in products.items()}
         if products is not None

@@ -7,20 +7,19 @@ intents of lost creates are settled, ``--verify`` repairs remote edits and
 deletions, and a second look after the writes resolves creates whose
 response was lost in this very run.
 
-What the lookups find is tallied in ``Lookups``; the engine counts it into the
-run's summary (nothing here touches the summary).
+What the lookups find is counted in the run's summary (``models.RunSummary``):
+adoptions, remote duplicates, ``--verify`` repairs.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from skuferry import logs
 from skuferry.config.schema import Settings
-from skuferry.models import Action, Kind, Product, Progress
+from skuferry.models import Action, Kind, Product, Progress, RunSummary
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
@@ -32,16 +31,6 @@ if TYPE_CHECKING:
     from skuferry.remote.client import RemoteApi  # a type; importing httpx costs ~0.1 s
 
 log = logs.get(__name__)
-
-
-@dataclass
-class Lookups:
-    """What check-then-create found in this run, for the engine to count."""
-
-    adopted: int = 0  # creates whose product the remote already held (linked, not POSTed)
-    duplicates: int = 0  # creates whose key the remote holds several times (not POSTed)
-    repaired: int = 0  # --verify: products found deleted or edited on the remote
-    problems: list[tuple[str, int | None, str]] = field(default_factory=list)  # key, line, why
 
 
 def walk(
@@ -88,12 +77,12 @@ class Checked:
         self,
         index: RemoteIndex,
         mirror: Mirror,
-        found: Lookups,
+        summary: RunSummary,
         ownership: Ownership | None = None,
         *,
         verify: bool = False,
     ) -> None:
-        self._index, self._mirror, self._found = index, mirror, found
+        self._index, self._mirror, self._summary = index, mirror, summary
         self._ownership = ownership
         self._verify = verify
         self._in_step: list[tuple[Product, str]] = []
@@ -102,7 +91,7 @@ class Checked:
         for action in writes:
             if action.kind in (Kind.UPDATE, Kind.RESTORE) and self._verify:
                 checked = verified_update(
-                    action, self._index, self._mirror, self._found, self._ownership
+                    action, self._index, self._mirror, self._summary, self._ownership
                 )
                 if checked is not None:
                     yield checked
@@ -114,7 +103,7 @@ class Checked:
                 action,
                 self._index,
                 self._mirror,
-                self._found,
+                self._summary,
                 batch=self._in_step,
                 ownership=self._ownership,
             )
@@ -132,7 +121,7 @@ def verified_update(
     action: Action,
     index: RemoteIndex,
     mirror: Mirror,
-    found: Lookups,
+    summary: RunSummary,
     ownership: Ownership | None = None,
 ) -> Action | None:
     """--verify: an update (or restore) goes against what the remote holds now, not what was
@@ -148,13 +137,13 @@ def verified_update(
     body = index.by_id(remote_id)
     if body is None:
         mirror.record_remote_missing(product.key)
-        found.repaired += 1
+        summary.repair(planned_unchanged=False)
         log.warning("verify.missing", key=product.key, remote_id=remote_id)
         create = Action(Kind.CREATE, product.key, product, line=product.line)
-        return adopt_or_create(create, index, mirror, found, ownership=ownership)
+        return adopt_or_create(create, index, mirror, summary, ownership=ownership)
     sent = mirror.payload(product.key)
     if sent is not None and (edited := fields.differing(sent, body, ownership or Ownership())):
-        found.repaired += 1
+        summary.repair(planned_unchanged=False)
         log.warning("verify.edited", key=product.key, remote_id=remote_id, fields=edited)
         mirror.remember_remote(
             product.key, {k: body[k] for k in {*sent, *product.payload} if k in body}
@@ -166,7 +155,7 @@ def adopt_or_create(
     action: Action,
     index: RemoteIndex,
     mirror: Mirror,
-    found: Lookups,
+    summary: RunSummary,
     *,
     batch: list[tuple[Product, str]] | None = None,
     ownership: Ownership | None = None,
@@ -190,14 +179,11 @@ def adopt_or_create(
     if len(matches) > 1:
         ids = [rid for rid, _ in matches]
         mirror.record_duplicate(product.key, ids)
-        found.duplicates += 1
-        found.problems.append(
-            (
-                product.key,
-                product.line,
-                f"the remote holds {len(ids)} products with this key ({', '.join(ids[:5])}); "
-                "not creating another — merge them on the remote",
-            )
+        summary.duplicate(
+            product.key,
+            product.line,
+            f"the remote holds {len(ids)} products with this key ({', '.join(ids[:5])}); "
+            "not creating another — merge them on the remote",
         )
         return None
     remote_id, body = matches[0]
@@ -206,7 +192,7 @@ def adopt_or_create(
         batch.append((product, remote_id))
     else:
         mirror.record_adopted(product, remote_id, in_step=in_step, remote=body)
-    found.adopted += 1
+    summary.adopted += 1
     log.debug("sync.adopted", key=product.key, remote_id=remote_id, in_step=in_step)
     return (
         None
@@ -219,7 +205,7 @@ def repairs(
     store: PlanStore,
     index: RemoteIndex,
     mirror: Mirror,
-    found: Lookups,
+    summary: RunSummary,
     ownership: Ownership | None = None,
 ) -> Iterator[Action]:
     """--verify: products deleted or edited on the remote side are put right.
@@ -239,13 +225,13 @@ def repairs(
         body = index.by_id(remote_id)
         if body is None:
             mirror.record_remote_missing(key)
-            found.repaired += 1
+            summary.repair(planned_unchanged=True)
             log.warning("verify.missing", key=key, remote_id=remote_id)
             resolved = adopt_or_create(
-                Action(Kind.CREATE, key, product), index, mirror, found, ownership=own
+                Action(Kind.CREATE, key, product), index, mirror, summary, ownership=own
             )
         elif edited := fields.differing(payload, body, own):
-            found.repaired += 1
+            summary.repair(planned_unchanged=True)
             log.warning("verify.edited", key=key, remote_id=remote_id, fields=edited)
             # Diffed against what the remote holds, the update carries exactly the edited fields.
             mirror.remember_remote(key, {k: body[k] for k in payload if k in body})
@@ -256,13 +242,10 @@ def repairs(
             yield resolved
 
 
-def second_look(
-    client: RemoteApi, writer: Writer, mirror: Mirror, settings: Settings, found: Lookups
-) -> None:
+def second_look(client: RemoteApi, writer: Writer, mirror: Mirror, settings: Settings) -> None:
     """Creates whose response was lost, products deleted remotely: one fresh walk, then act."""
-    results = writer.results
-    todo = results.unknown + results.missing
-    results.unknown, results.missing = [], []
+    todo = writer.unknown + writer.missing
+    writer.unknown, writer.missing = [], []
     log.info("sync.second_look", products=len(todo))
     ownership = Ownership.from_mapping(settings.mapping)
     index = walk(client, mirror, settings, None)
@@ -277,13 +260,13 @@ def second_look(
                     retries.append(Action(Kind.UPDATE, product.key, product, remote_id=remote_id))
                 else:
                     mirror.record_created(product, remote_id)  # our lost POST did land
-                    results.created += 1
+                    writer.summary.created += 1
                 continue
             resolved = adopt_or_create(
                 Action(Kind.CREATE, product.key, product),
                 index,
                 mirror,
-                found,
+                writer.summary,
                 ownership=ownership,
             )
             if resolved is not None:
@@ -291,3 +274,13 @@ def second_look(
         writer.run(retries)
     finally:
         index.close()
+
+
+def give_up(writer: Writer) -> None:
+    """Creates whose outcome no second look settled (the run stopped or ended early), and
+    products deleted remotely, are failed: the next run looks them up before any re-send."""
+    for product in writer.unknown + writer.missing:
+        writer.summary.fail(
+            product.key, "outcome unknown; will be looked up before any re-send", replace=False
+        )
+    writer.unknown, writer.missing = [], []

@@ -243,8 +243,8 @@ def _run(
     mirror.name_letters(source.name)  # the API's refusals of this run
     mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
     summary.interrupted = stop.is_set()
-    if writer.results.fatal is not None:
-        raise writer.results.fatal
+    if writer.fatal is not None:
+        raise writer.fatal
     if pull is not None:  # all writes committed: the next window starts at this pull's start
         _commit_pull(mirror, pull, summary, seen_before)
 
@@ -299,6 +299,7 @@ def _send(
         on_done=tick,
         ownership=Ownership.from_mapping(settings.mapping),
         gone=GonePolicy.from_settings(settings.gone),
+        summary=summary,
     )
     lanes = Lanes(
         ordered(store, mirror, settings.mapping.urgent),
@@ -309,34 +310,26 @@ def _send(
     )
     writes: Iterator[Action] = iter(lanes)
     checked: check_then_create.Checked | None = None
-    found = check_then_create.Lookups()  # counted into the summary below
     if index is not None:
         checked = check_then_create.Checked(
-            index, mirror, found, writer.ownership, verify=options.verify
+            index, mirror, summary, writer.ownership, verify=options.verify
         )
         stack.callback(checked.flush)  # also when the writer stops early
         writes = checked(writes)
         if options.verify:
             writes = itertools.chain(
-                writes, check_then_create.repairs(store, index, mirror, found, writer.ownership)
+                writes, check_then_create.repairs(store, index, mirror, summary, writer.ownership)
             )
     try:
         writer.run(writes)
         if checked is not None:
             checked.flush()
-        _after_writes(
-            client,
-            writer,
-            mirror,
-            settings,
-            found=found,
-            stop=stop,
-            requests_before=requests_before,
-        )
+        _after_writes(client, writer, mirror, settings, stop=stop, requests_before=requests_before)
     finally:
         settle.give_up(writer, mirror)  # what is still in doubt is failed, sent again next run
-        _count_lookups(found, summary)
-        _collect(writer, summary, client)
+        check_then_create.give_up(writer)  # creates in doubt: looked up next run
+        summary.close()
+        _count_requests(client, summary)
         if lanes.leftover and lane.inbox is not None:
             lane.inbox.put(lanes.leftover)  # the daemon runs them right after this run
         elif lanes.leftover:  # another process handed them over: back to the state file
@@ -467,20 +460,18 @@ def _after_writes(
     mirror: Mirror,
     settings: Settings,
     *,
-    found: check_then_create.Lookups,
     stop: threading.Event,
     requests_before: int,
 ) -> None:
     """Before the run ends: writes whose answer was lost are settled, updates by reading the
     product back (settle.py), creates by a second walk (check_then_create.second_look); then
     the auth check (auth_check.py) if this run did not talk to the API."""
-    results = writer.results
     rounds = max(1, settings.api.max_retries)
     settle.settle(client, writer, mirror, rounds=rounds)
-    if results.fatal is None and not stop.is_set() and (results.unknown or results.missing):
-        check_then_create.second_look(client, writer, mirror, settings, found)
+    if writer.fatal is None and not stop.is_set() and (writer.unknown or writer.missing):
+        check_then_create.second_look(client, writer, mirror, settings)
         settle.settle(client, writer, mirror, rounds=rounds)  # updates the second look sent
-    if results.fatal is None and not stop.is_set():
+    if writer.fatal is None and not stop.is_set():
         # one cheap authenticated read if this run did not talk to the API, and none did
         # for [api] auth_check_minutes: a revoked key ends the run (exit 3)
         auth_check.after_run(
@@ -704,37 +695,8 @@ def _dry_run_report(
         )
 
 
-def _count_lookups(found: check_then_create.Lookups, summary: RunSummary) -> None:
-    summary.adopted += found.adopted
-    summary.duplicates += found.duplicates
-    summary.unchanged -= found.repaired  # planned unchanged, found otherwise on the remote
-    for key, line, reason in found.problems:
-        summary.add_problem(key, line, reason)
-    if found.repaired:
-        summary.notes.append(
-            f"verify: {found.repaired} product(s) deleted or edited on the remote were put right"
-        )
-
-
-def _collect(writer: Writer, summary: RunSummary, client: RemoteApi) -> None:
-    results = writer.results
-    summary.created += results.created
-    summary.updated += results.updated
-    summary.archived += results.archived
-    summary.restored += results.restored
-    summary.adopted += results.adopted
-    summary.unchanged += results.unchanged
-    summary.drift += results.drift
-    summary.rejected += len(results.rejected)
-    for item in results.rejected:
-        summary.add_problem(item["key"], item["line"], item["reason"])
-    failed = dict(results.failed)
-    for product in results.unknown + results.missing:
-        failed.setdefault(product.key, "outcome unknown; will be looked up before any re-send")
-    summary.failed = len(failed)
-    for key, reason in failed.items():
-        summary.add_problem(key, None, reason)
-    summary.notes.extend(results.notes)
+def _count_requests(client: RemoteApi, summary: RunSummary) -> None:
+    """The requests the run's client sent (by tier, by key fingerprint) and the 429s."""
     summary.requests = dict(client.requests)
-    summary.requests_by_key = dict(client.requests_by_key)  # by key fingerprint
+    summary.requests_by_key = dict(client.requests_by_key)
     summary.rate_limited = client.rate_limited

@@ -17,6 +17,9 @@ Outcomes, per product:
 - OutcomeUnknown on an update, restore or archive: its journal (``record_update_sent``,
   ``record_archive_sent``) stays and the action goes to ``unsettled``: the engine reads the
   product back in the same run (``settle.py``) and commits it, or sends it again;
+- updates off (``update_method = "none"``, or a 405 learnt in this run): an update is DRIFT,
+  a restore stays ARCHIVED, an archive is DRIFT unless an earlier [gone] PATCH is in doubt
+  (or this one got the 405): then it goes to ``unsettled``, and the read settles it;
 - RateLimited / QuotaExceeded: not applied, marked failed, retried next run;
 - Interrupted: never sent; nothing is marked (the next run plans it again), not counted failed;
 - AuthError (401/403): the run ends, and no product is marked (the key is at fault, not
@@ -29,11 +32,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from skuferry import errors, logs
-from skuferry.models import Action, Kind, Product, State
+from skuferry.models import Action, Kind, Product, RunSummary, State
 from skuferry.state.mirror import Mirror
 from skuferry.sync.fields import Ownership, after_update
 from skuferry.sync.gone import GonePolicy
@@ -46,24 +48,6 @@ if TYPE_CHECKING:
 log = logs.get(__name__)
 
 _UPDATES = (Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)  # what PATCH/PUT carry
-
-
-@dataclass
-class WriteResults:
-    created: int = 0
-    updated: int = 0
-    archived: int = 0
-    restored: int = 0
-    adopted: int = 0  # linked after reading the remote (nothing was known of it)
-    unchanged: int = 0  # planned as updates, but nothing the remote sees had changed
-    drift: int = 0
-    rejected: list[dict[str, Any]] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # key -> reason
-    unknown: list[Product] = field(default_factory=list)  # outcome unknown: intent open
-    missing: list[Product] = field(default_factory=list)  # remote id 404'd: deleted remotely
-    unsettled: list[Action] = field(default_factory=list)  # an update's answer lost (settle.py)
-    fatal: errors.SkuferryError | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 class Writer:
@@ -79,6 +63,7 @@ class Writer:
         on_done: Callable[[], None] | None = None,
         ownership: Ownership | None = None,
         gone: GonePolicy | None = None,
+        summary: RunSummary | None = None,
     ) -> None:
         self._client = client
         self._mirror = mirror
@@ -95,7 +80,12 @@ class Writer:
             ownership=self.ownership,
             policy=self._gone,
         )
-        self.results = WriteResults()
+        self.summary = summary or RunSummary()  # the run's: counts and problems go there
+        # What the writes leave open, for the engine to settle before the run ends:
+        self.unknown: list[Product] = []  # a create's outcome unknown: intent open
+        self.missing: list[Product] = []  # remote id 404'd: deleted remotely
+        self.unsettled: list[Action] = []  # an update's answer lost (settle.py)
+        self.fatal: errors.SkuferryError | None = None  # ends the run once the writes stop
         self._updates_confirmed = False  # set by the first update the server accepts
         self._updates_off_reason: str | None = (
             'updates are off ([api] update_method = "none")' if update_method == "none" else None
@@ -103,9 +93,9 @@ class Writer:
 
     @property
     def stopped(self) -> bool:
-        return self._stop.is_set() or self.results.fatal is not None
+        return self._stop.is_set() or self.fatal is not None
 
-    def run(self, actions: Iterable[Action]) -> WriteResults:
+    def run(self, actions: Iterable[Action]) -> None:
         pending: set[Future[Any]] = set()
         jobs: dict[Future[Any], Action] = {}
         with ThreadPoolExecutor(max_workers=self._max, thread_name_prefix="skuferry-write") as pool:
@@ -139,7 +129,6 @@ class Writer:
             # Whatever is in flight finishes and is committed, even when stopping.
             for fut in _as_done(pending):
                 self._finish(jobs.pop(fut), fut)
-        return self.results
 
     def _submit(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
         if action.kind is Kind.ARCHIVE:
@@ -154,9 +143,9 @@ class Writer:
             # Only create-only fields (or nothing the remote sees) changed: no request at all.
             self._mirror.record_updated(product, _remote_id(action), sent=sent)
             if restore:
-                self.results.restored += 1
+                self.summary.restored += 1
             else:
-                self.results.unchanged += 1
+                self.summary.unchanged += 1
             self._on_done()
             return None
         if self._updates_off_reason is not None:
@@ -166,7 +155,7 @@ class Writer:
                 )
             else:
                 self._mirror.record_drift(product, self._updates_off_reason)
-            self.results.drift += 1
+            self.summary.drift += 1
             self._on_done()
             return None
         # Journalled before the PATCH/PUT: an answer lost leaves fields the remote may hold.
@@ -186,27 +175,43 @@ class Writer:
         wanted = self.expected(action, sent)
         if action.kind is Kind.ARCHIVE:
             self._mirror.record_archived(_key(action), gone_sent(sent, wanted))
-            self.results.archived += 1
+            self.summary.archived += 1
             return
         product = _product(action)
         now_sent = after_update(sent, wanted, product.payload)
         self._mirror.record_updated(product, _remote_id(action), sent=now_sent)
         if action.kind is Kind.RESTORE:
-            self.results.restored += 1
+            self.summary.restored += 1
         else:
-            self.results.updated += 1
+            self.summary.updated += 1
 
     def _submit_archive(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
         key = _key(action)
         if self._updates_off_reason is not None:
-            reason = f"not archived: {self._updates_off_reason}"
-            self._mirror.record_unsent(key, reason, state=State.DRIFT)  # planned again next run
-            self.results.drift += 1
+            if self._archive_in_doubt(key):
+                # An earlier [gone] PATCH may have landed: a read tells (settle.py), not a guess.
+                self.unsettled.append(action)
+            else:  # the remote holds it live: planned again next run
+                self._mirror.record_unsent(
+                    key, f"not archived: {self._updates_off_reason}", state=State.DRIFT
+                )
+                self.summary.drift += 1
             self._on_done()
             return None
         # Journalled before the PATCH: an answer lost leaves a product that may be archived.
         self._mirror.record_archive_sent(key, patch_digest=self._gone.archiving or "")
         return pool.submit(self._updater.archive, _remote_id(action), self._mirror.payload(key))
+
+    def _archive_in_doubt(self, key: str) -> bool:
+        """Whether the mirror holds ``key`` ARCHIVED in doubt: its [gone] PATCH went out and
+        the answer never came (``Mirror.record_archive_sent``)."""
+        row = self._mirror.rows([key]).get(key)
+        return (
+            row is not None
+            and row.state is State.ARCHIVED
+            and self._gone.archiving is not None
+            and row.digest == self._gone.archiving
+        )
 
     def _finish(self, action: Action, fut: Future[Any]) -> None:
         try:
@@ -221,7 +226,7 @@ class Writer:
         if action.kind is Kind.CREATE:
             product = _product(action)
             self._mirror.record_created(product, str(data["id"]))
-            self.results.created += 1
+            self.summary.created += 1
             log.debug("sync.created", key=product.key, remote_id=data["id"])
         else:
             self._applied(action, data)
@@ -234,20 +239,20 @@ class Writer:
         remote_id = _remote_id(action)
         if action.kind is Kind.ARCHIVE:
             self._mirror.record_archived(_key(action), outcome.sent)
-            self.results.archived += 1
+            self.summary.archived += 1
             log.info("sync.archived", key=action.key, remote_id=remote_id)
             return
         product = _product(action)
         self._mirror.record_updated(product, remote_id, sent=outcome.sent)
-        self.results.adopted += outcome.adopted
+        self.summary.adopted += outcome.adopted
         if action.kind is Kind.RESTORE:
-            self.results.restored += 1
+            self.summary.restored += 1
             log.info("sync.restored", key=product.key, remote_id=remote_id)
         elif outcome.wrote:
-            self.results.updated += 1
+            self.summary.updated += 1
             log.debug("sync.updated", key=product.key, remote_id=remote_id)
         else:
-            self.results.unchanged += 1  # read and found in step: linked without a write
+            self.summary.unchanged += 1  # read and found in step: linked without a write
 
     def _failed(self, action: Action, product: Product, exc: errors.SkuferryError) -> None:
         creating = action.kind is Kind.CREATE
@@ -260,24 +265,24 @@ class Writer:
                 self._mirror.close_intent(key)
             self._ended(key, exc)
         elif isinstance(exc, errors.OutcomeUnknown) and not creating:
-            self.results.unsettled.append(action)  # read back in this run (settle.py)
+            self.unsettled.append(action)  # read back in this run (settle.py)
             log.warning("sync.update.unknown", key=key, error=str(exc))
         elif isinstance(exc, errors.Rejected):
             if restoring:  # stays ARCHIVED: restored (restore table and all) when data change
                 self._mirror.record_restore_refused(product, exc.message or str(exc))
             else:
                 self._mirror.record_rejected(product, exc.message or str(exc), status=exc.status)
-            self.results.rejected.append({"key": key, "line": product.line, "reason": str(exc)})
+            self.summary.refused(key, product.line, str(exc))
             log.warning(
                 "sync.rejected", key=key, line=product.line, status=exc.status, reason=exc.message
             )
         elif isinstance(exc, errors.OutcomeUnknown | errors.BadResponse) and creating:
             # The POST may have landed: keep the intent open and resolve it by lookup.
             self._mirror.record_failed(key, f"outcome unknown: {exc}", product=product)
-            self.results.unknown.append(product)
+            self.unknown.append(product)
             log.warning("sync.create.unknown", key=key, error=str(exc))
             if isinstance(exc, errors.BadResponse):
-                self.results.fatal = exc
+                self.fatal = exc
         elif self._method_missing(exc, action):
             self._updates_off(exc)
             reason = self._updates_off_reason or str(exc)
@@ -285,10 +290,10 @@ class Writer:
                 self._mirror.record_unsent(key, reason, state=State.ARCHIVED)
             else:
                 self._mirror.record_drift(product, reason)
-            self.results.drift += 1
+            self.summary.drift += 1
         elif isinstance(exc, errors.NotFound) and not creating:
             self._mirror.record_remote_missing(key)
-            self.results.missing.append(product)
+            self.missing.append(product)
             log.warning("sync.update.missing", key=key, remote_id=action.remote_id)
         else:
             if creating:
@@ -296,7 +301,9 @@ class Writer:
             if restoring:
                 self._mirror.record_unsent(key, str(exc), state=State.ARCHIVED)
             else:
-                status = getattr(exc, "status", None)
+                status = (
+                    exc.status if isinstance(exc, errors.HttpError | errors.BadResponse) else None
+                )
                 self._mirror.record_failed(key, str(exc), product=product, status=status)
             self._other_failure(key, exc)
 
@@ -306,19 +313,19 @@ class Writer:
         if isinstance(exc, errors.AuthError | errors.Interrupted):
             self._ended(key, exc)  # the journal stays: ARCHIVED in doubt, sent again next run
         elif isinstance(exc, errors.OutcomeUnknown):
-            self.results.unsettled.append(action)  # read back in this run (settle.py)
+            self.unsettled.append(action)  # read back in this run (settle.py)
             log.warning("sync.archive.unknown", key=key, error=str(exc))
         elif isinstance(exc, errors.Rejected):
             reason = f"the [gone] patch was refused: {exc.message or exc}"
             digest = self._gone.archiving or ""
             self._mirror.record_archive_refused(key, reason, patch_digest=digest)
-            self.results.rejected.append({"key": key, "line": None, "reason": reason})
+            self.summary.refused(key, None, reason)
             log.warning("sync.archive.rejected", key=key, status=exc.status, reason=exc.message)
         elif self._method_missing(exc, action):
+            # This PATCH was not applied, but an earlier one (the journal was in doubt before
+            # it went out) may have been: a read tells (settle.py), then drift if it did not.
             self._updates_off(exc)
-            reason = f"not archived: {self._updates_off_reason or exc}"
-            self._mirror.record_unsent(key, reason, state=State.DRIFT)
-            self.results.drift += 1
+            self.unsettled.append(action)
         elif isinstance(exc, errors.NotFound):
             # Deleted on the remote: nothing left to archive. PENDING without a remote id, so
             # if the key comes back it is looked up first (staff may have made it again).
@@ -333,13 +340,13 @@ class Writer:
     def _ended(self, key: str, exc: errors.SkuferryError) -> None:
         """A 401/403 ends the run; a stop leaves the rest unsent. Neither fails the product."""
         if isinstance(exc, errors.AuthError):
-            self.results.fatal = self.results.fatal or exc
+            self.fatal = self.fatal or exc
             log.error("sync.write.auth_refused", key=key, status=exc.status)
 
     def _other_failure(self, key: str, exc: errors.SkuferryError) -> None:
-        self.results.failed[key] = str(exc)
+        self.summary.fail(key, str(exc))
         if isinstance(exc, errors.Unreachable | errors.NotFound | errors.TransportError):
-            self.results.fatal = self.results.fatal or exc
+            self.fatal = self.fatal or exc
         elif not isinstance(exc, errors.Interrupted):
             log.warning("sync.write.failed", key=key, error=str(exc))
 
@@ -380,7 +387,7 @@ class Writer:
             'takes neither, set update_method = "none" to stop trying. (skuferry\'s sandbox '
             "answers 405 to both only when started with --strict: restart it without it.)"
         )
-        self.results.notes.append(note)
+        self.summary.write_note(note)
         log.error("sync.updates.unsupported", method=method, status=exc.status)
 
 
