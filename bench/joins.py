@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from skuferry.sources.fingerprint import RACY_S
+
 _PULL = """
 import json, resource, sys, time
 from contextlib import ExitStack
@@ -127,6 +129,9 @@ def main() -> None:
         sizes = {p.name: p.stat().st_size / 1e6 for p in folder.iterdir()}
         print(f"rows: {args.rows:,}; files written in {time.perf_counter() - started:.1f} s: "
               + ", ".join(f"{name} {mb:.0f} MB" for name, mb in sorted(sizes.items())))  # fmt: skip
+        # a file younger than the racy window has no signature: its index would be rebuilt
+        age = time.time() - (folder / "pim.jsonl").stat().st_ctime
+        time.sleep(max(0.0, RACY_S - age + 0.1))
         first = pull(folder, join=True)
         time.sleep(0.01)  # a new mtime for the changed primary
         write_files(folder, args.rows, version=1)

@@ -16,6 +16,7 @@ from skuferry.config.schema import JoinSettings, MappingSettings, Settings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, RawRecord, RunSummary
 from skuferry.service.report import print_summary
+from skuferry.sources import fingerprint as fingerprints
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sync import joins as joins_module
@@ -137,13 +138,54 @@ def test_where_skips_and_counts_jmespath_truth() -> None:
         {"sku": "A", "enabled": True},
         {"sku": "B", "enabled": False},
         {"sku": "C", "enabled": 0},  # 0 is true in JMESPath
-        {"sku": "D"},  # null: false
+        {"sku": "D", "enabled": None},  # null: false
         {"sku": "E", "enabled": ""},
     )
     source = assemble(ListSource(rows), MappingSettings(), where="enabled", joins=[])
     assert [f["sku"] for f in _fields(_read(source))] == ["A", "C"]
     assert isinstance(source, Pieces) and source.skipped == 3
     assert source.notes() == ["3 record(s) skipped: [source] where = enabled"]
+
+
+def test_a_record_lacking_a_field_where_reads_is_held_not_skipped() -> None:
+    """The column `where` reads was renamed in the export: nothing may look filtered out
+    (so gone); each record is refused with its key, so its product keeps its state."""
+    rows = _raw(
+        {"sku": "A", "Status": "active", "parent": {"status": "active"}},
+        {"sku": "B", "status": "draft", "parent": {"status": "active"}},
+        {"sku": "C", "status": "active", "parent": {}},
+    )
+    where = "status == 'active' && parent.status == 'active'"
+    source = assemble(ListSource(rows), MappingSettings(), where=where, joins=[])
+    use_keys(source, lambda record: str(record.fields["sku"]))
+    out = _read(source)
+    assert [(type(r).__name__, getattr(r, "key", None)) for r in out] == [
+        ("BadRecord", "A"),
+        ("BadRecord", "C"),
+    ], "B is filtered out (its status is there); A and C are held"
+    assert isinstance(out[0], BadRecord) and out[0].reason == (
+        "products.jsonl line 2: [source] where: reads 'status', which this record lacks "
+        "(a renamed or dropped column?); held, not skipped"
+    )
+    assert isinstance(out[1], BadRecord) and "reads 'parent.status'" in out[1].reason
+    assert isinstance(source, Pieces) and source.skipped == 1
+    assert source.notes() == [
+        "1 record(s) skipped: [source] where = status == 'active' && parent.status == 'active'",
+        "1 record(s) held: [source] where reads 'status', which they lack "
+        "(a renamed or dropped column?)",
+        "1 record(s) held: [source] where reads 'parent.status', which they lack "
+        "(a renamed or dropped column?)",
+    ]
+
+
+def test_where_may_give_a_missing_field_a_fallback_and_reads_a_null_partner_as_null() -> None:
+    rows = _raw({"sku": "A"}, {"sku": "B", "status": "active"}, {"sku": "C", "pim": None})
+    fallback = assemble(
+        ListSource(rows), MappingSettings(), where="(status || 'draft') == 'active'", joins=[]
+    )
+    assert [f["sku"] for f in _fields(_read(fallback))] == ["B"]
+    partner = assemble(ListSource(rows[2:]), MappingSettings(), where="pim.enabled", joins=[])
+    assert _read(partner) == [] and isinstance(partner, Pieces) and partner.skipped == 1
 
 
 def test_a_where_that_fails_on_a_record_rejects_that_record_only() -> None:
@@ -173,17 +215,94 @@ def test_join_adds_the_partner_first_record_wins_and_a_missing_partner_is_null(
     tmp_path: Path,
 ) -> None:
     pim = tmp_path / "pim.jsonl"
+    _pim(pim, [{"sku": "A", "name": "First"}, {"sku": "A", "name": "Second"}])
+    (join,) = open_joins([_join(pim)], tmp_path)
+    rows = _raw({"SKU": "A"}, {"SKU": "B"}, {"SKU": 7}, {"SKU": None})
+    source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
+    assert [f["pim"] for f in _fields(_read(source))] == [
+        {"sku": "A", "name": "First"},
+        None,
+        None,
+        None,
+    ], "every record of the join was usable: a missing partner is null"
+    assert isinstance(source, Pieces)
+    assert source.notes() == [
+        "join 'pim': 1 record(s) repeat a key (e.g. 'A' on lines 1 and 2); "
+        "the first record of a key wins",
+    ]
+    join.close()
+
+    # A join record without a key may be B's or 7's partner: those two are held, not sent
+    # without it; a record without an `on` value has no partner to miss.
     _pim(pim, [{"sku": "A", "name": "First"}, {"sku": "A", "name": "Second"}, {"name": "?"}])
     (join,) = open_joins([_join(pim)], tmp_path)
-    rows = _raw({"SKU": "A"}, {"SKU": "B"}, {"SKU": 7})
     source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
-    assert [f["pim"] for f in _fields(_read(source))] == [{"sku": "A", "name": "First"}, None, None]
+    use_keys(source, lambda record: str(record.fields["SKU"]))
+    out = _read(source)
+    assert [f["pim"] for f in _fields(out)] == [{"sku": "A", "name": "First"}, None]
+    held = [r for r in out if isinstance(r, BadRecord)]
+    assert [(r.key, r.line, r.stage) for r in held] == [("B", 3, "map"), ("7", 4, "map")]
+    assert held[0].reason == (
+        "products.jsonl line 3: join 'pim' (pim.jsonl) has no record with key 'B', and 1 of "
+        "its record(s) could not be used (first: line 3: no key at 'sku'): "
+        "the partner may be one of them"
+    )
     assert isinstance(source, Pieces)
     assert source.notes() == [
         "join 'pim': 1 record(s) repeat a key (e.g. 'A' on lines 1 and 2); "
         "the first record of a key wins",
         "join 'pim': 1 record(s) could not be used (first: line 3: no key at 'sku')",
+        "join 'pim' (pim.jsonl): 2 record(s) held: their partner is missing and may be one "
+        "of the records the join could not use",
     ]
+    join.close()
+
+
+def test_a_join_record_unreadable_with_a_sure_key_holds_its_partner_only(
+    tmp_path: Path,
+) -> None:
+    pim = tmp_path / "pim.csv"
+    pim.write_bytes(b"sku,name\nA,Drill\nC,Caf\xe9 mug\n")  # C's name: not UTF-8
+    spec = JoinSettings.model_validate(
+        {"name": "pim", "type": "csv", "path": str(pim), "key": "sku", "on": "SKU"}
+    )
+    (join,) = open_joins([spec], tmp_path)
+    rows = _raw({"SKU": "A"}, {"SKU": "C"}, {"SKU": "D"})
+    source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
+    use_keys(source, lambda record: str(record.fields["SKU"]))
+    out = _read(source)
+    assert [(type(r).__name__, getattr(r, "key", None)) for r in out] == [
+        ("RawRecord", None),
+        ("BadRecord", "C"),
+        ("RawRecord", None),
+    ], "C's own record is unusable: C is held; D has none, and none could be D's: null"
+    assert isinstance(out[1], BadRecord) and out[1].reason == (
+        "products.jsonl line 3: join 'pim' (pim.csv): its record with key 'C' could not be "
+        "used (line 3: pim.csv line 3, column 'name': invalid utf-8 (byte 0xe9))"
+    )
+    assert isinstance(out[2], RawRecord) and out[2].fields["pim"] is None
+    join.close()
+
+
+def test_a_join_where_lacking_its_field_makes_the_record_unusable(tmp_path: Path) -> None:
+    """The PIM export lost its `enabled` column: its records are not "disabled" (the
+    partners missing, the products sent without the PIM's fields); they are unusable, so
+    the products whose partner they are are held."""
+    pim = tmp_path / "pim.jsonl"
+    _pim(pim, [{"sku": "A", "Enabled": True, "name": "Drill"}, {"sku": "B", "enabled": False}])
+    spec = JoinSettings.model_validate(
+        {"name": "pim", "type": "jsonl", "path": str(pim), "key": "sku", "on": "SKU",
+         "where": "enabled"}
+    )  # fmt: skip
+    (join,) = open_joins([spec], tmp_path)
+    rows = _raw({"SKU": "A"}, {"SKU": "B"})
+    source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
+    use_keys(source, lambda record: str(record.fields["SKU"]))
+    out = _read(source)
+    assert isinstance(out[0], BadRecord) and out[0].key == "A"
+    assert "its record with key 'A' could not be used" in out[0].reason
+    assert "reads 'enabled', which this record lacks" in out[0].reason
+    assert isinstance(out[1], RawRecord) and out[1].fields["pim"] is None, "B is disabled"
     join.close()
 
 
@@ -200,6 +319,7 @@ def test_an_unchanged_join_source_is_not_opened_again(
         return real(settings)
 
     monkeypatch.setattr(joins_module, "open_source", counting)
+    monkeypatch.setattr(fingerprints, "RACY_S", 0.0)  # files seconds old; racy: see below
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     for _ in range(3):
@@ -214,6 +334,26 @@ def test_an_unchanged_join_source_is_not_opened_again(
     assert join.index.get_many(["A"]) == {"A": '{"name":"Drill 18V","sku":"A"}'}
     join.close()
     assert oct((scratch / "join-pim.sqlite").stat().st_mode & 0o777) == "0o600"
+
+    # Changed in place, same size, its old mtime put back (`cp -p`, a restore): the
+    # ctime moved, so it is read again.
+    before = pim.stat()
+    _pim(pim, [{"sku": "A", "name": "DRILL 18V"}])
+    os.utime(pim, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (pim.stat().st_size, pim.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    (join,) = open_joins([_join(pim)], scratch)
+    assert len(opened) == 3 and join.index.get_many(["A"]) == {
+        "A": '{"name":"DRILL 18V","sku":"A"}'
+    }
+    join.close()
+
+    # A file changed within the racy window has no signature: read every time until it
+    # settles (a second write in the same timestamp tick would look like no change).
+    monkeypatch.setattr(fingerprints, "RACY_S", 3600.0)
+    for _ in range(2):
+        for join in open_joins([_join(pim)], scratch):
+            join.close()
+    assert len(opened) == 5
 
 
 def test_a_readonly_run_builds_a_stale_join_elsewhere(tmp_path: Path) -> None:

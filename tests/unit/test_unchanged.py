@@ -262,3 +262,27 @@ def test_a_changed_join_file_forces_the_read(tmp_path: Path) -> None:
     pim.write_text('{"sku": "SKU-001", "color": "blue"}\n', encoding="utf-8")
     assert _sync(settings, remote, source).pull == "full", "the join changed: read again"
     assert source.reads == 2
+
+
+def test_the_incremental_pull_identity_covers_joins(tmp_path: Path) -> None:
+    """A changed [[join]] config changes what a record is: the next pull is full (the
+    watermark's identity differs); a config without joins keeps its identity."""
+    from skuferry import canonical
+    from skuferry.sync.incremental import config_identity
+
+    pim = {"name": "pim", "type": "jsonl", "path": str(tmp_path / "pim.jsonl"), "key": "sku"}
+    plain = make_settings(tmp_path)
+    joined = make_settings(tmp_path, join=[{**pim, "on": "sku"}])
+    moved = make_settings(tmp_path, join=[{**pim, "on": "SKU"}])
+    identities = {config_identity(s) for s in (plain, joined, moved)}
+    assert len(identities) == 3
+    assert config_identity(moved) == config_identity(
+        make_settings(tmp_path, join=[{**pim, "on": "SKU"}])
+    )
+    source = plain.source.model_dump(mode="json", exclude={"full_every", "since_overlap_s"})
+    before = {"source": source, "mapping": plain.mapping.model_dump(mode="json")}
+    import hashlib
+
+    assert (
+        config_identity(plain) == hashlib.sha256(canonical.dumps(before).encode()).hexdigest()[:16]
+    )

@@ -3,8 +3,10 @@
 Used to skip re-reading a ``[[join]]`` source that did not change since the last
 run (``sync/joins.py``). ``None`` means "cannot tell": the source is read every run.
 
-- a local file: its size, modification time (ns) and inode (a file replaced by a
-  rename gets a new inode even when size and time look the same);
+- a local file: its ``stat()`` as the source's own fingerprint takes it
+  (``sources/fingerprint.py``): size, mtime and ctime (ns), inode and device. An edit
+  that keeps the size and puts the old mtime back still moves the ctime; a file
+  changed within the last ``RACY_S`` has none (read again until it settles);
 - a file at an http(s) URL: the ``ETag`` and ``Last-Modified`` a HEAD request
   answers (None when the server sends neither);
 - a SQL ``table`` with an ``updated_column``: its row count and the column's maximum.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skuferry.config.schema import FileSourceSettings, SourceSettings, SqlSourceSettings
+from skuferry.sources.fingerprint import file_fingerprint
 
 
 def source_signature(settings: SourceSettings) -> str | None:
@@ -29,11 +32,7 @@ def source_signature(settings: SourceSettings) -> str | None:
             return head_signature(settings)
         if scheme is not None:
             return None
-        try:
-            found = Path(settings.path).stat()
-        except OSError:
-            return None  # reading it will say what is wrong
-        return f"file:{found.st_size}:{found.st_mtime_ns}:{found.st_ino}"
+        return file_fingerprint(Path(settings.path))  # None when missing: the read says why
     if isinstance(settings, SqlSourceSettings):
         from skuferry.sources.sql import open_sql_source  # SQLAlchemy: only when needed
 

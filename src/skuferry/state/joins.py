@@ -11,6 +11,12 @@ A rebuild writes a new file and renames it over the old one, so a run that fails
 halfway leaves the last good index (and its signature) in place. The first record
 of a key wins; later ones are counted as duplicates, with the first example kept
 for the run's note.
+
+Records the join could not use (unreadable, without a key, refused by its filter)
+are kept too, as what they say about the partners they may have been: the key,
+when it could be read for sure (``held_many``), else a count (``BuildFacts.unkeyed``:
+any missing partner may be one of them). A primary record whose partner is missing
+is then held rather than sent without it (``sync/pieces.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pathlib import Path
 
 from skuferry import files
 
+LAYOUT = "2"  # the file's layout: an index of another layout is rebuilt
 BATCH = 5000  # records per insert batch while building
 LOOKUP = 500  # keys per lookup query (well under SQLite's variable limit)
 
@@ -36,6 +43,12 @@ class BuildFacts:
     duplicate_example: str | None = None  # "'K' on lines 3 and 9"
     unreadable: int = 0  # records the source could not read, or without a key
     unreadable_example: str | None = None
+    unkeyed: int = 0  # of those, the ones whose key is not known: any partner may be one
+
+
+# (key, line, fields as JSON, True) of a usable record; (key or None, line, reason, False)
+# of one the join could not use
+Entry = tuple[str | None, int, str, bool]
 
 
 def scratch_dir(state_path: Path) -> Path:
@@ -57,7 +70,8 @@ class JoinIndex:
             return None
         try:
             index = cls(path)
-            if index.meta().get("signature") == signature:
+            meta = index.meta()
+            if meta.get("signature") == signature and meta.get("layout") == LAYOUT:
                 return index
             index.close()
         except sqlite3.DatabaseError:
@@ -68,14 +82,15 @@ class JoinIndex:
     def build(
         cls,
         path: Path,
-        records: Iterable[tuple[str | None, int, str]],
+        records: Iterable[Entry],
         *,
         signature: str | None,
     ) -> JoinIndex:
-        """Write ``records`` ((key, line, fields as JSON)) into a fresh index at ``path``.
+        """Write ``records`` (``Entry``: key, line, fields as JSON, usable) into a fresh
+        index at ``path``.
 
-        A record with the key None is one the source could not read or that has no
-        key: it is counted as unreadable, its third item being the reason.
+        A record not usable (or without a key) is counted as unreadable, its third item
+        being the reason; its key, when known, is kept for ``held_many``.
         """
         fresh = path.with_name(path.name + ".new")
         fresh.unlink(missing_ok=True)
@@ -88,8 +103,15 @@ class JoinIndex:
             conn.execute(
                 "CREATE TABLE rows (key TEXT PRIMARY KEY, line INTEGER, fields TEXT) WITHOUT ROWID"
             )
+            conn.execute(
+                "CREATE TABLE bad (key TEXT PRIMARY KEY, line INTEGER, reason TEXT) WITHOUT ROWID"
+            )
             facts = _fill(conn, records)
-            meta = {"signature": signature or "", "facts": json.dumps(_facts_dict(facts))}
+            meta = {
+                "signature": signature or "",
+                "layout": LAYOUT,
+                "facts": json.dumps(_facts_dict(facts)),
+            }
             conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
             conn.commit()
         finally:
@@ -106,12 +128,19 @@ class JoinIndex:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         """The fields (JSON text) of each of ``keys`` the index holds."""
+        return self._many("SELECT key, fields FROM rows", keys)
+
+    def held_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """For each of ``keys`` whose record the join could not use: "line N: reason"."""
+        return self._many("SELECT key, 'line ' || line || ': ' || reason FROM bad", keys)
+
+    def _many(self, select: str, keys: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), LOOKUP):
             part = unique[start : start + LOOKUP]
             marks = ",".join("?" * len(part))
-            query = f"SELECT key, fields FROM rows WHERE key IN ({marks})"  # noqa: S608 - marks
+            query = f"{select} WHERE key IN ({marks})"
             found.update(self._conn.execute(query, part).fetchall())
         return found
 
@@ -126,11 +155,12 @@ def _facts_dict(facts: BuildFacts) -> dict[str, object]:
         "duplicate_example": facts.duplicate_example,
         "unreadable": facts.unreadable,
         "unreadable_example": facts.unreadable_example,
+        "unkeyed": facts.unkeyed,
     }
 
 
-def _fill(conn: sqlite3.Connection, records: Iterable[tuple[str | None, int, str]]) -> BuildFacts:
-    count = duplicates = unreadable = 0
+def _fill(conn: sqlite3.Connection, records: Iterable[Entry]) -> BuildFacts:
+    count = duplicates = unreadable = unkeyed = 0
     duplicate_example: str | None = None
     unreadable_example: str | None = None
     batch: list[tuple[str, int, str]] = []
@@ -146,10 +176,14 @@ def _fill(conn: sqlite3.Connection, records: Iterable[tuple[str | None, int, str
                 duplicate_example = _first_duplicate(conn, batch)
         batch.clear()
 
-    for key, line, fields in records:
-        if key is None:
+    for key, line, fields, usable in records:
+        if key is None or not usable:
             unreadable += 1
             unreadable_example = unreadable_example or f"line {line}: {fields}"
+            if key is None:
+                unkeyed += 1
+            else:  # the first reason of a key is kept
+                conn.execute("INSERT OR IGNORE INTO bad VALUES (?, ?, ?)", (key, line, fields))
             continue
         count += 1
         batch.append((key, line, fields))
@@ -157,7 +191,7 @@ def _fill(conn: sqlite3.Connection, records: Iterable[tuple[str | None, int, str
             flush()
     if batch:
         flush()
-    return BuildFacts(count, duplicates, duplicate_example, unreadable, unreadable_example)
+    return BuildFacts(count, duplicates, duplicate_example, unreadable, unreadable_example, unkeyed)
 
 
 def _first_duplicate(conn: sqlite3.Connection, batch: list[tuple[str, int, str]]) -> str | None:

@@ -7,7 +7,7 @@ absent keys, so only a full pull may decide that a product is gone; the
 engine passes ``Pull.full`` to the planner and the guards as one flag.
 
 A run is full when asked (``sync --full``), when the source cannot filter,
-when there is no watermark yet, when the source or mapping config changed
+when there is no watermark yet, when the source, mapping or join config changed
 since the watermark was earned, or every ``full_every``-th run.
 
 The watermark lives in the mirror's meta table and moves only in ``commit``,
@@ -30,7 +30,7 @@ from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource, Source
 
 WATERMARK = "pull.watermark"  # ISO 8601: start of the last pull whose writes were committed
-IDENTITY = "pull.identity"  # hash of the source + mapping config that watermark belongs to
+IDENTITY = "pull.identity"  # hash of the source, mapping, join config of that watermark
 INCREMENTAL_RUNS = "pull.incremental_runs"  # incremental pulls since the last full one
 LAST_FULL = "pull.last_full_at"  # unix time the last committed full pull started
 UNSYNCED_SINCE = "pull.unsynced_since"  # unix time: oldest pull whose changes are not all sent
@@ -64,10 +64,16 @@ class Pull:
 
 
 def config_identity(settings: Settings) -> str:
-    """Changes when the source or the mapping config changes (secrets masked, so stable)."""
+    """Changes when the config of what a record is changes: the source, the mapping and
+    the ``[[join]]`` tables (secrets masked, so stable)."""
     # how often and how wide the windows are does not change what a record is
     source = settings.source.model_dump(mode="json", exclude={"full_every", "since_overlap_s"})
-    data = {"source": source, "mapping": settings.mapping.model_dump(mode="json")}
+    data: dict[str, object] = {
+        "source": source,
+        "mapping": settings.mapping.model_dump(mode="json"),
+    }
+    if settings.join:  # absent without joins: the identity of such a config is as it was
+        data["join"] = [spec.model_dump(mode="json") for spec in settings.join]
     return hashlib.sha256(canonical.dumps(data).encode()).hexdigest()[:16]
 
 
@@ -92,7 +98,7 @@ def choose(
     if watermark is None:
         return full("no earlier pull to continue from")
     if metas.get(IDENTITY) != identity:
-        return full("the source or mapping config changed")
+        return full("the source, mapping or join config changed")
     runs = _int(metas.get(INCREMENTAL_RUNS))
     if runs + 1 >= source.full_every:
         return full(f"every {source.full_every} runs ([source] full_every)")

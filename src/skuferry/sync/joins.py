@@ -20,12 +20,15 @@ from typing import Any
 import jmespath.exceptions
 
 from skuferry import canonical, logs
-from skuferry.config.schema import JoinSettings
+from skuferry.config.schema import FileSourceSettings, JoinSettings
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.signature import source_signature
-from skuferry.state.joins import BuildFacts, JoinIndex
-from skuferry.sync.functions import compiler
+from skuferry.state.joins import BuildFacts, Entry, JoinIndex
+from skuferry.sync.functions import Refused, compiler
+from skuferry.sync.where import Lacking, Where, truthy
+
+__all__ = ["Join", "Reader", "column_or_path", "decode", "key_text", "open_joins", "truthy"]
 
 log = logs.get(__name__)
 
@@ -91,6 +94,24 @@ class Join:
     index: JoinIndex
     read: bool  # whether its source was read (and the index rebuilt) in this run
     facts: BuildFacts
+    label: str = ""  # "join 'pim' (pim.jsonl)", for a held record's reason
+
+    def missing(self, key: str, held: dict[str, str]) -> str | None:
+        """Why a primary record whose partner (``key``) is missing is held; None: it is not.
+
+        Its partner may be a record the join could not use: the one with that key
+        (``held``: ``JoinIndex.held_many``), or any of those whose key is unknown.
+        """
+        facts = self.facts
+        if key in held:
+            return f"{self.label}: its record with key {key!r} could not be used ({held[key]})"
+        if facts.unkeyed:
+            return (
+                f"{self.label} has no record with key {key!r}, and {facts.unkeyed} of its "
+                f"record(s) could not be used (first: {facts.unreadable_example}): "
+                "the partner may be one of them"
+            )
+        return None
 
     def notes(self) -> list[str]:
         """The run's remarks on this join: duplicate keys, records it could not use."""
@@ -138,28 +159,37 @@ def _open(spec: JoinSettings, scratch: Path, build_in: Path | None) -> Join:
         index = JoinIndex.build(path, _entries(spec, source.records()), signature=signature)
     else:
         log.info("join.reused", join=spec.name, why="its source did not change")
-    return Join(spec.name, column_or_path(spec.on), spec.on, index, read, index.facts())
+    label = f"join {spec.name!r} ({_file_name(spec)})"
+    return Join(spec.name, column_or_path(spec.on), spec.on, index, read, index.facts(), label)
 
 
-def _entries(
-    spec: JoinSettings, records: Iterator[RawRecord | BadRecord]
-) -> Iterator[tuple[str | None, int, str]]:
+def _file_name(spec: JoinSettings) -> str:
+    """The join source's file name (no folder, no query), or its type."""
+    settings = spec.source
+    if isinstance(settings, FileSourceSettings):
+        return str(settings.path).split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    return f"{settings.type} source"
+
+
+def _entries(spec: JoinSettings, records: Iterator[RawRecord | BadRecord]) -> Iterator[Entry]:
     key = column_or_path(spec.key)
     where = spec.source.where
-    keep = compiler()(where) if where else None
+    keep = Where(where, compiler()) if where else None
     for record in records:
         if isinstance(record, BadRecord):
-            yield None, record.line, record.reason
-            continue
-        if keep is not None and not truthy(keep(record.fields)):
+            # its key when the source read it for sure: only that partner is in doubt
+            sure = record.fields if record.fields is not None and not record.guessed else None
+            yield key_text(key(dict(sure))) if sure else None, record.line, record.reason, False
             continue
         found = key_text(key(record.fields))
+        if keep is not None:
+            try:
+                if not keep.keeps(record.fields):
+                    continue
+            except (Lacking, Refused, jmespath.exceptions.JMESPathError) as exc:
+                yield found, record.line, f"where = {where}: {exc}", False
+                continue
         if found is None:
-            yield None, record.line, f"no key at {spec.key!r}"
+            yield None, record.line, f"no key at {spec.key!r}", False
         else:
-            yield found, record.line, encode(record.fields)
-
-
-def truthy(value: Any) -> bool:
-    """JMESPath's truth: false, null, "", [] and {} are false; 0 is true."""
-    return not (value is None or value is False or value in ("", [], {}))
+            yield found, record.line, encode(record.fields), True

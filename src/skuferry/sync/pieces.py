@@ -10,8 +10,14 @@ In this order, for every source type:
    40), item 3".
 3. ``[[join]]``: the partner of each record, found in the join's index by the
    record's ``on`` value, is added under the join's name (null when it has none).
+   A missing partner that may be a record the join could not use (unreadable, no
+   key) holds the record instead: it is refused, naming the join's file and key, so
+   its product keeps its last state rather than being sent without the join's fields.
 4. ``[source] where``: a record the filter does not hold true for is skipped and
-   counted; its product is then one that left the source (``[gone]`` applies).
+   counted; its product is then one that left the source (``[gone]`` applies). A
+   record lacking a field the filter reads is refused (held), not skipped
+   (``sync/where.py``): a renamed column must not make every product gone. When no
+   record has it, the pull fails (``SourceError``) naming the file and the field.
 
 The records leave here exactly as the mapping's paths read them (and as
 ``skuferry check --sample`` shows them), so fingerprints cover inherited, nested
@@ -32,13 +38,15 @@ import jmespath.exceptions
 
 from skuferry import logs
 from skuferry.config.schema import MappingSettings, Settings
+from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource, Source
 from skuferry.sources.dispatch import open_source
 from skuferry.state.joins import scratch_dir
 from skuferry.sync.functions import Refused, Table, compiler
-from skuferry.sync.joins import Join, Reader, column_or_path, decode, key_text, open_joins, truthy
+from skuferry.sync.joins import Join, Reader, column_or_path, decode, key_text, open_joins
 from skuferry.sync.tables import load_tables
+from skuferry.sync.where import Lacking, Where
 
 log = logs.get(__name__)
 
@@ -68,12 +76,15 @@ class Pieces(Source):
         self._group = column_or_path(mapping.group_by, compile_path) if mapping.group_by else None
         self._inherit = tuple(mapping.inherit) if mapping.inherit is not None else None
         self._each = compile_path(mapping.each) if mapping.each else None
-        self._where = compile_path(where) if where else None
+        self._where = Where(where, compile_path) if where else None
         self._where_text = where
         self.joins = list(joins or [])
         self.key_of: Callable[[RawRecord], str | None] = lambda _record: None
         self.skipped = 0  # records the filter left out in the last pull
         self.without_items = 0  # records whose `each` found no element
+        self.lacking: dict[str, int] = {}  # records held: a field the filter reads -> count
+        self._complete = 0
+        self.unpartnered: dict[str, int] = {}  # records held: join name -> count
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -92,12 +103,24 @@ class Pieces(Source):
             found.append(f"{self.skipped} record(s) skipped: [source] where = {self._where_text}")
         if self.without_items:
             found.append(f"{self.without_items} record(s) had no item at [mapping] each")
+        found.extend(
+            f"{count} record(s) held: [source] where reads {name!r}, which they lack "
+            "(a renamed or dropped column?)"
+            for name, count in self.lacking.items()
+        )
         for join in self.joins:
             found.extend(join.notes())
+            if self.unpartnered.get(join.name):
+                found.append(
+                    f"{join.label}: {self.unpartnered[join.name]} record(s) held: their partner "
+                    "is missing and may be one of the records the join could not use"
+                )
         return found
 
     def _shape(self, records: Records) -> Records:
         self.skipped = self.without_items = 0
+        self.lacking, self.unpartnered = {}, {}
+        self._complete = 0  # records that had every field `where` reads
         stream = records
         if self._group is not None:
             stream = self._grouped(stream, self._group)
@@ -110,6 +133,19 @@ class Pieces(Source):
         yield from stream
         if self._where is not None:
             log.info("source.records.filtered", skipped=self.skipped)
+            self._lost_column()
+
+    def _lost_column(self) -> None:
+        """Fail the pull when *no* record has a field ``where`` reads: the export's column
+        is gone (renamed, dropped), not a few records' value. Raised at the end of the
+        stream, before anything is written."""
+        if self.lacking and not self._complete:
+            name, count = next(iter(self.lacking.items()))
+            raise SourceError(
+                f"{self.name}: [source] where reads {name!r}, which none of its {count} "
+                "record(s) has (a renamed or dropped column?); nothing was synced: fix the "
+                "export or the filter"
+            )
 
     def _grouped(self, records: Records, group: Reader) -> Records:
         inherit = self._inherit
@@ -176,31 +212,67 @@ class Pieces(Source):
                 join.index.get_many([k for k in wanted if k is not None])
                 for join, wanted in zip(joins, keys, strict=True)
             ]
+            held = [  # the missing partners' keys whose records the join could not use
+                join.index.held_many([k for k in wanted if k is not None and k not in partners])
+                if join.facts.unreadable
+                else {}
+                for join, wanted, partners in zip(joins, keys, found, strict=True)
+            ]
             position = 0
             for record in chunk:
                 if isinstance(record, BadRecord):
                     yield record
                     continue
-                fields = dict(record.fields)
-                for join, wanted, partners in zip(joins, keys, found, strict=True):
-                    key = wanted[position]
-                    text = partners.get(key) if key is not None else None
-                    fields[join.name] = decode(text) if text is not None else None
+                joined = self._join_one(record, position, keys, found, held)
                 position += 1
-                yield RawRecord(record.line, fields, record.label)
+                yield joined
 
-    def _filtered(self, records: Records, keep: Reader) -> Records:
+    def _join_one(
+        self,
+        record: RawRecord,
+        position: int,
+        keys: list[list[str | None]],
+        found: list[dict[str, str]],
+        held: list[dict[str, str]],
+    ) -> RawRecord | BadRecord:
+        """``record`` with its partners; refused (held) when a missing one may be a record
+        the join could not use (``Join.missing``)."""
+        fields = dict(record.fields)
+        for join, wanted, partners, doubtful in zip(self.joins, keys, found, held, strict=True):
+            key = wanted[position]
+            text = partners.get(key) if key is not None else None
+            if text is None and key is not None and join.facts.unreadable:
+                reason = join.missing(key, doubtful)
+                if reason is not None:
+                    self.unpartnered[join.name] = self.unpartnered.get(join.name, 0) + 1
+                    at = record.label or f"line {record.line}"
+                    # held: refused with its product's key, so it keeps its last state
+                    return BadRecord(
+                        record.line,
+                        f"{self.name} {at}: {reason}",
+                        self.key_of(record),
+                        stage="map",
+                    )
+            fields[join.name] = decode(text) if text is not None else None
+        return RawRecord(record.line, fields, record.label)
+
+    def _filtered(self, records: Records, keep: Where) -> Records:
         for record in records:
             if isinstance(record, BadRecord):
                 yield record
                 continue
             try:
-                ok = truthy(keep(record.fields))
-            except (Refused, jmespath.exceptions.JMESPathError) as exc:
+                ok = keep.keeps(record.fields)
+            except (Lacking, Refused, jmespath.exceptions.JMESPathError) as exc:
+                if isinstance(exc, Lacking):
+                    self.lacking[exc.field] = self.lacking.get(exc.field, 0) + 1
+                else:
+                    self._complete += 1
                 at = record.label or f"line {record.line}"
-                reason = f"{self.describe()} {at}: [source] where: {exc}"
+                reason = f"{self.name} {at}: [source] where: {exc}"
                 yield BadRecord(record.line, reason, self.key_of(record), stage="map")  # held
                 continue
+            self._complete += 1
             if ok:
                 yield record
             else:

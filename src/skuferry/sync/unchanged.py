@@ -5,7 +5,8 @@ nothing changed. Each source reports a cheap fingerprint (``Source.fingerprint``
 a local file's ``stat()``, a remote file's ETag by a conditional GET, a SQL table's
 row count and newest ``updated_column``). A run may skip reading and planning when
 
-- the fingerprint (and each ``[[join]]`` source's signature) is known and equals
+- the fingerprint (and each ``[[join]]`` source's signature, and each
+  ``[mapping.tables]`` file's fingerprint) is known and equals
   the one stored by the last run that *committed* (all its writes landed, nothing
   interrupted), together with the same config (``identity``: the whole effective
   config, secrets masked, and the skuferry version, which decides how rows are mapped);
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from skuferry import __version__
-from skuferry.config.schema import Settings
+from skuferry.config.schema import Settings, TableFile
 from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sources.base import IncrementalSource, Source
 
@@ -68,13 +69,20 @@ def identity(settings: Settings) -> str:
 
 
 def joined(settings: Settings) -> list[str | None]:
-    """Each ``[[join]]`` source's signature (sources/signature.py): a join file that changed
-    changes the products as much as the source does. None in the list: cannot be told."""
-    if not settings.join:
-        return []
-    from skuferry.sources.signature import source_signature
+    """Each ``[[join]]`` source's signature (sources/signature.py) and each table file's
+    fingerprint: a join or table file that changed changes the products as much as the
+    source does. None in the list: cannot be told."""
+    found: list[str | None] = []
+    if settings.join:
+        from skuferry.sources.signature import source_signature
 
-    return [source_signature(spec.source) for spec in settings.join]
+        found.extend(source_signature(spec.source) for spec in settings.join)
+    tables = [t for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
+    if tables:
+        from skuferry.sources.fingerprint import file_fingerprint
+
+        found.extend(file_fingerprint(table.file) for table in tables)
+    return found
 
 
 def pending_states(settings: Settings) -> tuple[State, ...]:

@@ -70,8 +70,9 @@ class SourceCommon(Strict):
     where: str | None = Field(
         None,
         description="A JMESPath filter evaluated on each record after grouping, unnesting "
-        "and joining: records it does not hold true for are skipped (never "
-        "rejected), and their products count as gone.",
+        "and joining: records it does not hold true for are skipped (not rejected), and "
+        "their products count as gone. A record lacking a field it reads is held instead "
+        "(a renamed column must not look filtered out).",
     )
 
     @field_validator("skip_if_empty")
