@@ -293,3 +293,48 @@ def test_a_changed_join_config_join_file_or_table_file_is_read_not_skipped(
     relabelled = _sync(run_cli, config)
     assert (relabelled["pull"], relabelled["updated"]) == ("full", 1)
     assert _by_sku(sandbox)["B-1"]["colour"] == "Rot"
+
+
+# --- status shows the dead letters --------------------------------------------------------
+
+
+def test_status_shows_the_dead_letters_waiting_for_retry_and_the_oldest(
+    sandbox: Sandbox,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Run,
+) -> None:
+    config = write_config(sandbox.url)
+    rows = [
+        {"SKU": f"D-{i}", "Name": f"Dowel {i}", "Price": "1.00", "Stock": "1"} for i in range(3)
+    ]
+    write_catalog([*rows[:2], {**rows[2], "Price": "cheap"}])
+    assert run_cli("sync", "--config", str(config)).returncode == 1  # D-2 refused
+    time.sleep(1.1)  # first_seen is kept in seconds: D-0 is refused one second later
+    write_catalog([{**rows[0], "Name": ""}, rows[1], {**rows[2], "Price": "cheap"}])
+    assert (
+        run_cli("sync", "--config", str(config)).returncode == 1
+    )  # D-2 still; the API refuses D-0
+
+    data = run_cli("status", "--json", "--config", str(config))
+    text = run_cli("status", "--config", str(config))
+
+    assert data.returncode == text.returncode == 0, data.stderr + text.stderr
+    letters = json.loads(data.stdout.strip().splitlines()[-1])["dead_letters"]
+    assert (letters["count"], letters["by_stage"]) == (2, {"map": 1, "api": 1})
+    oldest = letters["oldest"]
+    assert (oldest["key"], oldest["stage"]) == ("D-2", "map")
+    assert "'cheap' is not a decimal number" in oldest["reason"]
+    listed = json.loads(run_cli("rejected", "--json", "--config", str(config)).stdout)
+    assert oldest == next(letter for letter in listed if letter["key"] == "D-2")
+    assert (
+        "dead letters: 2 rejected or failed product(s) waiting for `skuferry retry` (map 1, api 1)"
+        in text.stdout
+    ), text.stdout
+    assert f"oldest: D-2, refused since {oldest['first_seen']} (map):" in text.stdout
+
+    write_catalog(rows)  # put right: nothing waits any more
+    assert run_cli("sync", "--config", str(config)).returncode == 0
+    after = json.loads(run_cli("status", "--json", "--config", str(config)).stdout)
+    assert after["dead_letters"] == {"count": 0, "by_stage": {}, "oldest": None}
+    assert "dead letters: none" in run_cli("status", "--config", str(config)).stdout

@@ -122,6 +122,7 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
             "archived": [],
             "open_intents": [],
             "walked": False,
+            "dead_letters": {"count": 0, "by_stage": {}, "oldest": None},
         }
     mirror = Mirror(path, readonly=True)
     try:
@@ -144,12 +145,25 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
             "archived": mirror.archived(limit),
             "last_run_problems": last_problems[:limit],
             "open_intents": [{"key": k, "digest": d} for k, d in mirror.open_intents()],
+            "dead_letters": _dead_letters(mirror),
             "freshness": _freshness(settings, mirror),
             "keys": _keys(settings, mirror),
             "daemon": _daemon(mirror),
         }
     finally:
         mirror.close()
+
+
+def _dead_letters(mirror: Mirror) -> dict[str, Any]:
+    """The products left rejected or failed, waiting for ``skuferry retry`` (or a source
+    fix): how many, by stage, and the one refused longest (``skuferry rejected`` lists all)."""
+    count, oldest = mirror.oldest_dead_letter()
+    by_stage = {stage: n for stage, n in mirror.dead_letter_counts().items() if n}
+    return {
+        "count": count,
+        "by_stage": by_stage,
+        "oldest": oldest.as_json() if oldest is not None else None,
+    }
 
 
 def _daemon(mirror: Mirror) -> dict[str, Any]:
@@ -255,6 +269,7 @@ def print_status(data: dict[str, Any]) -> None:
         console.print(
             f"open write intents (looked up before any re-send): {len(data['open_intents'])}"
         )
+    _print_dead_letters(console, data.get("dead_letters") or {})
     runs = Table(title="last runs", box=None)
     for col in ("id", "started", "status", "exit", "created", "updated", "rejected", "failed", "s"):
         runs.add_column(col)
@@ -284,6 +299,27 @@ def print_status(data: dict[str, Any]) -> None:
         console.print("[bold]problems in the last run:[/bold]")
         for p in data["last_run_problems"]:
             console.print(f"  {_problem_line(p)}", markup=False)
+
+
+def _print_dead_letters(console: Any, letters: dict[str, Any]) -> None:
+    count = letters.get("count") or 0
+    if not count:
+        console.print("dead letters: none (nothing rejected or failed is waiting for retry)")
+        return
+    stages = ", ".join(f"{stage} {n:,}" for stage, n in (letters.get("by_stage") or {}).items())
+    console.print(
+        f"dead letters: {count:,} rejected or failed product(s) waiting for "
+        f"`skuferry retry` ({stages}); `skuferry rejected` lists them",
+        markup=False,
+    )
+    oldest = letters.get("oldest")
+    if oldest:
+        what = oldest["key"] if oldest["key"] is not None else f"line {oldest['line']}"
+        console.print(
+            f"  oldest: {what}, refused since {oldest['first_seen']} "
+            f"({oldest['stage']}): {oldest['reason']}",
+            markup=False,
+        )
 
 
 def check(settings: Settings, *, sample: int = 1) -> None:

@@ -145,3 +145,11 @@ def counts_by_stage(conn: sqlite3.Connection) -> dict[str, int]:
     """Letters per stage, every stage present (0 when none): the metric's labels."""
     found = dict(conn.execute("SELECT stage, count(*) FROM dead_letters GROUP BY stage"))
     return {stage: int(found.get(stage, 0)) for stage in STAGES}
+
+
+def oldest(conn: sqlite3.Connection) -> tuple[int, DeadLetter | None]:
+    """How many letters there are, and the one refused longest (``skuferry status``)."""
+    (count,) = conn.execute("SELECT count(*) FROM dead_letters").fetchone()
+    sql = f"SELECT {_COLUMNS} FROM dead_letters ORDER BY first_seen, key, line LIMIT 1"  # noqa: S608 - constant
+    row = conn.execute(sql).fetchone()
+    return int(count), DeadLetter(*row) if row is not None else None

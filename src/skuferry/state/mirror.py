@@ -708,6 +708,9 @@ class Mirror:
         # sqlite3: the metrics read this after every run, the no-op's too
         return deadletters.counts_by_stage(self._conn)
 
+    def oldest_dead_letter(self) -> tuple[int, DeadLetter | None]:
+        return deadletters.oldest(self._conn)
+
     def note_refusals(
         self,
         refused: Iterable[tuple[str | None, str, str, int | None]],
