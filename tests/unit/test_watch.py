@@ -196,3 +196,113 @@ def test_watch_needs_a_local_file_source(tmp_path: Path) -> None:
                 "state": {"path": str(tmp_path / "s.db")},
             }
         )
+
+
+# -- join files, and watchfiles' own polling when inotify fails -----------------------------
+
+
+@pytest.mark.parametrize("force_polling", [False, True], ids=["inotify", "polling"])
+def test_a_new_join_export_in_another_folder_triggers_one_call(
+    tmp_path: Path, clock: FakeClock, force_polling: bool
+) -> None:
+    export = tmp_path / "erp" / "products.csv"
+    pim = tmp_path / "pim" / "texts.jsonl"
+    export.parent.mkdir()
+    pim.parent.mkdir()
+    export.write_text(rows(3), encoding="utf-8")
+    pim.write_text('{"sku": "W-000"}\n', encoding="utf-8")
+    calls = Calls(pim)
+    watcher = FileWatch(
+        [export, pim],
+        calls,
+        settle_s=SETTLE_S,
+        poll_s=0.05,
+        force_polling=force_polling,
+        clock=clock,
+    ).start()
+    try:
+        replace_atomically(pim, '{"sku": "W-000", "name": "Wall plug"}\n')
+        let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call for the join file")
+        nothing_more(clock)
+        assert calls.sizes == [pim.stat().st_size]
+        # both exports land together: one call, for the settled pair
+        replace_atomically(export, rows(9, version=1))
+        replace_atomically(pim, '{"sku": "W-000", "name": "Wall plug 6 mm"}\n')
+        let_time_pass(clock, lambda: len(calls.sizes) >= 2, "the call for both")
+        nothing_more(clock)
+        assert len(calls.sizes) == 2
+        assert watcher.mode == ("polling" if force_polling else "inotify")
+    finally:
+        watcher.stop()
+
+
+def test_without_inotify_it_falls_back_to_watchfiles_own_polling(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import watchfiles
+
+    real = watchfiles.watch
+    asked: list[bool] = []
+
+    def no_inotify(*paths: Any, force_polling: bool | None = None, **kw: Any) -> Any:
+        asked.append(bool(force_polling))
+        if not force_polling:
+            raise OSError("OS file watch limit reached")
+        return real(*paths, force_polling=force_polling, **kw)
+
+    monkeypatch.setattr(watchfiles, "watch", no_inotify)
+    path = tmp_path / "products.csv"
+    path.write_text(rows(3), encoding="utf-8")
+    calls = Calls(path)
+    watcher = FileWatch(path, calls, settle_s=SETTLE_S, poll_s=0.05, clock=clock).start()
+    try:
+        replace_atomically(path, rows(20, version=1))
+        let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call")
+        nothing_more(clock)
+        assert calls.sizes == [path.stat().st_size]
+        assert watcher.mode == "polling", "reported"
+        assert asked == [False, True], "inotify tried, then watchfiles' force_polling"
+    finally:
+        watcher.stop()
+
+
+def test_the_watched_files_are_the_source_and_the_local_join_files(tmp_path: Path) -> None:
+    from skuferry.service.watch import watched_files
+
+    settings = make_settings(
+        tmp_path,
+        join=[
+            {"name": "pim", "type": "jsonl", "path": str(tmp_path / "pim.jsonl"), "key": "sku",
+             "on": "sku"},
+            {"name": "web", "type": "csv", "path": "https://127.0.0.1:9/texts.csv", "key": "sku",
+             "on": "sku"},
+            {"name": "again", "type": "csv", "path": str(tmp_path / "products.csv"),
+             "key": "sku", "on": "sku"},
+        ],
+    )  # fmt: skip
+    assert watched_files(settings) == [tmp_path / "products.csv", tmp_path / "pim.jsonl"]
+
+
+def test_the_daemon_runs_on_a_new_join_export(
+    tmp_path: Path,
+    clock: FakeClock,
+    started: Callable[..., tuple[Daemon, Any, dict[str, int]]],
+) -> None:
+    export, pim = tmp_path / "products.csv", tmp_path / "pim.jsonl"
+    export.write_text(rows(3), encoding="utf-8")
+    pim.write_text('{"sku": "W-000"}\n', encoding="utf-8")
+    settings = make_settings(
+        tmp_path,
+        schedule={"watch": True, "watch_settle_s": SETTLE_S, "run_at_start": False},
+        join=[{"name": "pim", "type": "jsonl", "path": str(pim), "key": "sku", "on": "sku"}],
+    )
+    job = FakeJob(lambda **_kw: RunSummary())
+    daemon, _, _ = started(settings, job, interval_s=3600, clock=clock)
+    nothing_more(clock, settles=1)
+    assert job.calls == []
+    replace_atomically(pim, '{"sku": "W-000", "name": "Wall plug"}\n')
+    let_time_pass(
+        clock, lambda: len(job.calls) == 1 and not daemon.run_in_flight, "the triggered run"
+    )
+    nothing_more(clock)
+    assert len(job.calls) == 1

@@ -15,7 +15,7 @@ request in flight finishes and its result is committed; runs execute in
 daemon threads, so a run that overstays the stop deadline cannot keep the
 process alive (its open write intent is resolved by lookup on the next start).
 
-Besides the schedule: ``[schedule] watch`` starts a run when the source file
+Besides the schedule: ``[schedule] watch`` starts a run when the source file (or a join file)
 settles after a change (service/watch.py), and ``[daemon] listen`` serves
 /metrics and /healthz (service/http_endpoint.py). Both only ask the main loop
 for a run (``request_run``), which starts it once no run is going.
@@ -61,12 +61,12 @@ from skuferry.errors import (
     SkuferryError,
 )
 from skuferry.models import Progress, ProgressPoints, RunOptions, RunSummary
-from skuferry.service import freshness, hooks_http
+from skuferry.service import hooks_http
 from skuferry.service.http_endpoint import Board, Endpoint
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.service.runner import run_watched
-from skuferry.service.watch import FileWatch
+from skuferry.service.watch import FileWatch, watched_files
 from skuferry.state.mirror import Mirror
 from skuferry.sync.lanes import UrgentInbox
 
@@ -346,10 +346,10 @@ class Daemon:
             self._notify.ready("config reload failed; running with the old config")
             return False
         self._settings = new
-        if (new.schedule.watch, new.schedule.watch_settle_s, freshness.source_file(new)) != (
+        if (new.schedule.watch, new.schedule.watch_settle_s, watched_files(new)) != (
             old.schedule.watch,
             old.schedule.watch_settle_s,
-            freshness.source_file(old),
+            watched_files(old),
         ):
             self._restart_watch(new)
         if new.daemon.listen != old.daemon.listen:
@@ -491,10 +491,13 @@ class Daemon:
         if self._watch is not None:
             self._watch.stop()
             self._watch = None
-        path = freshness.source_file(settings)
-        if settings.schedule.watch and path is not None:
+        paths = watched_files(settings)  # the source's file and the joins' files
+        if settings.schedule.watch and paths:
             self._watch = FileWatch(
-                path, self.request_run, settle_s=settings.schedule.watch_settle_s, clock=self._clock
+                paths,
+                self.request_run,
+                settle_s=settings.schedule.watch_settle_s,
+                clock=self._clock,
             ).start()
 
     def _stop_watchers(self) -> None:

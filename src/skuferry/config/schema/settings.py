@@ -540,7 +540,8 @@ class ScheduleSettings(Strict):
     )
     watch: bool = Field(
         False,
-        description="Also start a run when the file of `[source] path` changes (a new export).",
+        description="Also start a run when the file of `[source] path`, or a local file "
+        "of a `[[join]]`, changes (a new export).",
     )
     watch_settle_s: float = Field(
         5.0,
