@@ -196,7 +196,7 @@ def test_a_renamed_where_column_holds_every_product_and_archives_none(
 
     assert failed.returncode == 3, failed.stdout + failed.stderr
     assert (
-        "catalog.csv: [source] where reads 'Status', which none of its 4 record(s) has "
+        "catalog.csv: [source] where reads 'Status', which none of the 4 record(s) it tested has "
         "(a renamed or dropped column?); nothing was synced" in failed.stderr
     ), failed.stderr
     remote = _by_sku(sandbox)

@@ -13,7 +13,7 @@ import pytest
 
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import JoinSettings, MappingSettings, Settings
-from skuferry.errors import ConfigError
+from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord, RunSummary
 from skuferry.service.report import print_summary
 from skuferry.sources import fingerprint as fingerprints
@@ -178,6 +178,20 @@ def test_a_record_lacking_a_field_where_reads_is_held_not_skipped() -> None:
     ]
 
 
+def test_a_where_field_no_record_has_fails_the_pull_naming_file_and_field() -> None:
+    rows = _raw({"sku": "A", "State": "active"}, {"sku": "B", "State": "draft"})
+    source = assemble(ListSource(rows), MappingSettings(), where="Status == 'active'", joins=[])
+    out: list[RawRecord | BadRecord] = []
+    with pytest.raises(SourceError) as failed:
+        out.extend(source.records())
+    assert str(failed.value) == (
+        "products.jsonl: [source] where reads 'Status', which none of the 2 record(s) it "
+        "tested has (a renamed or dropped column?); nothing was synced: fix the export or the "
+        "filter"
+    )
+    assert len(out) == 2 and all(isinstance(r, BadRecord) for r in out), "raised at the end"
+
+
 def test_where_may_give_a_missing_field_a_fallback_and_reads_a_null_partner_as_null() -> None:
     rows = _raw({"sku": "A"}, {"sku": "B", "status": "active"}, {"sku": "C", "pim": None})
     fallback = assemble(
@@ -252,8 +266,8 @@ def test_join_adds_the_partner_first_record_wins_and_a_missing_partner_is_null(
         "join 'pim': 1 record(s) repeat a key (e.g. 'A' on lines 1 and 2); "
         "the first record of a key wins",
         "join 'pim': 1 record(s) could not be used (first: line 3: no key at 'sku')",
-        "join 'pim' (pim.jsonl): 2 record(s) held: their partner is missing and may be one "
-        "of the records the join could not use",
+        "join 'pim' (pim.jsonl): 2 record(s) held: their partner is (or may be) one of the "
+        "records the join could not use",
     ]
     join.close()
 

@@ -113,7 +113,7 @@ class Pieces(Source):
             if self.unpartnered.get(join.name):
                 found.append(
                     f"{join.label}: {self.unpartnered[join.name]} record(s) held: their partner "
-                    "is missing and may be one of the records the join could not use"
+                    "is (or may be) one of the records the join could not use"
                 )
         return found
 
@@ -142,9 +142,9 @@ class Pieces(Source):
         if self.lacking and not self._complete:
             name, count = next(iter(self.lacking.items()))
             raise SourceError(
-                f"{self.name}: [source] where reads {name!r}, which none of its {count} "
-                "record(s) has (a renamed or dropped column?); nothing was synced: fix the "
-                "export or the filter"
+                f"{self.name}: [source] where reads {name!r}, which none of the {count} "
+                "record(s) it tested has (a renamed or dropped column?); nothing was synced: "
+                "fix the export or the filter"
             )
 
     def _grouped(self, records: Records, group: Reader) -> Records:
