@@ -546,8 +546,8 @@ class ScheduleSettings(Strict):
     watch_settle_s: float = Field(
         5.0,
         ge=0,
-        description="With `watch`: start the run once the file's size and mtime have not "
-        "moved for this many seconds.",
+        description="With `watch`: start the run once the watched files' sizes and mtimes "
+        "have not moved for this many seconds.",
     )
 
 
