@@ -12,19 +12,22 @@ empty rows, and the benchmark's shape.
 
 from __future__ import annotations
 
+import sys
 import zipfile
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from skuferry.config.schema import MappingSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import Product, RawRecord
 from skuferry.sandbox.catalog_files import write_xlsx, write_xlsx_rows
+from skuferry.sources import xlsx
 from skuferry.sources.xlsx import XlsxSource
-from skuferry.sources.xlsx_calamine import cell
+from skuferry.sources.xlsx_calamine import Scan, cell, sheet_parts
 from skuferry.sync.mapping import Mapper
 
 READERS = ("openpyxl", "calamine")
@@ -53,6 +56,26 @@ def _mapped(path: Path, reader: str, fields: dict[str, Any], **where: Any) -> li
             (product.payload, product.digest) if isinstance(product, Product) else product.reason
         )
     return out
+
+
+def _rewrite(path: Path, member: str, old: str, new: str) -> None:
+    """Replace text in one part of a workbook: a shape our writers do not make."""
+    with zipfile.ZipFile(path) as archive:
+        members = {i.filename: archive.read(i) for i in archive.infolist()}
+    text = members[member].decode()
+    assert old in text, (old, text[:400])
+    members[member] = text.replace(old, new).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def _openpyxl_reads(path: Path, **where: Any) -> str | None:
+    """Why calamine hands the sheet to openpyxl (the logged reason), or None."""
+    with capture_logs() as events:
+        _records(path, "calamine", **where)
+    whys = [e["why"] for e in events if e["event"] == "source.xlsx.reader"]
+    return whys[0] if whys else None
 
 
 def assert_same(path: Path, fields: dict[str, Any] | None = None, **where: Any) -> None:
@@ -281,3 +304,171 @@ def test_calamine_cells_take_openpyxls_types() -> None:
     assert type(cell(21.35)) is float
     assert type(cell(1e20)) is float, "Excel writes 1E+20: openpyxl reads a float"
     assert cell(True) is True
+
+
+def test_whole_numbers_written_as_52_0_or_with_an_exponent_go_to_openpyxl(
+    tmp_path: Path,
+) -> None:
+    # Apache POI writes Double.toString: 52.0, 4.006381E12; Python's repr writes 52.0.
+    # openpyxl reads those as floats (a decimal field maps them to 52.0), calamine's
+    # value is the same float as 52's: the sheet is read by openpyxl.
+    rows: list[list[Any]] = [["sku", "qty", "ean"], ["P1", 777, 123], ["P2", 4, 9]]
+    fields = {
+        "sku": "sku",
+        "qty": {"column": "qty", "type": "decimal"},
+        "ean": {"column": "ean", "type": "decimal"},
+    }
+    for text, number in (("52.0", 52.0), ("52.", 52.0), ("4.006381E12", 4006381000000.0)):
+        path = write_xlsx_rows(tmp_path / f"poi-{text}.xlsx", rows)
+        _rewrite(path, "xl/worksheets/sheet1.xml", "<v>777</v>", f"<v>{text}</v>")
+        assert _openpyxl_reads(path) == (
+            f"a whole number is written {text!r}, which openpyxl reads as a float"
+        )
+        assert_same(path, fields)
+        got = _records(path, "calamine")[0][1]["qty"]
+        assert got == number and type(got) is float
+    # a number with a fraction, or one too large for an int, is a float to both: calamine
+    for text in ("52.5", "1.5E-3", "1E+20", "5.25e1"):
+        path = write_xlsx_rows(tmp_path / "fraction.xlsx", rows)
+        _rewrite(path, "xl/worksheets/sheet1.xml", "<v>777</v>", f"<v>{text}</v>")
+        assert _openpyxl_reads(path) is None, text
+        assert_same(path, fields)
+
+
+def test_a_number_like_text_is_no_reason_to_leave_calamine(tmp_path: Path) -> None:
+    rows: list[list[Any]] = [["sku", "version", "ean"], ["P1", "2.0", "4.006381E12"]]
+    path = write_xlsx(tmp_path / "texts.xlsx", {"S": rows})  # inline text, as openpyxl writes
+    sheet = "xl/worksheets/sheet1.xml"
+    with zipfile.ZipFile(path) as archive:  # as a formula's text result stores them
+        assert "<v>" not in archive.read(sheet).decode()
+    assert _openpyxl_reads(path) is None
+    assert_same(path, {"sku": "sku", "version": "version", "ean": "ean"})
+    assert _records(path, "calamine") == [
+        (2, {"sku": "P1", "version": "2.0", "ean": "4.006381E12"})
+    ]
+
+
+def test_a_sparse_sheet_without_error_cells_stays_on_calamine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows: list[list[Any]] = [
+        ["sku", "name", "price", "note", "ean"],
+        ["S1", "Eins", 1.5, None, "  "],
+        ["S2", None, None, "nur Text", 4006381000002],
+        ["S3", "Drei", 3, "", None],
+        [None, None, None, None, None],
+        ["S5", "\u3000", 0, None, None],
+    ]
+    path = write_xlsx(tmp_path / "sparse.xlsx", {"Artikel": rows})
+    assert_same(path, {"sku": "sku", "name": "name", "price": "price", "note": "note"})
+    assert _openpyxl_reads(path) is None
+
+    def no_openpyxl(_plain: Path) -> None:
+        raise AssertionError("openpyxl opened the workbook")
+
+    monkeypatch.setattr(xlsx, "_open_book", no_openpyxl)
+    lines = _records(path, "calamine")
+    assert [line for line, _ in lines] == [2, 3, 4, 6]
+    assert lines[0][1] == {"sku": "S1", "name": "Eins", "price": 1.5}
+    assert lines[3][1] == {"sku": "S5", "price": 0}
+
+
+def test_a_shared_string_reading_like_an_error_rejects_its_row_in_both(tmp_path: Path) -> None:
+    # Not an error cell (t="s"): a text "#N/A", as a lookup pasted as values leaves it.
+    rows: list[list[Any]] = [["sku", "ean"], ["A", "#N/A"], ["B", "4006381000001"]]
+    path = write_xlsx_rows(tmp_path / "pasted.xlsx", rows)
+    assert _openpyxl_reads(path) is None
+    assert_same(path, {"sku": "sku", "ean": "ean"})
+    lines = _records(path, "calamine")
+    assert lines[0][0] == 2 and "Excel error #N/A" in lines[0][1]
+    assert lines[1] == (3, {"sku": "B", "ean": "4006381000001"})
+
+
+def test_an_error_cell_on_another_sheet_leaves_the_data_sheet_to_calamine(
+    erp_workbook: Path,
+) -> None:
+    _rewrite(
+        erp_workbook,
+        "xl/worksheets/sheet3.xml",
+        '<c r="B1" t="inlineStr"><is><t>C62</t></is></c>',
+        '<c r="B1" t="e"><v>#REF!</v></c>',
+    )
+    assert _openpyxl_reads(erp_workbook, sheet=4, header_row=3) is None
+    assert _openpyxl_reads(erp_workbook, sheet=3) == (
+        "the sheet holds an error cell (#N/A, #REF!, ...)"
+    )
+    assert_same(erp_workbook, {"sku": "Artikelnummer", "ean": "EAN"}, sheet=4, header_row=3)
+    assert_same(erp_workbook, sheet=3)
+
+
+def test_an_error_cell_in_the_header_is_read_as_openpyxl_names_it(tmp_path: Path) -> None:
+    path = write_xlsx(
+        tmp_path / "header.xlsx",
+        {"S": [["sku", "=NA()", "name"], ["A", 1, "Eins"], ["B", 2, "Zwei"]]},
+        cached={"S!B1": "#N/A"},
+    )
+    _rewrite(path, "xl/worksheets/sheet1.xml", ' t="str"><f>', ' t="e"><f>')
+    assert _openpyxl_reads(path) == "the sheet holds an error cell (#N/A, #REF!, ...)"
+    assert_same(path, {"sku": "sku", "name": "name"})
+
+
+def test_sheet_parts_follow_the_workbooks_relationships(erp_workbook: Path) -> None:
+    with zipfile.ZipFile(erp_workbook) as archive:
+        parts = sheet_parts(archive)
+    assert parts["Artikel"] == "xl/worksheets/sheet4.xml"
+    assert list(parts) == ["Anleitung", "Makros", "Werte", "Artikel"]
+    assert Scan(erp_workbook, "Artikel").result() is None
+    assert Scan(erp_workbook, "Nirgends").result() == (
+        "the workbook names no part for sheet 'Nirgends'"
+    )
+
+
+def test_without_python_calamine_openpyxl_reads_it(
+    erp_workbook: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _records(erp_workbook, "openpyxl", sheet=4, header_row=3)
+    monkeypatch.setitem(sys.modules, "python_calamine", None)  # import fails
+    monkeypatch.delitem(sys.modules, "skuferry.sources.xlsx_calamine")
+    monkeypatch.delattr("skuferry.sources.xlsx_calamine", raising=False)
+    with capture_logs() as events:
+        got = _records(erp_workbook, "calamine", sheet=4, header_row=3)
+    assert got == expected
+    said = [(e["log_level"], e["why"]) for e in events if e["event"] == "source.xlsx.reader"]
+    assert said == [("warning", "no python-calamine")]
+
+
+def test_auto_reads_with_calamine_up_to_a_size_then_streams_with_openpyxl(
+    erp_workbook: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skuferry.sources import xlsx_calamine
+
+    with zipfile.ZipFile(erp_workbook) as archive:
+        size = archive.getinfo("xl/worksheets/sheet4.xml").file_size
+    assert xlsx_calamine.sheet_bytes(erp_workbook, 4) == size  # openpyxl writes inline text
+    assert xlsx_calamine.sheet_bytes(erp_workbook, "Artikel") == size
+    assert xlsx_calamine.sheet_bytes(erp_workbook, 9) is None
+    where: dict[str, Any] = {"sheet": 4, "header_row": 3}
+    expected = _records(erp_workbook, "openpyxl", **where)
+
+    def reads(reader: str) -> str:
+        with capture_logs() as events:
+            assert _records(erp_workbook, reader, **where) == expected
+        whys = [e["why"] for e in events if e["event"] == "source.xlsx.reader"]
+        return whys[0] if whys else "calamine"
+
+    assert reads("auto") == "calamine"
+    monkeypatch.setattr(xlsx_calamine, "AUTO_MAX_BYTES", size - 1)
+    assert reads("auto") == "the sheet is too large to hold in memory"
+    assert reads("calamine") == "calamine", "asked for by name: calamine whatever the size"
+    monkeypatch.setattr(xlsx_calamine, "AUTO_MAX_BYTES", size)
+    assert reads("auto") == "calamine"
+
+
+def test_the_default_reader_is_auto(erp_workbook: Path) -> None:
+    from skuferry.config.schema import XlsxSourceSettings
+    from skuferry.sources.xlsx import open_xlsx
+
+    settings = XlsxSourceSettings(type="xlsx", path=erp_workbook)
+    assert settings.reader == "auto"
+    assert isinstance(source := open_xlsx(settings), XlsxSource) and source.reader == "auto"
+    assert XlsxSource(erp_workbook).reader == "auto"

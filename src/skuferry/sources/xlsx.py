@@ -105,10 +105,11 @@ class XlsxSource(Source):
         *,
         sheet: str | int = 1,
         header_row: int = 1,
-        reader: str = "openpyxl",
+        reader: str = "auto",
     ) -> None:
         self.path = Path(path)
-        self.reader = reader  # "calamine" (sources/xlsx_calamine.py) or "openpyxl"
+        # "auto", "calamine" (sources/xlsx_calamine.py) or "openpyxl": see _calamine
+        self.reader = reader
         self.sheet = sheet
         self.header_row = header_row
         self._name = self.path.name
@@ -132,8 +133,46 @@ class XlsxSource(Source):
                 raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
 
     def _read(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
+        calamine = self._calamine(plain)
+        if calamine is not None:
+            read = yield from calamine.read(self, plain)
+            if read:
+                return  # else openpyxl reads it: calamine could not be exact (logged why)
+        yield from self._read_openpyxl(plain)
+
+    def _calamine(self, plain: Path) -> Any:
+        """The calamine reader module when it is to read this workbook, else None."""
+        if self.reader == "openpyxl":
+            return None
         try:
-            book = _open_book(plain, self.reader)
+            from skuferry.sources import xlsx_calamine
+        except ImportError:  # python-calamine not installed: openpyxl, exactly
+            say = log.warning if self.reader == "calamine" else log.info
+            say(
+                "source.xlsx.reader",
+                path=str(self.path),
+                reader="openpyxl",
+                why="no python-calamine",
+            )
+            return None
+        if self.reader == "auto":
+            size = xlsx_calamine.sheet_bytes(plain, self.sheet)
+            if size is None or size > xlsx_calamine.AUTO_MAX_BYTES:
+                log.info(
+                    "source.xlsx.reader",
+                    path=str(self.path),
+                    reader="openpyxl",
+                    why="the sheet is too large to hold in memory"
+                    if size is not None
+                    else "the sheet's size is unknown",
+                    sheet_bytes=size,
+                )
+                return None
+        return xlsx_calamine
+
+    def _read_openpyxl(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
+        try:
+            book = _open_book(plain)
         except (InvalidFileException, zipfile.BadZipFile, KeyError, ValueError) as exc:
             raise SourceError(f"{self.path} is not a readable .xlsx workbook: {exc}") from None
         try:
@@ -305,14 +344,8 @@ class _CompactReader(ExcelReader):  # type: ignore[misc]
                 self.shared_strings = SharedStrings.parse(source)
 
 
-def _open_book(plain: Path, reader: str) -> Any:
-    """The workbook through calamine (fast, the sheet in memory) or openpyxl (streamed)."""
-    if reader == "calamine":
-        from skuferry.sources.xlsx_calamine import open_book
-
-        book = open_book(plain)  # None: calamine cannot read it exactly (an error cell)
-        if book is not None:
-            return book
+def _open_book(plain: Path) -> Any:
+    """The workbook through openpyxl, streamed (read-only), formulas as their cached values."""
     compact = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
     compact.read()
     return compact.wb

@@ -1,38 +1,56 @@
-"""The xlsx reader through python-calamine (Rust calamine), shaped as openpyxl's read-only book.
+"""The xlsx reader through python-calamine (Rust calamine): the same records as openpyxl's.
 
-``XlsxSource`` asks a *book* for ``sheetnames``, a sheet by name (``title``,
-``reset_dimensions()``, ``iter_rows(min_row=, values_only=True)``) and ``close()``;
-this module gives it those over calamine, which parses the sheet's XML in Rust, about
-five times faster than openpyxl's Python-level parser. The values are made what
-openpyxl hands over, so the records (and every mapped value) are the same:
+calamine parses the sheet's XML in Rust, into memory and without the GIL; this module
+turns its rows into the records ``XlsxSource`` yields through openpyxl, value for value:
 
-- an empty cell is ``None`` (calamine gives ``""``);
-- a number stored without a fraction is an ``int`` (calamine has only floats for
-  xlsx; Excel writes ``52`` for 52, and openpyxl reads that as ``int``). A whole float
-  of 15 digits or more stays a float: Excel writes those with an exponent;
-- dates, times and durations arrive as ``datetime``/``date``/``time``/``timedelta``,
-  formulas as their cached value, shared strings as their text, as openpyxl's do;
-- rows and columns before the first filled cell (which calamine skips) are put back,
-  so row numbers and column positions are the sheet's own;
-- an error cell (``#N/A``) would arrive empty: a workbook holding one is read by
-  openpyxl instead (``open_book``), so its row is rejected as ever.
+- an empty cell (calamine gives ``""``) and a whitespace-only text are left out, as
+  openpyxl's empty cells are;
+- a number written without a fraction (``<v>52</v>``) is an ``int``: calamine has only
+  floats for xlsx, openpyxl reads that text as ``int``. A whole number of 15 digits or
+  more stays a float (Excel writes those with an exponent);
+- dates, times and durations arrive as ``datetime``/``date``/``time``/``timedelta`` and
+  become ISO text (``cell_value``), formulas give their cached value and shared strings
+  their text, as openpyxl's do;
+- rows and columns before the first filled cell (which calamine leaves out) are
+  counted back in, so line numbers and column letters are the sheet's own.
 
-Calamine holds the one sheet it reads in memory (about 100 bytes a cell) instead of
-streaming it; ``[source] reader = "openpyxl"`` streams with flat memory for sheets
-larger than the machine. tests/unit/test_xlsx_readers.py diffs both readers' records
-over the real-shape fixtures.
+Two things calamine's values cannot tell: an error cell (``#N/A``) arrives as ``""``,
+like an empty one, and a whole number written ``52.0`` or ``4.006381E12`` (Apache POI,
+Python's ``repr``), which openpyxl reads as a float, arrives as the same float as
+``52``. ``Scan`` looks for both in the sheet's XML in a thread while calamine parses;
+a sheet holding either is read by openpyxl instead, exactly, and the log says why
+(``source.xlsx.reader``).
+
+The per-cell work is one type test and, for a whole number, an ``int()``: text, the
+bulk of a catalog, goes into the record as calamine made it.
+
+calamine holds the sheet it reads in memory (about twice the sheet's uncompressed
+XML); ``[source] reader = "openpyxl"`` streams it with flat memory. The figures are in
+docs/sources/xlsx.md; tests/unit/test_xlsx_readers.py diffs both readers' records and
+mapped values over the real-shape fixtures.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
+import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
+from xml.parsers.expat import ExpatError
 
 import python_calamine
 
 from skuferry import logs
+from skuferry.errors import SourceError
+from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.xml import hardened_parser
+
+if TYPE_CHECKING:
+    from skuferry.sources.xlsx import XlsxSource
 
 log = logs.get(__name__)
 
@@ -40,7 +58,7 @@ _WHOLE = 1e15  # Excel writes integers this large with an exponent: openpyxl flo
 
 
 def cell(value: Any) -> Any:
-    """A calamine cell value as openpyxl's ``values_only`` gives it."""
+    """A calamine cell value as openpyxl's ``values_only`` gives it (None when empty)."""
     kind = type(value)
     if kind is str:
         return value or None
@@ -49,109 +67,275 @@ def cell(value: Any) -> Any:
     return value
 
 
-def cells(row: list[Any]) -> tuple[Any, ...]:
-    """``cell`` over a row (inlined: this runs once per cell of the sheet)."""
-    out: list[Any] = []
-    append = out.append
-    for value in row:
-        kind = type(value)
-        if kind is str:
-            append(value or None)
-        elif kind is float and value.is_integer() and -_WHOLE < value < _WHOLE:
-            append(int(value))
-        else:
-            append(value)
-    return tuple(out)
+# Yielded records, then (the generator's return value) whether calamine read the sheet:
+# False, before any record, when openpyxl must read it instead.
+Read = Generator[RawRecord | BadRecord, None, bool]
 
 
-class CalamineSheet:
-    """One worksheet, its rows as tuples of openpyxl-shaped values, numbered from 1."""
+def read(source: XlsxSource, plain: Path) -> Read:
+    """The records of ``source``'s sheet through calamine (see the module's docstring)."""
+    from skuferry.sources.xlsx import _ERRORS, AmbiguousRow, cell_value
 
-    def __init__(self, sheet: python_calamine.CalamineSheet) -> None:
-        self._sheet = sheet
-        self.title = sheet.name
-
-    def reset_dimensions(self) -> None:
-        """Nothing to do: calamine reads the cells, never the ``<dimension>`` element."""
-
-    def iter_rows(self, *, min_row: int = 1, values_only: bool = True) -> Iterator[tuple[Any, ...]]:
-        del values_only  # always values
-        end = self._sheet.end
-        if end is None:  # an empty sheet
-            return
-        # Where the rows and columns calamine yields begin (it may leave out the empty
-        # ones before the first filled cell): told by how many it yields against the
-        # sheet's last cell, so row numbers and column positions stay the sheet's own.
-        height = sum(1 for _ in self._sheet.iter_rows())  # cheap: no values converted
-        first_row = end[0] + 2 - height  # 1-based number of the first row yielded
-        for _empty in range(min_row, first_row):  # rows above the first filled cell
-            yield ()
-        pad: tuple[None, ...] | None = None
-        for number, row in enumerate(self._sheet.iter_rows(), start=first_row):
-            if pad is None:  # every row of the range is as wide: the empty columns before it
-                pad = (None,) * (end[1] + 1 - len(row))
-            if number >= min_row:
-                yield pad + cells(row) if pad else cells(row)
-
-
-class CalamineBook:
-    """A workbook opened by calamine; sheets are read when asked for."""
-
-    def __init__(self, path: Path) -> None:
+    try:
+        book = python_calamine.CalamineWorkbook.from_path(str(plain))
+    except (python_calamine.CalamineError, OSError, ValueError) as exc:
+        raise SourceError(
+            f"{source.path} is not a readable .xlsx workbook: {exc or type(exc).__name__}"
+        ) from None
+    scan: Scan | None = None
+    try:
+        name = source._sheet(_Names(book)).title
+        scan = Scan(plain, name)  # a second core, while calamine parses without the GIL
         try:
-            self._book = python_calamine.CalamineWorkbook.from_path(str(path))
-        except (python_calamine.CalamineError, OSError) as exc:
-            raise ValueError(str(exc) or type(exc).__name__) from None
-        self.sheetnames: list[str] = list(self._book.sheet_names)
+            sheet = book.get_sheet_by_name(name)
+        except python_calamine.CalamineError as exc:
+            raise SourceError(f"{source.path} sheet {name!r} is not readable: {exc}") from None
+        why = scan.result()
+        if why is not None:
+            log.info("source.xlsx.reader", path=str(source.path), reader="openpyxl", why=why)
+            return False
+        rows, read_columns, ambiguous = _below_header(source, sheet, name)
+        for number, row in enumerate(rows, start=source.header_row + 1):
+            values: dict[str, Any] = {}
+            for i, column in read_columns:
+                value = row[i]
+                kind = type(value)
+                if kind is str:
+                    if not value or value.isspace():
+                        continue  # an empty cell
+                elif kind is float:
+                    if value.is_integer() and -_WHOLE < value < _WHOLE:
+                        value = int(value)
+                elif kind is not bool and kind is not int:
+                    value = cell_value(value)  # a date, time or duration
+                values[column] = value
+            if not values:
+                continue  # an empty row
+            if not _ERRORS.isdisjoint(values.values()):  # a text reading "#N/A"
+                yield source._error_row(number, values, ambiguous)
+                continue
+            yield RawRecord(number, AmbiguousRow(values, ambiguous) if ambiguous else values)
+        return True
+    finally:
+        if scan is not None:
+            scan.stop()
+        book.close()
+
+
+def _below_header(
+    source: XlsxSource, sheet: python_calamine.CalamineSheet, name: str
+) -> tuple[Iterator[list[Any]], list[tuple[int, str]], dict[str, str]]:
+    """The rows below the header row, the read (position in those rows, name) columns
+    and the ambiguous names' messages, as ``XlsxSource._header`` makes them."""
+    from skuferry.sources.xlsx import _filled
+
+    header_row = source.header_row
+    first_row, first_col = _origin(sheet)
+    rows = iter(sheet.iter_rows()) if first_row else iter(())
+    raw: list[Any] | None = None
+    if first_row and first_row <= header_row:
+        raw = next(islice(rows, header_row - first_row, None), None)
+    header = (None,) * first_col + tuple(cell(v) for v in raw or ())
+    if not any(map(_filled, header)):
+        raise SourceError(
+            f"{source.path} sheet {name!r}: row {header_row} (header_row) "
+            "is empty; set header_row to the row holding the column names"
+        )
+    columns, ambiguous = source._header(header, name)
+    # positions in calamine's rows, which begin at its first column
+    return rows, [(i - first_col, column) for i, column in columns], ambiguous
+
+
+def _origin(sheet: python_calamine.CalamineSheet) -> tuple[int, int]:
+    """The sheet row number of the first row ``iter_rows`` yields, and the column index
+    (0-based) of each row's first value; (0, 0) for an empty sheet.
+
+    The rows begin at the range's first column, but python-calamine 0.9 yields them
+    from the sheet's first row while ``start`` names the range's: when the data does
+    not begin in row 1, the rows it yields are counted (no values converted) against
+    the last row, so that line numbers stay the sheet's own whichever it does.
+    """
+    start, end = sheet.start, sheet.end
+    if start is None or end is None:
+        return 0, 0
+    if start[0] == 0:
+        return 1, start[1]
+    return end[0] + 2 - sum(1 for _ in sheet.iter_rows()), start[1]
+
+
+class _Names:
+    """What ``XlsxSource._sheet`` asks of a book: its sheet names, and a sheet by name."""
+
+    def __init__(self, book: python_calamine.CalamineWorkbook) -> None:
+        self.sheetnames: list[str] = list(book.sheet_names)
         self._charts = {
             m.name
-            for m in self._book.sheets_metadata
+            for m in book.sheets_metadata
             if m.typ is not python_calamine.SheetTypeEnum.WorkSheet
         }
 
-    def __getitem__(self, name: str) -> CalamineSheet | object:
-        if name in self._charts:
-            return object()  # no iter_rows: XlsxSource says it is a chart
-        try:
-            return CalamineSheet(self._book.get_sheet_by_name(name))
-        except python_calamine.CalamineError as exc:
-            raise ValueError(f"sheet {name!r}: {exc}") from None
-
-    def close(self) -> None:
-        self._book.close()
+    def __getitem__(self, name: str) -> Any:
+        return _Chart() if name in self._charts else _Title(name)
 
 
-def open_book(path: Path) -> CalamineBook | None:
-    """The workbook through calamine; None when a sheet holds an error cell (``t="e"``).
+class _Title:
+    """A worksheet, as far as ``XlsxSource._sheet`` looks: it has rows, and a title."""
 
-    python-calamine hands an error cell (``#N/A``, ``#REF!``) over as an empty cell,
-    which would drop the value silently instead of rejecting the row as XlsxSource
-    does; such a workbook is read by openpyxl instead, exactly (and more slowly).
+    iter_rows = True
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+
+
+class _Chart:
+    """A chart sheet: no ``iter_rows``, so ``XlsxSource._sheet`` says it is a chart."""
+
+
+# A cell of type error, written with either quote (a text holding it is a false alarm:
+# openpyxl reads that sheet, slower, as exactly).
+_ERROR_CELL = (b't="e"', b"t='e'")
+# The end of a number's text that openpyxl reads as a float though it may be whole:
+# a fraction of zeros ("52.0", "52.", "52.00") or an exponent ("4.006381E12", "1e+20").
+# Each starts with a literal, so the regular expression engine skips ahead quickly.
+_FLOAT_ENDS = (
+    re.compile(rb"\.0*</v>"),
+    re.compile(rb"E[-+]?[0-9]+</v>"),
+    re.compile(rb"e[-+]?[0-9]+</v>"),
+)
+_CHUNK = 1 << 22
+_OVERLAP = 64  # bytes carried over from one chunk to the next: more than a number's text
+_RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+
+
+class Scan:
+    """Why openpyxl must read a sheet, from its XML (in a thread), or None.
+
+    calamine gives an error cell (type ``e``) as ``""``, like an empty cell, and a
+    number as a float whatever its text, where openpyxl reads ``<v>52</v>`` as ``int``
+    but ``<v>52.0</v>`` and ``<v>5.2E1</v>`` as ``float`` (and the mapping keeps that
+    difference: ``type = "decimal"`` gives ``52`` and ``52.0``). A sheet holding
+    either is read by openpyxl, exactly.
+
+    One pass of zlib over the sheet's XML and ``bytes`` searches (regular expressions
+    that start with a literal); a candidate is confirmed by parsing its text. About
+    0.3 s of CPU for a 200,000-row sheet, on a second core while calamine parses.
+    Anything unexpected (a part that cannot be found or read) is a reason too.
     """
-    if _has_error_cells(path):
-        log.info("source.xlsx.reader", reader="openpyxl", why="a sheet holds an error cell")
+
+    def __init__(self, path: Path, sheet: str) -> None:
+        self._why: str | None = None
+        self._halt = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(path, sheet), name="skuferry-xlsx-scan", daemon=True
+        )
+        self._thread.start()
+
+    def result(self) -> str | None:
+        self._thread.join()
+        return self._why
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._thread.join()
+
+    def _run(self, path: Path, sheet: str) -> None:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                part = sheet_parts(archive).get(sheet)
+                if part is None:
+                    self._why = f"the workbook names no part for sheet {sheet!r}"
+                    return
+                with archive.open(part) as stream:
+                    self._why = self._look(stream)
+        except Exception as exc:  # noqa: BLE001 - unsure: openpyxl reads it, exactly
+            self._why = f"the sheet's XML could not be checked ({type(exc).__name__}: {exc})"
+
+    def _look(self, stream: IO[bytes]) -> str | None:
+        tail = b""
+        while chunk := stream.read(_CHUNK):
+            if self._halt.is_set():
+                return None
+            window = tail + chunk
+            if any(mark in window for mark in _ERROR_CELL):
+                return "the sheet holds an error cell (#N/A, #REF!, ...)"
+            for pattern in _FLOAT_ENDS:
+                for match in pattern.finditer(window):
+                    if (text := _float_text(window, match.end() - 4)) is not None:
+                        return (
+                            f"a whole number is written {text!r}, which openpyxl reads as a float"
+                        )
+            tail = window[-_OVERLAP:]
         return None
-    return CalamineBook(path)
 
 
-_ERROR_CELL = (b' t="e"', b" t='e'")
-
-
-def _has_error_cells(path: Path) -> bool:
-    """Whether any worksheet's XML has a cell of type error (streamed, a few MB at a time)."""
+def _float_text(window: bytes, end: int) -> str | None:
+    """The text of the ``<v>`` ending at ``end`` when it is a whole number below 1e15
+    written with a fraction or an exponent: openpyxl's float, calamine's int."""
+    start = window.rfind(b"<v>", max(0, end - _OVERLAP), end)
+    if start == -1:
+        return None
+    text = window[start + 3 : end].decode("ascii", "replace")
     try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError):
-        return False  # calamine's own open says what is wrong
-    with archive:
-        for name in archive.namelist():
-            if not (name.startswith("xl/worksheets/") and name.endswith(".xml")):
-                continue
-            with archive.open(name) as part:
-                tail = b""
-                while chunk := part.read(1 << 22):
-                    window = tail + chunk
-                    if any(mark in window for mark in _ERROR_CELL):
-                        return True
-                    tail = chunk[-8:]
-    return False
+        value = float(text)
+    except ValueError:
+        return None  # not a number: a text cell's own characters
+    if value.is_integer() and -_WHOLE < value < _WHOLE and not text.lstrip("-+").isdigit():
+        return text
+    return None
+
+
+# What ``reader = "auto"`` lets calamine hold: the sheet's XML and the shared strings,
+# uncompressed. calamine's peak is about 1.65 bytes a byte of it above the interpreter's
+# ~56 MB (200k rows x 6: 70 MB -> 167 MB peak; 1M rows: 355 MB -> 649 MB peak).
+AUTO_MAX_BYTES = 80_000_000
+
+
+def sheet_bytes(plain: Path, sheet: str | int) -> int | None:
+    """The uncompressed size of ``sheet``'s XML plus the shared strings, from the zip's
+    directory (nothing is inflated); None when the sheet or its part is not found."""
+    try:
+        with zipfile.ZipFile(plain) as archive:
+            parts = sheet_parts(archive)
+            names = list(parts)
+            if isinstance(sheet, int):
+                name = names[sheet - 1] if 0 < sheet <= len(names) else None
+            else:
+                name = sheet if sheet in parts else None
+            if name is None:
+                return None
+            sizes = {info.filename: info.file_size for info in archive.infolist()}
+    except (zipfile.BadZipFile, OSError, KeyError, ValueError, ExpatError):
+        return None
+    if parts[name] not in sizes:
+        return None
+    return sizes[parts[name]] + sizes.get("xl/sharedStrings.xml", 0)
+
+
+def sheet_parts(archive: zipfile.ZipFile) -> dict[str, str]:
+    """Sheet name -> its part in the archive (``xl/worksheets/sheet4.xml``), read from
+    ``xl/workbook.xml`` and its relationships."""
+    ids: dict[str, str] = {}  # sheet name -> relationship id
+    targets: dict[str, str] = {}  # relationship id -> part
+
+    def sheet(name: str, attrs: list[str]) -> None:
+        if name.rpartition("}")[2] == "sheet":
+            pairs = dict(zip(attrs[::2], attrs[1::2], strict=True))
+            if "name" in pairs and f"{_RELS}}}id" in pairs:
+                ids[pairs["name"]] = pairs[f"{_RELS}}}id"]
+
+    def relationship(name: str, attrs: list[str]) -> None:
+        if name.rpartition("}")[2] == "Relationship":
+            pairs = dict(zip(attrs[::2], attrs[1::2], strict=True))
+            target = pairs.get("Target", "")
+            part = target[1:] if target.startswith("/") else posixpath.join("xl", target)
+            targets[pairs.get("Id", "")] = posixpath.normpath(part)
+
+    for member, handler in (
+        ("xl/workbook.xml", sheet),
+        ("xl/_rels/workbook.xml.rels", relationship),
+    ):
+        parser = hardened_parser()
+        parser.StartElementHandler = handler
+        with archive.open(member) as stream:
+            parser.ParseFile(stream)
+    return {name: targets[rid] for name, rid in ids.items() if rid in targets}

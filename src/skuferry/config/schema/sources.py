@@ -884,14 +884,17 @@ class XlsxSourceSettings(FileSourceSettings):
     header_row: int = Field(
         1, ge=1, description="The row holding the column names; the records are the rows below it."
     )
-    # openpyxl (default): streamed, flat memory at any size, as every source must be;
-    # calamine: Rust, ~4.5x less CPU, but holds the whole sheet in memory (opt in)
-    reader: Literal["calamine", "openpyxl"] = Field(
-        "openpyxl",
-        description="`openpyxl` streams row by row (memory flat at any size); `calamine` "
-        "(python-calamine, Rust) needs about a quarter of the CPU but holds the "
-        "whole sheet in memory. A workbook with an error cell is read by "
-        "openpyxl either way.",
+    # auto (default): calamine (Rust, ~7x faster, holds the sheet in memory) while the
+    # sheet's XML is small enough for that to stay bounded, else openpyxl (streamed)
+    reader: Literal["auto", "calamine", "openpyxl"] = Field(
+        "auto",
+        description="`auto` reads with calamine (python-calamine, Rust: about a seventh of "
+        "openpyxl's time, but it holds the sheet in memory) when the sheet's XML and "
+        "shared strings are at most 80 MB uncompressed (about 230,000 rows of 6 "
+        "columns; peak memory under 200 MB), else with openpyxl; `calamine` always "
+        "uses calamine; `openpyxl` always streams row by row, memory flat at any size. "
+        "A sheet calamine cannot read exactly (an error cell, a whole number written "
+        "`52.0`) is read by openpyxl either way.",
     )
 
     @field_validator("sheet")
