@@ -27,7 +27,7 @@ from skuferry.models import Product, RawRecord
 from skuferry.sandbox.catalog_files import write_xlsx, write_xlsx_rows
 from skuferry.sources import xlsx
 from skuferry.sources.xlsx import XlsxSource
-from skuferry.sources.xlsx_calamine import Scan, cell, sheet_parts
+from skuferry.sources.xlsx_calamine import Scan, _differs, cell, sheet_parts
 from skuferry.sync.mapping import Mapper
 
 READERS = ("openpyxl", "calamine")
@@ -306,6 +306,25 @@ def test_calamine_cells_take_openpyxls_types() -> None:
     assert cell(True) is True
 
 
+@pytest.mark.parametrize(
+    ("text", "differs"),
+    [
+        ("52", False),
+        ("-7", False),
+        ("21.35", False),
+        ("3.4986000000000002", False),
+        ("1E+20", False),  # a float to both
+        ("999999999999999", False),
+        ("52.0", True),  # openpyxl: 52.0, calamine's whole float: 52
+        ("4.006381E12", True),
+        ("1000000000000000", True),  # openpyxl: an int, calamine: a float
+        ("Version 2.0", False),  # a formula's text result
+    ],
+)
+def test_which_number_texts_calamine_cannot_tell(text: str, differs: bool) -> None:
+    assert _differs(text) is differs
+
+
 def test_whole_numbers_written_as_52_0_or_with_an_exponent_go_to_openpyxl(
     tmp_path: Path,
 ) -> None:
@@ -321,14 +340,24 @@ def test_whole_numbers_written_as_52_0_or_with_an_exponent_go_to_openpyxl(
     for text, number in (("52.0", 52.0), ("52.", 52.0), ("4.006381E12", 4006381000000.0)):
         path = write_xlsx_rows(tmp_path / f"poi-{text}.xlsx", rows)
         _rewrite(path, "xl/worksheets/sheet1.xml", "<v>777</v>", f"<v>{text}</v>")
-        assert _openpyxl_reads(path) == (
-            f"a whole number is written {text!r}, which openpyxl reads as a float"
+        assert (
+            _openpyxl_reads(path) == f"a number is written {text!r}: openpyxl reads another value"
         )
         assert_same(path, fields)
         got = _records(path, "calamine")[0][1]["qty"]
         assert got == number and type(got) is float
-    # a number with a fraction, or one too large for an int, is a float to both: calamine
-    for text in ("52.5", "1.5E-3", "1E+20", "5.25e1"):
+    # 16 digits or more: openpyxl's exact int, calamine's float (which would lose digits)
+    for text in ("1234567890123456", "-12345678901234567890", "1000000000000000"):
+        path = write_xlsx_rows(tmp_path / "long.xlsx", rows)
+        _rewrite(path, "xl/worksheets/sheet1.xml", "<v>777</v>", f"<v>{text}</v>")
+        assert (
+            _openpyxl_reads(path) == f"a number is written {text!r}: openpyxl reads another value"
+        )
+        assert_same(path, fields)
+        assert _records(path, "calamine")[0][1]["qty"] == int(text)
+    # a number with a fraction, or one too large for an int, is a float to both: calamine;
+    # 15 digits are an int to both
+    for text in ("52.5", "1.5E-3", "1E+20", "5.25e1", "999999999999999", "-4006381000000"):
         path = write_xlsx_rows(tmp_path / "fraction.xlsx", rows)
         _rewrite(path, "xl/worksheets/sheet1.xml", "<v>777</v>", f"<v>{text}</v>")
         assert _openpyxl_reads(path) is None, text
