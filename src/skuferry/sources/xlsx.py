@@ -22,7 +22,6 @@ the wrong value without a word.
 
 from __future__ import annotations
 
-import datetime as dt
 import tempfile
 import zipfile
 from array import array
@@ -30,7 +29,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from openpyxl.cell.cell import ERROR_CODES
 from openpyxl.reader.excel import SHARED_STRINGS, ExcelReader
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.exceptions import InvalidFileException
@@ -42,58 +40,12 @@ from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import as_plain_file
 from skuferry.sources.fingerprint import file_fingerprint
+from skuferry.sources.xlsx_cells import ERRORS as _ERRORS
+from skuferry.sources.xlsx_cells import AmbiguousRow, cell_value
+from skuferry.sources.xlsx_cells import filled as _filled
 from skuferry.sources.xml import hardened_parser
 
 log = logs.get(__name__)
-
-_MISSING: Any = object()
-# What a cell shows when its formula failed (openpyxl gives the code as text; a text cell
-# that reads exactly so is taken as one too: it is never a product's value either).
-_ERRORS = frozenset(ERROR_CODES)
-
-
-class AmbiguousRow(dict[str, Any]):
-    """A row of a sheet whose header repeats a name: looking that name up is an error."""
-
-    __slots__ = ("_ambiguous",)
-
-    def __init__(self, values: dict[str, Any], ambiguous: dict[str, str]) -> None:
-        super().__init__(values)
-        self._ambiguous = ambiguous  # name -> the message naming its columns
-
-    def _refuse(self, key: object) -> None:
-        if isinstance(key, str) and key in self._ambiguous:
-            raise ConfigError([self._ambiguous[key]])
-
-    def __missing__(self, key: str) -> Any:
-        self._refuse(key)
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = super().get(key, _MISSING)
-        if value is _MISSING:
-            self._refuse(key)
-            return default
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        if super().__contains__(key):
-            return True
-        self._refuse(key)
-        return False
-
-
-def cell_value(value: Any) -> Any:
-    """A cell's value as a record holds it: dates and times become ISO text."""
-    if isinstance(value, dt.datetime):
-        if value.time() == dt.time(0) and value.tzinfo is None:
-            return value.date().isoformat()
-        return value.isoformat()
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return str(value)
-    return value
 
 
 class XlsxSource(Source):
@@ -349,10 +301,6 @@ def _open_book(plain: Path) -> Any:
     compact = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
     compact.read()
     return compact.wb
-
-
-def _filled(value: Any) -> bool:
-    return value is not None and not (isinstance(value, str) and not value.strip())
 
 
 def open_xlsx(settings: XlsxSourceSettings) -> Source:

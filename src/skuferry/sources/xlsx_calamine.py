@@ -40,7 +40,7 @@ import zipfile
 from collections.abc import Generator, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 from xml.parsers.expat import ExpatError
 
 import python_calamine
@@ -48,10 +48,8 @@ import python_calamine
 from skuferry import logs
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
+from skuferry.sources.xlsx_cells import ERRORS, AmbiguousRow, SheetSource, cell_value, filled
 from skuferry.sources.xml import hardened_parser
-
-if TYPE_CHECKING:
-    from skuferry.sources.xlsx import XlsxSource
 
 log = logs.get(__name__)
 
@@ -73,10 +71,8 @@ def cell(value: Any) -> Any:
 Read = Generator[RawRecord | BadRecord, None, bool]
 
 
-def read(source: XlsxSource, plain: Path) -> Read:
+def read(source: SheetSource, plain: Path) -> Read:
     """The records of ``source``'s sheet through calamine (see the module's docstring)."""
-    from skuferry.sources.xlsx import _ERRORS, AmbiguousRow, cell_value
-
     try:
         book = python_calamine.CalamineWorkbook.from_path(str(plain))
     except (python_calamine.CalamineError, OSError, ValueError) as exc:
@@ -112,7 +108,7 @@ def read(source: XlsxSource, plain: Path) -> Read:
                 values[column] = value
             if not values:
                 continue  # an empty row
-            if not _ERRORS.isdisjoint(values.values()):  # a text reading "#N/A"
+            if not ERRORS.isdisjoint(values.values()):  # a text reading "#N/A"
                 yield source._error_row(number, values, ambiguous)
                 continue
             yield RawRecord(number, AmbiguousRow(values, ambiguous) if ambiguous else values)
@@ -124,12 +120,10 @@ def read(source: XlsxSource, plain: Path) -> Read:
 
 
 def _below_header(
-    source: XlsxSource, sheet: python_calamine.CalamineSheet, name: str
+    source: SheetSource, sheet: python_calamine.CalamineSheet, name: str
 ) -> tuple[Iterator[list[Any]], list[tuple[int, str]], dict[str, str]]:
     """The rows below the header row, the read (position in those rows, name) columns
     and the ambiguous names' messages, as ``XlsxSource._header`` makes them."""
-    from skuferry.sources.xlsx import _filled
-
     header_row = source.header_row
     first_row, first_col = _origin(sheet)
     rows = iter(sheet.iter_rows()) if first_row else iter(())
@@ -137,7 +131,7 @@ def _below_header(
     if first_row and first_row <= header_row:
         raw = next(islice(rows, header_row - first_row, None), None)
     header = (None,) * first_col + tuple(cell(v) for v in raw or ())
-    if not any(map(_filled, header)):
+    if not any(map(filled, header)):
         raise SourceError(
             f"{source.path} sheet {name!r}: row {header_row} (header_row) "
             "is empty; set header_row to the row holding the column names"
@@ -279,15 +273,14 @@ def _differs(text: str) -> bool:
     calamine's (a float parsed from the same text). Not a number: a text's own
     characters (a formula's text result), no difference."""
     try:
-        ours: float | int = float(text)
+        number = float(text)
     except ValueError:
         return False
     try:  # as openpyxl casts a number's text
         theirs = float(text) if "." in text or "E" in text or "e" in text else int(text)
     except ValueError:
         return True  # "nan", "inf": openpyxl says what is wrong
-    if ours.is_integer() and -_WHOLE < ours < _WHOLE:
-        ours = int(ours)
+    ours = cell(number)
     return type(ours) is not type(theirs) or ours != theirs
 
 
