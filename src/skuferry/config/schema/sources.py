@@ -892,7 +892,8 @@ class XlsxSourceSettings(FileSourceSettings):
         "openpyxl's time, but it holds the sheet in memory) when the sheet's XML and "
         "shared strings are at most 80 MB uncompressed (about 230,000 rows of 6 "
         "columns; peak memory under 200 MB), else with openpyxl; `calamine` always "
-        "uses calamine; `openpyxl` always streams row by row, memory flat at any size. "
+        "uses calamine; `openpyxl` always streams row by row (memory flat in the row "
+        "count; it holds the shared strings). "
         "A sheet calamine cannot read exactly (an error cell, a whole number written "
         "`52.0`) is read by openpyxl either way.",
     )
