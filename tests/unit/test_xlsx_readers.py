@@ -25,7 +25,7 @@ from skuferry.config.schema import MappingSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import Product, RawRecord
 from skuferry.sandbox.catalog_files import write_xlsx, write_xlsx_rows
-from skuferry.sources import xlsx
+from skuferry.sources import xlsx_openpyxl
 from skuferry.sources.xlsx import XlsxSource
 from skuferry.sources.xlsx_calamine import Scan, _differs, cell, sheet_parts
 from skuferry.sync.mapping import Mapper
@@ -395,7 +395,7 @@ def test_a_sparse_sheet_without_error_cells_stays_on_calamine(
     def no_openpyxl(_plain: Path) -> None:
         raise AssertionError("openpyxl opened the workbook")
 
-    monkeypatch.setattr(xlsx, "_open_book", no_openpyxl)
+    monkeypatch.setattr(xlsx_openpyxl, "open_book", no_openpyxl)
     lines = _records(path, "calamine")
     assert [line for line, _ in lines] == [2, 3, 4, 6]
     assert lines[0][1] == {"sku": "S1", "name": "Eins", "price": 1.5}

@@ -19,7 +19,8 @@ from skuferry.models import BadRecord, Product, RawRecord
 from skuferry.sandbox.catalog_files import write_xlsx, write_xlsx_rows
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
-from skuferry.sources.xlsx import SharedStrings, XlsxSource
+from skuferry.sources.xlsx import XlsxSource
+from skuferry.sources.xlsx_cells import SharedStrings
 from skuferry.sync.mapping import Mapper
 from tests.source_contract import GOOD, SourceContract
 

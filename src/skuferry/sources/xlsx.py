@@ -1,11 +1,14 @@
 """``[source] type = "xlsx"``: one sheet of an Excel workbook, one product per row.
 
-openpyxl in read-only mode streams the sheet's XML row by row, so memory stays
-flat in the row count; ``data_only`` gives formula cells their cached value
-(what Excel last computed and showed). ``sheet`` is a name or a 1-based
-position, ``header_row`` the row holding the column names; rows above it (a
-title, notes) are ignored, and so are rows that are entirely empty. A record's
-line is its spreadsheet row number.
+Two readers give the same records (``reader``, see ``_calamine``): calamine
+(``xlsx_calamine.py``, Rust, the sheet held in memory) by default while the sheet
+is small enough, and openpyxl (``xlsx_openpyxl.py``), which in read-only mode
+streams the sheet's XML row by row, so memory stays flat in the row count. Both
+give formula cells their cached value (what Excel last computed and showed).
+
+``sheet`` is a name or a 1-based position, ``header_row`` the row holding the
+column names; rows above it (a title, notes) are ignored, and so are rows that are
+entirely empty. A record's line is its spreadsheet row number.
 
 Values arrive typed: text as text (leading zeros kept), numbers as ``int`` or
 ``float`` (the mapping turns them into exact decimals), booleans as ``bool``,
@@ -24,14 +27,9 @@ from __future__ import annotations
 
 import tempfile
 import zipfile
-from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-from openpyxl.reader.excel import SHARED_STRINGS, ExcelReader
-from openpyxl.utils import get_column_letter
-from openpyxl.utils.exceptions import InvalidFileException
 
 from skuferry import logs
 from skuferry.config.schema import XlsxSourceSettings
@@ -41,9 +39,8 @@ from skuferry.sources.base import Source
 from skuferry.sources.compression import as_plain_file
 from skuferry.sources.fingerprint import file_fingerprint
 from skuferry.sources.xlsx_cells import ERRORS as _ERRORS
-from skuferry.sources.xlsx_cells import AmbiguousRow, cell_value
+from skuferry.sources.xlsx_cells import AmbiguousRow, cell_value, column_letter
 from skuferry.sources.xlsx_cells import filled as _filled
-from skuferry.sources.xml import hardened_parser
 
 log = logs.get(__name__)
 
@@ -123,9 +120,11 @@ class XlsxSource(Source):
         return xlsx_calamine
 
     def _read_openpyxl(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
+        from skuferry.sources import xlsx_openpyxl  # imported here: calamine's runs skip it
+
         try:
-            book = _open_book(plain)
-        except (InvalidFileException, zipfile.BadZipFile, KeyError, ValueError) as exc:
+            book = xlsx_openpyxl.open_book(plain)
+        except (xlsx_openpyxl.InvalidFile, zipfile.BadZipFile, KeyError, ValueError) as exc:
             raise SourceError(f"{self.path} is not a readable .xlsx workbook: {exc}") from None
         try:
             sheet = self._sheet(book)
@@ -208,7 +207,7 @@ class XlsxSource(Source):
         ambiguous = {}
         for name, where in positions.items():
             if len(where) > 1:
-                letters = " and ".join(get_column_letter(i + 1) for i in where)
+                letters = " and ".join(column_letter(i) for i in where)
                 ambiguous[name] = (
                     f"at 'mapping': column {name!r} is ambiguous in {self._name} sheet "
                     f"{title!r}: columns {letters} of row {self.header_row} share the name; "
@@ -223,84 +222,6 @@ class XlsxSource(Source):
                 )
         columns.sort()
         return columns, ambiguous
-
-
-class SharedStrings(Sequence[str]):
-    """An .xlsx shared-strings table kept as one UTF-8 buffer and an offset array.
-
-    Excel stores every distinct text of a workbook once, in a table the rows
-    index into; a reader must hold it all. openpyxl's own reader keeps a ``str``
-    object per entry (and an XML element per entry while it parses); this keeps
-    the bytes and 8 bytes of offset, a fraction of that for a catalog of
-    distinct names.
-    """
-
-    def __init__(self) -> None:
-        self._data = bytearray()
-        self._ends = array("Q")
-
-    def append(self, text: str) -> None:
-        self._data += text.encode("utf-8", "surrogatepass")
-        self._ends.append(len(self._data))
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    def __getitem__(self, index: int) -> str:  # type: ignore[override]
-        start = self._ends[index - 1] if index > 0 else 0
-        return self._data[start : self._ends[index]].decode("utf-8", "surrogatepass")
-
-    @classmethod
-    def parse(cls, source: Any) -> SharedStrings:
-        """Read ``xl/sharedStrings.xml``: each ``<si>``'s text runs, phonetic guides left out."""
-        table = cls()
-        parts: list[str] = []
-        depth = {"si": 0, "t": 0, "rPh": 0}
-
-        def start(name: str, _attrs: list[str]) -> None:
-            local = name.rpartition("}")[2]
-            if local in depth:
-                depth[local] += 1
-                if local == "si":
-                    parts.clear()
-
-        def end(name: str) -> None:
-            local = name.rpartition("}")[2]
-            if local in depth:
-                depth[local] -= 1
-                if local == "si":  # as openpyxl does: drop the _x005F_ escape of "_"
-                    table.append("".join(parts).replace("x005F_", ""))
-
-        def data(text: str) -> None:
-            if depth["t"] and not depth["rPh"]:
-                parts.append(text)
-
-        parser = hardened_parser()
-        parser.StartElementHandler, parser.EndElementHandler = start, end
-        parser.CharacterDataHandler = data
-        parser.ParseFile(source)
-        return table
-
-
-class _CompactReader(ExcelReader):  # type: ignore[misc]
-    """openpyxl's workbook reader with the shared strings in a ``SharedStrings`` table.
-
-    ``ExcelReader`` and ``read_strings`` are not openpyxl's public API: the version is
-    pinned (``openpyxl>=3.1,<3.2``) and ``tests/unit/test_xlsx_pin.py`` checks them.
-    """
-
-    def read_strings(self) -> None:
-        part = self.package.find(SHARED_STRINGS)
-        if part is not None:
-            with self.archive.open(part.PartName[1:]) as source:
-                self.shared_strings = SharedStrings.parse(source)
-
-
-def _open_book(plain: Path) -> Any:
-    """The workbook through openpyxl, streamed (read-only), formulas as their cached values."""
-    compact = _CompactReader(str(plain), read_only=True, data_only=True, keep_links=False)
-    compact.read()
-    return compact.wb
 
 
 def open_xlsx(settings: XlsxSourceSettings) -> Source:
