@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
+    ConfigDict,
     Field,
     JsonValue,
     PlainValidator,
@@ -49,7 +50,14 @@ HeaderName = Annotated[str, AfterValidator(_header_name)]
 
 
 class SourceCommon(Strict):
-    """Keys every ``[source]`` type takes, whatever it reads."""
+    """Keys every ``[source]`` type takes, whatever it reads.
+
+    The source models are built at their first use (``defer_build``): a config uses one
+    source type, and building all seven cost every start ~0.1 s (settings.py's
+    ``SourceSettings`` validates a table with the one model its ``type`` names).
+    """
+
+    model_config = ConfigDict(defer_build=True)
 
     # rows in which all these source columns are empty or absent are skipped, not
     # rejected (Shopify's image-only rows): skip_if_empty = ["Variant SKU"]
