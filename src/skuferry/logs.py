@@ -7,11 +7,13 @@ object per line on stderr, so stdout stays free for ``--json`` summaries.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, Protocol, TextIO
@@ -19,28 +21,59 @@ from typing import Any, Protocol, TextIO
 from skuferry.redact import SECRET_FIELDS
 
 
-@contextmanager
-def _without_rich() -> Iterator[None]:
-    """Hide rich while structlog loads, when stderr is not a terminal.
+class _Deferred(types.ModuleType):
+    """Stands in for a module until its first attribute is read, then imports it.
 
-    structlog imports rich at its own import, if installed, for pretty tracebacks and
-    reprs (~0.1 s). JSON logs (stderr not a terminal: cron, systemd) never use them, so
-    there structlog loads without rich and keeps its plain tracebacks; whatever needs
-    rich later (a summary table, ``check``) still imports it.
+    The real module is imported through the import system (its lock makes this safe
+    from any thread), and only once: the stand-in is out of ``sys.modules`` by then.
     """
-    if "structlog" in sys.modules or "rich" in sys.modules or sys.stderr.isatty():
+
+    def __getattr__(self, attr: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+@contextmanager
+def _light_structlog() -> Iterator[None]:
+    """Import structlog without what a start never uses (~60 ms of a no-op run's CPU).
+
+    structlog's own import loads, when installed:
+
+    - rich, for pretty tracebacks and reprs (~0.1 s). JSON logs (stderr not a terminal:
+      cron, systemd) never use them, so there structlog loads without rich and keeps
+      its plain tracebacks; whatever needs rich later (a summary table, ``check``)
+      still imports it;
+    - colorama, which only Windows consoles need: elsewhere structlog writes the same
+      ANSI codes without it;
+    - asyncio (~25 ms), which structlog calls only from its ``async`` log methods
+      (``await log.ainfo(...)``): a stand-in imports it at first use; whatever imports
+      asyncio afterwards gets the real module.
+    """
+    if "structlog" in sys.modules:
         yield
         return
-    sys.modules["rich"] = None  # type: ignore[assignment]  # None: "import rich" fails
+    hidden = []
+    if "rich" not in sys.modules and not sys.stderr.isatty():
+        hidden.append("rich")
+    if "colorama" not in sys.modules and sys.platform != "win32":
+        hidden.append("colorama")
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # None: "import rich" fails
+    deferred = _Deferred("asyncio") if "asyncio" not in sys.modules else None
+    if deferred is not None:
+        sys.modules["asyncio"] = deferred
     try:
         yield
     finally:
-        hidden: object = sys.modules.get("rich")
-        if hidden is None:
-            sys.modules.pop("rich", None)
+        for name in hidden:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
+        if deferred is not None and sys.modules.get("asyncio") is deferred:
+            del sys.modules["asyncio"]
 
 
-with _without_rich():
+with _light_structlog():
     import structlog
 
 

@@ -2,7 +2,8 @@
 
 - a second ``skuferry sync`` on an untouched CSV reports ``"pull": "unchanged"``, sends
   nothing, and its process never imports the sandbox, rich, openpyxl, SQLAlchemy,
-  httpx or sqlite-utils (the import set of a no-op, printed by the child itself);
+  httpx, sqlite-utils, asyncio, ssl or APScheduler (the import set of a no-op, printed
+  by the child itself);
 - a remote file is asked for with a conditional GET: the server counts the 304s it
   answers and the full bodies it sends, so "nothing downloaded" is the server's word;
 - a file touched without a change is read again, and nothing is written.
@@ -32,8 +33,13 @@ pytestmark = pytest.mark.integration
 
 # Modules a no-op run must not load (each costs tens of ms at start): sandbox is the local
 # CMS, rich renders for terminals, openpyxl/calamine read xlsx, sqlalchemy sql, httpx when a
-# request is sent, sqlite_utils serves status queries.
+# request is sent, sqlite_utils serves status queries; asyncio (structlog's async methods,
+# APScheduler), ssl and apscheduler (a cron schedule, the daemon), colorama (Windows).
 NOT_ON_A_NOOP = (
+    "asyncio",
+    "ssl",
+    "apscheduler",
+    "colorama",
     "skuferry.sandbox",
     "rich",
     "openpyxl",

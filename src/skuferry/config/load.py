@@ -14,7 +14,6 @@ message built here ever contains a config value, so it cannot leak the key.
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -373,6 +372,8 @@ def _one_of(values: tuple[str, ...]) -> str:
 
 
 def _unknown_key(key: str, known: list[str]) -> str:
+    import difflib  # only for a problem
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if close:
         return f"unknown key; did you mean '{close[0]}'?"

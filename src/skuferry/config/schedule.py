@@ -6,11 +6,15 @@ weekdays from Monday = 0, crontab from Sunday = 0 (and 7).
 
 from __future__ import annotations
 
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
+from typing import TYPE_CHECKING
 
 from skuferry.config.schema import ScheduleSettings
 from skuferry.errors import ConfigError
+
+if TYPE_CHECKING:  # imported where used: apscheduler loads asyncio (~40 ms); a sync without
+    # a cron schedule never needs it
+    from apscheduler.triggers.cron import CronTrigger
+    from apscheduler.triggers.interval import IntervalTrigger
 
 DEFAULT_INTERVAL_MINUTES = 15.0
 
@@ -59,6 +63,8 @@ def build_trigger(
     schedule: ScheduleSettings, *, interval_s: float | None = None
 ) -> IntervalTrigger | CronTrigger:
     """The APScheduler trigger for ``[schedule]``; ``interval_s`` overrides it (tests)."""
+    from apscheduler.triggers.interval import IntervalTrigger
+
     jitter = schedule.jitter_s or None
     if interval_s is not None:
         return IntervalTrigger(seconds=interval_s, jitter=jitter)
@@ -89,6 +95,8 @@ def schedule_problems(schedule: ScheduleSettings) -> list[str]:
 
 def cron_trigger(expression: str, *, jitter: int | None = None) -> CronTrigger:
     """A 5-field crontab expression as a trigger; ValueError says what is wrong."""
+    from apscheduler.triggers.cron import CronTrigger
+
     fields = expression.split()
     if len(fields) != 5:
         raise ValueError(f"expected 5 fields (minute hour day month weekday), got {len(fields)}")

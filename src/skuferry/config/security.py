@@ -17,7 +17,6 @@ holds an inline secret and others may read it.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -98,6 +97,8 @@ def secret_file_problem(path: Path) -> str | None:
 
 def ca_bundle_problem(path: Path) -> str | None:
     """Why ``path`` cannot serve as a bundle of CA certificates, or None."""
+    import ssl  # only with a ca_bundle: loading OpenSSL costs a start ~10 ms
+
     try:
         ssl.create_default_context(cafile=str(path))
     except FileNotFoundError:
