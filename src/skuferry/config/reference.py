@@ -25,7 +25,7 @@ from pydantic import BaseModel, JsonValue, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from skuferry.config.schema import SOURCE_MODELS, FileSourceSettings, Settings
+from skuferry.config.schema import SOURCE_MODELS, FileSourceSettings, IncrementalPull, Settings
 
 # Fields of Settings that the loader fills in, not the file.
 NOT_KEYS = frozenset({"config_path"})
@@ -104,6 +104,17 @@ def _source_section() -> Iterator[str]:
     )
     yield from _table({k: f for k, f in FileSourceSettings.model_fields.items() if k in shared})
     common |= shared
+    pulls = sorted(_source_type(m) for m in SOURCE_MODELS if issubclass(m, IncrementalPull))
+    windows = set(IncrementalPull.model_fields) - common
+    yield "### Keys of every incremental source { #source-incremental }\n"
+    yield (
+        "The sources that pull incrementally ("
+        + ", ".join(f"`{t}`" for t in pulls)
+        + ") also take these. "
+        + _doc(IncrementalPull)
+        + "\n"
+    )
+    yield from _table({k: f for k, f in IncrementalPull.model_fields.items() if k in windows})
     for model in sorted(SOURCE_MODELS, key=_source_type):
         kind = _source_type(model)
         yield f'### `type = "{kind}"` {{ #source-{kind} }}\n'
@@ -111,6 +122,8 @@ def _source_section() -> Iterator[str]:
         if doc:
             yield doc + "\n"
         skip = common if issubclass(model, FileSourceSettings) else common - shared
+        if issubclass(model, IncrementalPull):
+            skip = skip | windows
         own = {k: f for k, f in model.model_fields.items() if k not in skip and k != "type"}
         yield from _table(own)
 

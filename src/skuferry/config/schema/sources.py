@@ -144,7 +144,30 @@ def _one_secret(
 AUTH_KINDS = ("none", "bearer", "basic", "header", "oauth2")
 
 
-class ApiSourceSettings(SourceCommon):
+class IncrementalPull(SourceCommon):
+    """How far back each incremental pull reaches, and how often a run pulls everything
+    (only a full pull decides that a product is gone).
+
+    The one home of the keys that the sources able to pull incrementally share
+    (``http`` and ``graphql`` through ``ApiSourceSettings``, and ``sql``; see
+    sources/since.py and sync/incremental.py). How the time is written
+    (``since_format``) differs by source and stays in each.
+    """
+
+    since_overlap_s: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
+    )
+    full_every: int = Field(
+        24,
+        ge=1,
+        description="Every Nth run pulls everything; only a full pull decides that a "
+        "product is gone.",
+    )
+
+
+class ApiSourceSettings(IncrementalPull):
     """What the API sources share (``http``, ``graphql``): the endpoint, auth, transport.
 
     Auth (``sources/auth.py``): ``bearer`` and ``header`` send a static token,
@@ -285,17 +308,6 @@ class ApiSourceSettings(SourceCommon):
         validate_default=True,
         description="How the time is written: `iso8601` (`2026-11-22T09:00:00+00:00`), "
         "`epoch` (unix seconds) or a strftime pattern (`%Y-%m-%d %H:%M:%S`).",
-    )
-    since_overlap_s: float = Field(
-        300.0,
-        ge=0,
-        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
-    )
-    full_every: int = Field(
-        24,
-        ge=1,
-        description="Every Nth run pulls everything; only a full pull decides that a "
-        "product is gone.",
     )
 
     @model_validator(mode="before")
@@ -614,7 +626,7 @@ class GraphqlSourceSettings(ApiSourceSettings):
             raise ConfigError([f"at 'source.query_file': {problem}"]) from None
 
 
-class SqlSourceSettings(SourceCommon):
+class SqlSourceSettings(IncrementalPull):
     """A table or query in a database SQLAlchemy can reach.
 
     A relative ``sqlite:///catalog.db`` is relative to the config file's folder.
@@ -659,17 +671,6 @@ class SqlSourceSettings(SourceCommon):
         "iso8601",
         description="What the change-time column holds: a timestamp (`iso8601`) or unix "
         "seconds (`epoch`).",
-    )
-    since_overlap_s: float = Field(
-        300.0,
-        ge=0,
-        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
-    )
-    full_every: int = Field(
-        24,
-        ge=1,
-        description="Every Nth run pulls everything; only a full pull decides that a "
-        "product is gone.",
     )
 
     @model_validator(mode="before")
