@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from bench import density, fill, keys, local, readers, soak, speed, statelib, walks
 from bench.common import Result, machine
@@ -51,7 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", default="", help=f"comma-separated: {','.join(FIGURES)}")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not ten)")
+    parser.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="startup, unchanged: also time the skuferry package under SRC (the src/ of "
+        "another checkout, e.g. a `git worktree` of main), alternated run by run",
+    )
     args = parser.parse_args(argv)
+    if args.baseline:
+        os.environ[speed.BASELINE_ENV] = str(Path(args.baseline).absolute())
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(FIGURES)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:

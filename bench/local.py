@@ -21,12 +21,18 @@ from bench.common import KEY, WORKSPACE, Result, build_mirror, settings, toml, w
 from skuferry.sandbox import Sandbox, SandboxConfig
 
 
-def run_child(args: list[str], cwd: Path) -> tuple[float, float, int, dict[str, Any], float]:
-    """(wall s, peak RSS MiB, exit code, the JSON summary, CPU s) of one ``skuferry`` command."""
+def run_child(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[float, float, int, dict[str, Any], float]:
+    """(wall s, peak RSS MiB, exit code, the JSON summary, CPU s) of one ``skuferry`` command.
+
+    ``env``: the child's environment (a baseline's ``PYTHONPATH``, bench/speed.py).
+    """
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "skuferry", *args],
         cwd=cwd,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

@@ -8,6 +8,10 @@
 - ``startup``: time from ``exec`` to the first useful work of ``skuferry sync`` (the
   ``mirror.opened`` event, read from the child's JSON log), next to a bare interpreter.
 
+With ``--baseline SRC`` (``python -m bench --only startup,unchanged --baseline
+/tmp/main/src``), both figures also time the package under SRC (the same venv, its
+``PYTHONPATH``), alternated with this tree's run by run, on the same files and state.
+
 Each run is a child process, as cron or systemd starts it. Bytecode is compiled first
 (``compileall``), as a pip install does: a tree run from source with
 PYTHONDONTWRITEBYTECODE set would otherwise compile every module on every start.
@@ -36,10 +40,20 @@ from skuferry.sources.fingerprint import RACY_S
 from skuferry.state.mirror import Mirror
 
 RUNS = 5
+BASELINE_ENV = "SKUFERRY_BENCH_BASELINE"  # set by ``python -m bench --baseline SRC``
 
 
 def _compiled() -> None:
     compileall.compile_dir(str(Path(skuferry.__file__).parent), quiet=1)
+    base = os.environ.get(BASELINE_ENV)
+    if base:
+        compileall.compile_dir(base, quiet=1)
+
+
+def _baseline_env() -> dict[str, str] | None:
+    """The environment of a baseline child: ``PYTHONPATH`` first on the SRC it names."""
+    base = os.environ.get(BASELINE_ENV)
+    return {**os.environ, "PYTHONPATH": base} if base else None
 
 
 def _load() -> str:
@@ -95,9 +109,12 @@ def unchanged(quick: bool) -> Result:
                 _settled(catalog)
                 sync = ["sync", "--config", str(conf), "--json"]
                 warm = run_child(sync, folder)  # reads once, stores the fingerprint
-                skips, reads = [], []
+                skips, reads, bases = [], [], []
+                base_env = _baseline_env()
                 for _ in range(RUNS):  # A B A B: the machine's drift hits both alike
                     skips.append(run_child(sync, folder))
+                    if base_env is not None:
+                        bases.append(run_child(sync, folder, env=base_env))
                     reads.append(run_child([*sync, "--full"], folder))
                 pulls = {s[3].get("pull") for s in skips}
                 counts = {s[3].get("unchanged") for s in skips + reads}
@@ -116,6 +133,8 @@ def unchanged(quick: bool) -> Result:
                     f"ratio unchanged/--full median {statistics.median(ratios):.2f} "
                     f"(target {target} s wall)"
                 )
+                if bases:
+                    notes.append(_versus(f"{n} products, source unchanged", skips, bases))
                 if n == sizes[-1]:
                     notes.append(_one_row_changed(folder, conf, n, sandbox))
     notes.append(f"load average before {load_before}, after {_load()}")
@@ -125,6 +144,18 @@ def unchanged(quick: bool) -> Result:
         "1k <= 0.3 s, 100k <= 0.4 s (whole process)",
         ok,
         notes,
+    )
+
+
+def _versus(what: str, ours: list[Sample], bases: list[Sample]) -> str:
+    ratios = [a[0] / b[0] for a, b in zip(ours, bases, strict=True)]
+    return (
+        f"{what}, this tree vs the baseline {os.environ.get(BASELINE_ENV)} (alternated): "
+        f"wall median {_median(ours, 0):.2f} s vs {_median(bases, 0):.2f} s (baseline runs "
+        f"{', '.join(f'{s[0]:.2f}' for s in bases)}), CPU {_median(ours, 4):.2f} s vs "
+        f"{_median(bases, 4):.2f} s, peak RSS {max(s[1] for s in ours):.0f} vs "
+        f"{max(s[1] for s in bases):.0f} MiB; ratio median {statistics.median(ratios):.2f}; "
+        f"pull {sorted({str(s[3].get('pull')) for s in bases})}"
     )
 
 
@@ -163,15 +194,34 @@ def startup(quick: bool) -> Result:
         args = [sys.executable, "-m", "skuferry", "-vv", "sync", "--config", str(conf), "--json"]
         subprocess.run(args, cwd=folder, capture_output=True, check=False)  # stores the fingerprint
         firsts, totals, bare = [], [], []
+        base_env = _baseline_env()
+        base_firsts: list[float] = []
+        base_totals: list[float] = []
         for _ in range(RUNS):
             started = time.time()
             done = subprocess.run(args, cwd=folder, capture_output=True, text=True, check=False)
             totals.append(time.time() - started)
             firsts.append(_first_work(done.stderr) - started)
+            if base_env is not None:
+                started = time.time()
+                done = subprocess.run(
+                    args, cwd=folder, env=base_env, capture_output=True, text=True, check=False
+                )
+                base_totals.append(time.time() - started)
+                base_firsts.append(_first_work(done.stderr) - started)
             t0 = time.time()
             subprocess.run([sys.executable, "-c", "pass"], check=True)
             bare.append(time.time() - t0)
     first = statistics.median(firsts)
+    versus = []
+    if base_firsts:
+        versus.append(
+            f"baseline {os.environ.get(BASELINE_ENV)} (alternated): exec -> mirror.opened "
+            f"{', '.join(f'{x:.2f}' for x in base_firsts)} s, median "
+            f"{statistics.median(base_firsts):.2f} s (this tree {first:.2f} s); whole process "
+            f"median {statistics.median(base_totals):.2f} s "
+            f"(this tree {statistics.median(totals):.2f} s)"
+        )
     return Result(
         "time to first useful work",
         f"{first:.2f} s (bare interpreter {statistics.median(bare):.2f} s)",
@@ -181,7 +231,8 @@ def startup(quick: bool) -> Result:
             f"exec -> mirror.opened of `skuferry sync` (source unchanged, 1k): "
             f"{', '.join(f'{x:.2f}' for x in firsts)} s; whole process median "
             f"{statistics.median(totals):.2f} s; `python -c pass` median "
-            f"{statistics.median(bare):.2f} s; load average before {load_before}, after {_load()}"
+            f"{statistics.median(bare):.2f} s; load average before {load_before}, after {_load()}",
+            *versus,
         ],
     )
 
