@@ -16,12 +16,14 @@ from pydantic import (
     AfterValidator,
     Field,
     GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     JsonValue,
     SecretStr,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticKnownError, core_schema
 
 from skuferry.config import presets
@@ -437,6 +439,18 @@ class _ByType:
     ) -> core_schema.CoreSchema:
         del source_type, handler  # handler(source_type) would build every member
         return core_schema.with_info_plain_validator_function(_source_by_type)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The JSON schema of the discriminated union (every source model gets built)."""
+        del schema
+        union = core_schema.tagged_union_schema(
+            {tag: model.__pydantic_core_schema__ for tag, model in _MODEL_OF.items()},
+            discriminator="type",
+        )
+        return handler(union)
 
 
 SourceSettings = Annotated[
