@@ -1,16 +1,10 @@
-"""A join is read again only when its source changed: an HTTP file by its ETag and
-Last-Modified (proved with the server's own request counter), a SQL table by its row
-count and newest ``updated_column``."""
+"""A join over a SQL table is read again only when its row count or newest
+``updated_column`` moved. (A join file at a URL: tests/integration/test_change_tokens.py.)"""
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,76 +14,12 @@ from skuferry.sync.joins import open_joins
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class PimFile:
-    body: bytes = b'{"sku": "A", "name": "Drill"}\n'
-    etag: str = '"v1"'
-    requests: list[str] = field(default_factory=list)  # "HEAD" / "GET", in order
-    port: int = 0
-
-
-@pytest.fixture
-def pim_file() -> Iterator[PimFile]:
-    spec = PimFile()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _head(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(spec.body)))
-            self.send_header("ETag", spec.etag)
-            self.send_header("Last-Modified", "Mon, 23 Nov 2026 05:00:00 GMT")
-            self.end_headers()
-
-        def do_HEAD(self) -> None:
-            spec.requests.append("HEAD")
-            self._head()
-
-        def do_GET(self) -> None:
-            spec.requests.append("GET")
-            self._head()
-            self.wfile.write(spec.body)
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    spec.port = httpd.server_address[1]
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield spec
-    httpd.shutdown()
-    httpd.server_close()
-
-
 def _names(scratch: Path, spec: JoinSettings) -> tuple[bool, dict[str, str]]:
     (join,) = open_joins([spec], scratch)
     try:
         return join.read, join.index.get_many(["A", "B"])
     finally:
         join.close()
-
-
-def test_a_join_file_at_a_url_is_downloaded_again_only_when_its_etag_changes(
-    pim_file: PimFile, tmp_path: Path
-) -> None:
-    spec = JoinSettings.model_validate(
-        {
-            "name": "pim",
-            "type": "jsonl",
-            "path": f"http://127.0.0.1:{pim_file.port}/pim.jsonl",
-            "key": "sku",
-            "on": "SKU",
-        }
-    )
-    assert _names(tmp_path, spec)[0] is True
-    assert _names(tmp_path, spec)[0] is False
-    assert _names(tmp_path, spec)[0] is False
-    assert pim_file.requests.count("GET") == 1, pim_file.requests
-
-    pim_file.body = b'{"sku": "A", "name": "Drill 18V"}\n'
-    pim_file.etag = '"v2"'
-    read, found = _names(tmp_path, spec)
-    assert read is True and pim_file.requests.count("GET") == 2
-    assert found == {"A": '{"name":"Drill 18V","sku":"A"}'}
 
 
 def test_a_join_sql_table_is_read_again_only_when_count_or_newest_update_moves(

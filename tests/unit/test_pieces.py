@@ -328,9 +328,9 @@ def test_an_unchanged_join_source_is_not_opened_again(
     opened: list[str] = []
     real = open_source
 
-    def counting(settings: Any) -> Source:
+    def counting(settings: Any, **options: Any) -> Source:
         opened.append(str(settings.path))
-        return real(settings)
+        return real(settings, **options)
 
     monkeypatch.setattr(joins_module, "open_source", counting)
     monkeypatch.setattr(fingerprints, "RACY_S", 0.0)  # files seconds old; racy: see below

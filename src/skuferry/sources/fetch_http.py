@@ -51,42 +51,6 @@ def download_http(
         raise SourceError(f"downloading {shown} failed: {_reason(exc)}") from None
 
 
-def head_signature(
-    settings: FileSourceSettings, *, transport: httpx.BaseTransport | None = None
-) -> str | None:
-    """The file's ``ETag`` and ``Last-Modified`` as one text, from a HEAD request.
-
-    None when the server gives neither, or the request fails (the download that
-    follows then reports why). Redirects are checked like a download's.
-    """
-    url = str(settings.path)
-    client = httpx.Client(
-        headers=settings.headers,
-        timeout=settings.timeout_s,
-        follow_redirects=False,
-        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
-        transport=transport,
-    )
-    try:
-        with client:
-            response = send_pinned(
-                client,
-                client.build_request("HEAD", url),
-                home=url,
-                allowed=parse_allowed(settings.allowed_origins),
-                where=f"checking {safe_url(url)}",
-                max_redirects=MAX_REDIRECTS,
-            )
-            response.close()
-    except (httpx.HTTPError, SourceError):
-        return None
-    etag = response.headers.get("ETag")
-    modified = response.headers.get("Last-Modified")
-    if response.status_code != 200 or not (etag or modified):
-        return None
-    return f"http:{etag or ''}|{modified or ''}|{response.headers.get('Content-Length', '')}"
-
-
 def probe_http(
     settings: FileSourceSettings,
     previous: str | None,

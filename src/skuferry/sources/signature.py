@@ -1,14 +1,16 @@
-"""A source's *signature*: a short text that changes whenever its data may have changed.
+"""Has a source changed since the token stored for it? One answer for every user.
 
-Used to skip re-reading a ``[[join]]`` source that did not change since the last
-run (``sync/joins.py``). ``None`` means "cannot tell": the source is read every run.
+A source's change token is its ``Source.fingerprint(previous)``; ``source_signature``
+asks it from the settings alone, for a ``[[join]]`` (``sync/joins.py``: is its index
+current?) and for the unchanged check of the run (``sync/unchanged.py``), which asks the
+primary source's own ``fingerprint`` the same way. ``None`` means "cannot tell": the
+source is read every run.
 
-- a local file: its ``stat()`` as the source's own fingerprint takes it
-  (``sources/fingerprint.py``): size, mtime and ctime (ns), inode and device. An edit
-  that keeps the size and puts the old mtime back still moves the ctime; a file
-  changed within the last ``RACY_S`` has none (read again until it settles);
-- a file at an http(s) URL: the ``ETag`` and ``Last-Modified`` a HEAD request
-  answers (None when the server sends neither);
+- a local file: its ``stat()`` (``sources/fingerprint.py``): size, mtime and ctime (ns),
+  inode and device; none within ``RACY_S`` of a change;
+- a file at an http(s) URL: its ``ETag`` (else ``Last-Modified``) by a conditional GET
+  that sends the stored token back (``sources/fetch_http.py``, ``probe_http``): a ``304``
+  keeps it and no body is sent; a server that sends neither header gives none;
 - a SQL ``table`` with an ``updated_column``: its row count and the column's maximum.
 
 SFTP files, paginated HTTP APIs and SQL queries have none: they are read every run.
@@ -16,25 +18,24 @@ SFTP files, paginated HTTP APIs and SQL queries have none: they are read every r
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
-from skuferry.config.schema import FileSourceSettings, SourceSettings, SqlSourceSettings
+from skuferry.config.schema import FileSourceSettings, SourceSettings
+from skuferry.sources.dispatch import open_source
 from skuferry.sources.fingerprint import file_fingerprint
 
 
-def source_signature(settings: SourceSettings) -> str | None:
-    """The signature of the data ``settings`` points at, or None when it cannot be told."""
-    if isinstance(settings, FileSourceSettings):
-        scheme = settings.remote_scheme()
-        if scheme in ("http", "https"):
-            from skuferry.sources.fetch_http import head_signature  # httpx: only when needed
+def source_signature(
+    settings: SourceSettings, previous: str | None = None, *, stop: threading.Event | None = None
+) -> str | None:
+    """The change token of the data ``settings`` points at, or None when it cannot be told.
 
-            return head_signature(settings)
-        if scheme is not None:
-            return None
-        return file_fingerprint(Path(settings.path))  # None when missing: the read says why
-    if isinstance(settings, SqlSourceSettings):
-        from skuferry.sources.sql import open_sql_source  # SQLAlchemy: only when needed
-
-        return open_sql_source(settings).signature()
-    return None
+    ``previous`` is the token stored for it (a remote file sends it back as a
+    conditional request); nothing is read. ``stop`` is handed to the source as it opens.
+    """
+    if isinstance(settings, FileSourceSettings) and settings.remote_scheme() is None:
+        # what each local file source's fingerprint answers, without importing its reader
+        # (openpyxl for xlsx): a no-op run stays a stat()
+        return file_fingerprint(Path(settings.path))
+    return open_source(settings, stop=stop).fingerprint(previous)

@@ -78,6 +78,21 @@ class JoinIndex:
             pass  # unreadable or from an older layout: rebuilt
         return None
 
+    @staticmethod
+    def stored_signature(path: Path) -> str | None:
+        """The signature the index at ``path`` was built with; None when there is none."""
+        if not path.exists():
+            return None
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE name = 'signature'").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError:
+            return None  # unreadable: rebuilt
+        return str(row[0]) if row and row[0] else None
+
     @classmethod
     def build(
         cls,

@@ -63,7 +63,14 @@ from skuferry.sync.guard import ratio_guard
 from skuferry.sync.lanes import LANE_META, Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.named import NamedPull
-from skuferry.sync.pieces import joins_read, open_pieces, pieces_notes, skipped, use_keys
+from skuferry.sync.pieces import (
+    join_tokens,
+    joins_read,
+    open_pieces,
+    pieces_notes,
+    skipped,
+    use_keys,
+)
 from skuferry.sync.plan import Tally, plan
 from skuferry.sync.writer import Writer
 
@@ -175,7 +182,9 @@ def _run(
     )
     seen_before = unchanged.Check(None)  # a named run always reads its keys
     if pull is not None:
-        seen_before = _unchanged(settings, mirror, base, pull, options=options, summary=summary)
+        seen_before = _unchanged(
+            settings, mirror, base, pull, options=options, summary=summary, joins=source
+        )
         if seen_before.skip and _skip_unchanged(
             settings, mirror, summary, pull, stop, stack, on_progress, adapters
         ):
@@ -407,9 +416,11 @@ def _unchanged(
     *,
     options: RunOptions,
     summary: RunSummary,
+    joins: Source,
 ) -> unchanged.Check:
     """The unchanged check (sync/unchanged.py). A run that reads forgets the stored
-    fingerprint until it commits; a dry run neither skips nor stores."""
+    fingerprint until it commits; a dry run neither skips nor stores. ``joins``: the
+    source in pieces, whose joins' tokens were taken as they opened (not asked again)."""
     if summary.dry_run:
         return unchanged.Check(None)
     archiving = GonePolicy.from_settings(settings.gone).archiving
@@ -419,6 +430,7 @@ def _unchanged(
         source,
         options=options,
         full_pull=pull.full,
+        joins=join_tokens(joins),
         pending=lambda: (
             mirror.has_pending(unchanged.pending_states(settings), archiving=archiving)
             or bool(mirror.metas(LANE_META))  # keys queued for the urgent lane
@@ -494,7 +506,7 @@ def _open_source(
     """The source as read, the same in pieces (sync/pieces.py), and the mapping."""
     base = adapters.source or open_source(settings.source, stop=stop)  # stop ends its waits
     # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
-    source, tables = open_pieces(settings, stack, base=base, readonly=dry_run)
+    source, tables = open_pieces(settings, stack, base=base, readonly=dry_run, stop=stop)
     joins = [join.name for join in settings.join]
     mapper = Mapper(
         settings.mapping,

@@ -2,15 +2,17 @@
 
 Reading a join's source is the source adapters' job (``sources/``), keeping its
 records on disk the join index's (``state/joins.py``); this module ties them
-together: per join, the index is reused when the source's signature did not change
-since it was built (the source is then not read at all), else rebuilt from the
-source. Combining a primary record with its partner happens in ``sync/pieces.py``.
+together: per join, the index is reused when the source's signature (its change
+token, ``sources/signature.py``: the one the primary source's unchanged check uses) did
+not change since it was built (the source is then not read at all), else rebuilt from
+the source. Combining a primary record with its partner happens in ``sync/pieces.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -95,6 +97,7 @@ class Join:
     read: bool  # whether its source was read (and the index rebuilt) in this run
     facts: BuildFacts
     label: str = ""  # "join 'pim' (pim.jsonl)", for a held record's reason
+    token: str | None = None  # its source's change token, taken before reading; None: unknown
 
     def missing(self, key: str, held: dict[str, str]) -> str | None:
         """Why a primary record whose partner (``key``) is missing is held; None: it is not.
@@ -134,33 +137,47 @@ class Join:
 
 
 def open_joins(
-    specs: list[JoinSettings], scratch: Path, *, build_in: Path | None = None
+    specs: list[JoinSettings],
+    scratch: Path,
+    *,
+    build_in: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> list[Join]:
     """Every join, its index current (read again only when its source changed).
 
     Indexes are kept in ``scratch``; with ``build_in``, a stale one is built there
-    instead and ``scratch`` is only read (a dry run).
+    instead and ``scratch`` is only read (a dry run). ``stop`` (the engine's stop event)
+    ends a join source's waits between retries, as it does the primary source's.
     """
-    return [_open(spec, scratch, build_in) for spec in specs]
+    return [_open(spec, scratch, build_in, stop) for spec in specs]
 
 
-def _open(spec: JoinSettings, scratch: Path, build_in: Path | None) -> Join:
+def _open(
+    spec: JoinSettings, scratch: Path, build_in: Path | None, stop: threading.Event | None
+) -> Join:
     settings = spec.model_dump_json()
     identity = hashlib.blake2b(settings.encode(), digest_size=16).hexdigest()
-    found = source_signature(spec.source)  # taken before reading: a change meanwhile rebuilds
-    signature = f"{identity}|{found}" if found is not None else None
     name = f"join-{spec.name}.sqlite"
+    # the token the index was built with goes back to the source (a conditional request)
+    stored = JoinIndex.stored_signature(scratch / name)
+    previous = stored.removeprefix(f"{identity}|") if stored else None
+    if previous == stored:
+        previous = None  # built from other settings: their token says nothing here
+    # taken before reading: a change meanwhile rebuilds next time
+    found = source_signature(spec.source, previous, stop=stop)
+    signature = f"{identity}|{found}" if found is not None else None
     index = JoinIndex.current(scratch / name, signature)
     read = index is None
     if index is None:
         path = (build_in or scratch) / name
-        source = open_source(spec.source)
+        source = open_source(spec.source, stop=stop)
         log.info("join.read", join=spec.name, source=source.describe())
         index = JoinIndex.build(path, _entries(spec, source.records()), signature=signature)
     else:
         log.info("join.reused", join=spec.name, why="its source did not change")
     label = f"join {spec.name!r} ({_file_name(spec)})"
-    return Join(spec.name, column_or_path(spec.on), spec.on, index, read, index.facts(), label)
+    facts = index.facts()
+    return Join(spec.name, column_or_path(spec.on), spec.on, index, read, facts, label, found)
 
 
 def _file_name(spec: JoinSettings) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import datetime
@@ -314,16 +315,22 @@ def assemble(
 
 
 def open_pieces(
-    settings: Settings, stack: ExitStack, *, base: Source | None = None, readonly: bool = False
+    settings: Settings,
+    stack: ExitStack,
+    *,
+    base: Source | None = None,
+    readonly: bool = False,
+    stop: threading.Event | None = None,
 ) -> tuple[Source, dict[str, Table]]:
     """The run's source as the mapping reads it, and the mapping's tables (read once).
 
     Join indexes live in the state file's scratch folder; a ``readonly`` run (dry
     run, ``check``) uses a current one there but builds a stale one in a temporary
-    folder, so it writes nothing beside the state file.
+    folder, so it writes nothing beside the state file. ``stop`` (the engine's stop
+    event) ends the waits between retries of the source and of every join source.
     """
     tables = load_tables(settings.mapping.tables)
-    source = base or open_source(settings.source)
+    source = base or open_source(settings.source, stop=stop)
     joins: list[Join] = []
     if settings.join:
         scratch = settings.state.path.with_name(settings.state.path.name + ".scratch")
@@ -332,7 +339,7 @@ def open_pieces(
             build_in = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="skuferry-")))
         else:
             scratch = scratch_dir(settings.state.path)
-        joins = open_joins(settings.join, scratch, build_in=build_in)
+        joins = open_joins(settings.join, scratch, build_in=build_in, stop=stop)
         for join in joins:
             stack.callback(join.close)
     shaped = assemble(
@@ -355,6 +362,11 @@ def pieces_notes(source: Source) -> list[str]:
 def skipped(source: Source) -> int:
     """Records ``[source] where`` left out in the last pull."""
     return source.skipped if isinstance(source, Pieces) else 0
+
+
+def join_tokens(source: Source) -> list[str | None] | None:
+    """Each join's change token as it was opened (``Join.token``); None: no joins opened."""
+    return [join.token for join in source.joins] if isinstance(source, Pieces) else None
 
 
 def joins_read(source: Source) -> dict[str, bool]:

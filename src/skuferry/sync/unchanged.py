@@ -2,8 +2,9 @@
 
 A daemon polling every few minutes spends most of its runs confirming that
 nothing changed. Each source reports a cheap fingerprint (``Source.fingerprint``:
-a local file's ``stat()``, a remote file's ETag by a conditional GET, a SQL table's
-row count and newest ``updated_column``). A run may skip reading and planning when
+a local file's ``stat()``, a remote file's ETag or Last-Modified by a conditional GET,
+a SQL table's row count and newest ``updated_column``). A run may skip reading and
+planning when
 
 - the fingerprint (and each ``[[join]]`` source's signature, and each
   ``[mapping.tables]`` file's fingerprint) is known and equals
@@ -68,12 +69,15 @@ def identity(settings: Settings) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def joined(settings: Settings) -> list[str | None]:
+def joined(settings: Settings, joins: list[str | None] | None = None) -> list[str | None]:
     """Each ``[[join]]`` source's signature (sources/signature.py) and each table file's
     fingerprint: a join or table file that changed changes the products as much as the
-    source does. None in the list: cannot be told."""
+    source does. None in the list: cannot be told. ``joins``: the joins' tokens as this
+    run took them when it opened them (``pieces.join_tokens``), so none is asked twice."""
     found: list[str | None] = []
-    if settings.join:
+    if joins is not None and len(joins) == len(settings.join):
+        found.extend(joins)
+    elif settings.join:
         from skuferry.sources.signature import source_signature
 
         found.extend(source_signature(spec.source) for spec in settings.join)
@@ -100,15 +104,17 @@ def check(
     options: RunOptions,
     full_pull: bool,
     pending: Callable[[], bool],
+    joins: list[str | None] | None = None,
 ) -> Check:
     """The fingerprint this run stores if it commits, and whether it may skip.
 
     ``pending`` (the mirror's ``has_pending``) is asked last, only when all else says skip.
+    ``joins``: the joins' tokens taken as the run opened them (see ``joined``).
     """
     stored = metas.get_meta(FINGERPRINT)
     previous = stored.split("\n")[1] if stored and "\n" in stored else None
     fingerprint = source.fingerprint(previous or None)
-    parts = [fingerprint, *joined(settings)] if fingerprint is not None else [None]
+    parts = [fingerprint, *joined(settings, joins)] if fingerprint is not None else [None]
     token = None if None in parts else "\n".join([identity(settings), *map(str, parts)])
     if options.dry_run or options.full or options.verify:
         return Check(token, reason="asked to read (--dry-run, --full or --verify)")
