@@ -211,6 +211,21 @@ def test_the_auth_check_still_runs_on_a_skipped_run(tmp_path: Path) -> None:
     assert remote.requests["read"] == reads + 1, "one authenticated read, as after any quiet run"
 
 
+def test_a_429_on_the_auth_check_of_a_skipped_run_is_counted(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, api={"auth_check_minutes": 1})
+    remote, source = FakeRemote(), CountingSource(_write(tmp_path / "catalog.csv", 5))
+    _sync(settings, remote, source)
+    mirror = Mirror(settings.state.path)
+    try:  # the last contact with the API, two minutes ago
+        mirror.record_api_contact((mirror.last_api_contact() or 0.0) - 120)
+    finally:
+        mirror.close()
+    remote.rate_limited = 1  # the client retried the check's read after one 429
+    skipped = _sync(settings, remote, source)
+    assert (skipped.pull, source.reads) == ("unchanged", 1)
+    assert skipped.rate_limited == 1, "the summary and metrics see the 429 of the check"
+
+
 def test_rejected_rows_are_reported_again_by_a_skipped_run(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, api={"auth_check_minutes": 0})
     path = _write(tmp_path / "catalog.csv", 3)

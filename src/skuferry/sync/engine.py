@@ -461,8 +461,7 @@ def _skip_unchanged(  # noqa: PLR0917 - the run's edges, passed on from _run
     if auth_check.due(mirror.last_api_contact(), now, minutes=minutes):
         client = adapters.client or _client(settings, stop, stack, on_progress)
         auth_check.after_run(client, mirror, requests=0, minutes=minutes, now=now)
-        summary.requests = dict(client.requests)
-        summary.requests_by_key = dict(client.requests_by_key)
+        _count_requests(client, summary)  # a 429 on the check counts like any other
     return True
 
 
