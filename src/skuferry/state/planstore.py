@@ -4,6 +4,11 @@
 wins (a duplicate key found late supersedes what was planned for it). The
 store keeps one row per key in a TEMP table of the mirror's connection: temp
 tables never touch the state file, so a dry run stays read-only.
+
+Products recognised unchanged by their fingerprint (the bulk of a quiet run) are
+not actions at all: the planner marks their rows' slots in ``recognised``
+(``plan(recognised=...)``), a bitmap of the mirror's rowids, and the store counts
+them from it and reads their keys back from the mirror only when asked.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product, was_mapped
-from skuferry.state.scratch import keyset
+from skuferry.state.scratch import keyset, slot_pages
 
 _BATCH = 2000
 _WRITE_KINDS = (Kind.CREATE, Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)  # what the writer sends
@@ -46,7 +51,14 @@ class PlanStore:
         # key in run_plan (a duplicate found further down) supersedes the row here.
         conn.execute("DROP TABLE IF EXISTS temp.run_unchanged")
         conn.execute("CREATE TEMP TABLE run_unchanged (key TEXT, digest TEXT, fingerprint TEXT)")
-        self.records = 0  # source records seen, valid or not
+        self._records = 0  # source records planned as actions, valid or not
+        # Slots (rowids) of products recognised unchanged, marked by the planner in place.
+        self.recognised = bytearray()
+
+    @property
+    def records(self) -> int:
+        """Source records seen, valid or not (recognised ones included)."""
+        return self._records + self._recognised_count()
 
     def fill(self, actions: Iterable[Action]) -> None:
         """Consume the planner's actions, batching inserts into few transactions."""
@@ -55,7 +67,7 @@ class PlanStore:
         unchanged = Kind.UNCHANGED
         for action in actions:
             if action.kind not in (Kind.GONE, Kind.ARCHIVE):  # those left the source
-                self.records += 1
+                self._records += 1
             if action.kind is unchanged:
                 quiet.append(_quiet_row(action))
             else:
@@ -82,7 +94,8 @@ class PlanStore:
         (unchanged,) = self._conn.execute(
             "SELECT count(*) FROM run_unchanged WHERE key NOT IN (SELECT slot FROM run_plan)"
         ).fetchone()
-        found[Kind.UNCHANGED.value] = unchanged
+        recognised = self._recognised_count()
+        found[Kind.UNCHANGED.value] = unchanged + (recognised and recognised - self._overruled())
         return {kind: int(found.get(kind.value, 0)) for kind in Kind}
 
     def needs_lookup(self) -> bool:
@@ -121,16 +134,44 @@ class PlanStore:
             )
 
     def keys(self, kind: Kind) -> Iterator[str]:
-        """Keys of ``kind``, in keyset pages (no statement stays open; see ``actions``)."""
+        """Keys of ``kind``, in keyset pages (no statement stays open; see ``actions``).
+
+        UNCHANGED: those mapped in full in source order, then the recognised ones in
+        the mirror's row order."""
         if kind is Kind.UNCHANGED:
             for key, _digest, _fingerprint in self._unchanged(with_fingerprint=False):
                 yield key
+            for page in slot_pages(self.recognised, marked=True):
+                marks = ",".join("?" * len(page))
+                yield from (
+                    key
+                    for (key,) in self._conn.execute(
+                        f"SELECT key FROM products WHERE rowid IN ({marks}) "  # noqa: S608
+                        "AND key NOT IN (SELECT slot FROM temp.run_plan) ORDER BY rowid",
+                        page,
+                    ).fetchall()
+                )
             return
         select = "SELECT slot, key FROM run_plan"
         for _slot, key in keyset(
             self._conn, select, order=("slot",), where="kind = ?", args=[kind.value]
         ):
             yield key
+
+    def _recognised_count(self) -> int:
+        return int.from_bytes(self.recognised, "little").bit_count()
+
+    def _overruled(self) -> int:
+        """Recognised products a later action overrules (a duplicate of the key found
+        further down the source is rejected: the last action for a key wins)."""
+        bits = self.recognised
+        rowids = self._conn.execute(
+            "SELECT p.rowid FROM temp.run_plan r JOIN products p ON p.key = r.key"
+        )  # read to the end right here: nothing is committed meanwhile
+        size = len(bits) << 3
+        return sum(
+            1 for (rowid,) in rowids if rowid < size and bits[rowid >> 3] & (1 << (rowid & 7))
+        )
 
     def fingerprints(self) -> Iterator[tuple[str, str, str]]:
         """(key, digest, fingerprint) of unchanged products that had to be mapped in full."""

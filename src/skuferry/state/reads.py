@@ -14,13 +14,30 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from skuferry.models import MirrorRow, State
-from skuferry.state.scratch import keyset
+from skuferry.state.scratch import keyset, slot_pages
 
 _IN_CHUNK = 500  # keys per IN (...) lookup: well below SQLite's variable limit
+_SLOT_CHUNK = 2000  # keys per lookup of the planner's fast path (SQLite allows 32766)
 _SCAN_CHUNK = 1000  # keys per keyset page: no cursor stays open across commits
 _ROW_SQL = (
     "SELECT p.key, p.state, p.digest, p.rejected_digest, p.remote_id, i.digest, p.last_error, "
     "p.source_fingerprint "
+    "FROM products p LEFT JOIN intents i ON i.key = p.key"
+)
+
+# A row the planner may recognise by fingerprint alone: SYNCED, a confirmed digest and a
+# fingerprint, no create in doubt (see plan._with_rows). The rowid is the key's slot.
+# "+p.state": the key index, not the state index (which would walk every SYNCED row).
+# Without any open intent (the usual case) the intents are not asked per row.
+_QUICK_SQL = (
+    "SELECT p.key, p.rowid, p.digest, p.source_fingerprint FROM products p "
+    "WHERE +p.state = 'synced' AND p.digest IS NOT NULL AND p.source_fingerprint IS NOT NULL "
+    "AND p.key IN "
+)
+_QUICK_INTENTS = "AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.key = p.key)"
+_SLOTTED_SQL = (
+    "SELECT p.key, p.state, p.digest, p.rejected_digest, p.remote_id, i.digest, p.last_error, "
+    "p.source_fingerprint, p.rowid "
     "FROM products p LEFT JOIN intents i ON i.key = p.key"
 )
 
@@ -76,6 +93,41 @@ class MirrorLookup(Mapping[str, MirrorRow]):
     def get_many(self, keys: Sequence[str]) -> dict[str, MirrorRow]:
         """The rows of ``keys`` that exist, in few queries (the planner's batched lookup)."""
         return rows(self._conn, keys)
+
+    # -- the planner's fast path (plan._with_rows): rows by slot, the key's rowid --------
+
+    def slots(self) -> int:
+        """One more than the largest slot: the size of a bitmap of slots (rowids)."""
+        (top,) = self._conn.execute("SELECT max(rowid) FROM products").fetchone()
+        return int(top or 0) + 1
+
+    def recognisable(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+        """key -> (slot, digest, fingerprint) of the ``keys`` whose row a source row with an
+        equal fingerprint leaves unchanged (SYNCED, no open intent); one query per 2,000."""
+        found: dict[str, tuple[int, str, str]] = {}
+        intents = self._conn.execute("SELECT 1 FROM intents LIMIT 1").fetchone() is not None
+        for start in range(0, len(keys), _SLOT_CHUNK):
+            chunk = keys[start : start + _SLOT_CHUNK]
+            sql = f"{_QUICK_SQL}({','.join('?' * len(chunk))}) {_QUICK_INTENTS if intents else ''}"
+            found.update({k: (s, d, f) for k, s, d, f in self._conn.execute(sql, chunk)})
+        return found
+
+    def slotted(self, keys: Sequence[str]) -> dict[str, tuple[int, MirrorRow]]:
+        """key -> (slot, row) of the ``keys`` that exist."""
+        found: dict[str, tuple[int, MirrorRow]] = {}
+        for start in range(0, len(keys), _IN_CHUNK):
+            chunk = list(keys[start : start + _IN_CHUNK])
+            sql = f"{_SLOTTED_SQL} WHERE p.key IN ({','.join('?' * len(chunk))})"
+            for r in self._conn.execute(sql, chunk).fetchall():
+                found[r[0]] = (r[8], _to_row(r[:8]))
+        return found
+
+    def unseen(self, seen: bytes | bytearray) -> Iterator[MirrorRow]:
+        """The rows whose slot's bit is clear in ``seen`` (see ``scratch.slots``), in slot
+        order; slots past the bitmap's end are not asked for."""
+        for wanted in slot_pages(seen, marked=False, page=_IN_CHUNK):
+            sql = f"{_ROW_SQL} WHERE p.rowid IN ({','.join('?' * len(wanted))}) ORDER BY p.rowid"
+            yield from (_to_row(r) for r in self._conn.execute(sql, wanted).fetchall())
 
     def __getitem__(self, key: str) -> MirrorRow:
         row: MirrorRow | None = self.get(key)

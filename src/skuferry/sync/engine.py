@@ -581,6 +581,7 @@ def _fill(
             archiving=GonePolicy.from_settings(settings.gone).archiving,  # ARCHIVE, not GONE
             tally=tally,  # bad rows whose product is unknown: no gone decisions
             resend=resend,  # retry: refused data sent again
+            recognised=store.recognised,  # unchanged by fingerprint: a bit each, no action
         )
     )
     return tally

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
@@ -217,6 +218,17 @@ def _as_written(value: Any) -> Any:
     return float_decimal(value) if type(value) is float else value
 
 
+def _picker(columns: list[str]) -> Callable[[Mapping[str, Any]], list[Any]]:
+    """The values of ``columns`` as a list, in one C call; KeyError when one is missing."""
+    if not columns:
+        return lambda fields: []
+    if len(columns) == 1:
+        one = operator.itemgetter(columns[0])
+        return lambda fields: [one(fields)]
+    many = operator.itemgetter(*columns)
+    return lambda fields: list(many(fields))
+
+
 def _key_text(value: Any) -> str | None:
     """The key as stripped text; None when the value cannot be a key (bool, object, ...)."""
     if type(value) is str:
@@ -310,11 +322,13 @@ class Mapper:
         # A file table counts by what it holds: a new label re-maps the rows that use it.
         held = ",".join(f"{name}={table.digest()}" for name, table in sorted(tables.items()))
         self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json(exclude_unset=True)}|{held}|"
+        self._seeded: hashlib.blake2b | None = None  # the seed hashed, at the first fingerprint
         self._key_checks: tuple[Check, ...] = (spreadsheet_mangled,)
         empties = tuple(empty_values)
         if empties:  # they change what map() makes of a value
             self._seed += f"empty={canonical.dumps(list(empties))}|"
         self._columns: list[str] | None = None  # None: pass-through, every column counts
+        self._pick: Callable[[Mapping[str, Any]], list[Any]] = _picker([])
         self._searches: list[Callable[[Any], Any]] = []  # path fields: their results count
         if settings.fields is None:
             return  # pass-through: every column as read
@@ -360,6 +374,7 @@ class Mapper:
         self._key_checks = _field_checks(key_spec) if key_spec.type == "string" else ()
         fields = [(key_spec.column, self._key_search)] + [(f[2], f[3]) for f in self._plan]
         self._columns = [c for c, search in fields if search is None and c is not None]
+        self._pick = _picker(self._columns)
         self._searches = [search for _, search in fields if search is not None]
 
     @property
@@ -373,6 +388,20 @@ class Mapper:
             return _key_text(self._raw_key(record.fields)) or None
         except _SEARCH_ERRORS:
             return None  # map() says why
+
+    def key_reader(self) -> Callable[[RawRecord], str | None]:
+        """``key_of`` as one function, fast for a key read from a column of text."""
+        if self._key_search is not None:
+            return self.key_of
+        column, slow = self._key_column, self.key_of
+
+        def key_of(record: RawRecord) -> str | None:
+            value = record.fields.get(column)
+            if type(value) is str:
+                return value.strip() or None
+            return slow(record)
+
+        return key_of
 
     def key_of_bad(self, record: BadRecord) -> str | None:
         """The key of a record that could not be read or mapped, when it can be told.
@@ -399,6 +428,23 @@ class Mapper:
         found = search(fields)
         return _MISSING if found is None else found
 
+    def fingerprinter(self) -> Callable[[RawRecord], str]:
+        """``fingerprint`` as one function, fast for columns read as they are (no path)."""
+        if self._columns is None or self._searches:
+            return self.fingerprint
+        copy, pick, slow = self._seeded_hash().copy, self._pick, self.fingerprint
+
+        def fingerprint(record: RawRecord) -> str:
+            try:
+                data = repr(pick(record.fields))
+            except KeyError:
+                return slow(record)
+            hashed = copy()
+            hashed.update(data.encode())
+            return str(hashed.hexdigest())
+
+        return fingerprint
+
     def fingerprint(self, record: RawRecord) -> str:
         """A hash of the values this mapping reads, and of the mapping itself.
 
@@ -412,15 +458,27 @@ class Mapper:
         if self._columns is None:
             data = repr(sorted(fields.items()))
         else:
-            get = fields.get
-            values = [get(column, _MISSING_MARK) for column in self._columns]
+            try:  # every column present, the common case: one C call
+                values = self._pick(fields)
+            except KeyError:
+                get = fields.get
+                values = [get(column, _MISSING_MARK) for column in self._columns]
             for search in self._searches:
                 try:
                     values.append(search(fields))
                 except _SEARCH_ERRORS as exc:  # a code missing from a table: the reason counts
                     values.append(f"<refused: {exc}>")
             data = repr(values)
-        return hashlib.blake2b((self._seed + data).encode(), digest_size=16).hexdigest()
+        hashed = self._seeded_hash().copy()
+        hashed.update(data.encode())
+        return hashed.hexdigest()
+
+    def _seeded_hash(self) -> hashlib.blake2b:
+        """The blake2b state after the seed: a copy of it hashes only a row's values (the
+        same digest as hashing seed + values, a third of the time per row)."""
+        if self._seeded is None:
+            self._seeded = hashlib.blake2b(self._seed.encode(), digest_size=16)
+        return self._seeded
 
     def map(self, record: RawRecord) -> Product | BadRecord:
         fields = record.fields

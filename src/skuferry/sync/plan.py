@@ -19,6 +19,7 @@ key says "it may be there" (an open intent, a PENDING or DUPLICATE row).
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import itertools
 from collections import OrderedDict
@@ -53,7 +54,9 @@ _IN_STEP_WHEN_EQUAL = frozenset({State.SYNCED, State.DRIFT, State.GONE})
 # first payload is still at hand; a bounded cache keeps memory flat.
 PAYLOAD_CACHE_SIZE = 4096
 LOOKAHEAD = 500  # records per batched mirror lookup
+FAST_LOOKAHEAD = 2000  # ... of a mirror that numbers its rows (see _with_rows)
 _REJECTED_IN_RUN = ""  # seen-digest marker: this key is rejected for the rest of the run
+_RECOGNISED = "\x00recognised"  # seen-digest marker: the mirror's digest (see _Seen)
 # The payload of a product recognised by its fingerprint and never mapped: only
 # its key and digest are known, and an unchanged product needs nothing more.
 _UNMAPPED = UNMAPPED  # see models.was_mapped (the plan store reads it too)
@@ -137,6 +140,7 @@ def plan(
     archiving: str | None = None,
     tally: Tally | None = None,
     resend: Collection[str] = (),
+    recognised: bytearray | None = None,
 ) -> Iterator[Action]:
     """Stream the actions that bring the remote in step with ``records``.
 
@@ -172,40 +176,53 @@ def plan(
     Raw source records need a ``mapper``: one whose fingerprint equals the one a
     SYNCED row holds beside its digest is UNCHANGED without being mapped (see
     ``was_mapped``); every other one is mapped here.
+
+    ``recognised``: a bitmap the planner sizes and fills in place. With a mirror that
+    numbers its rows (``_Seen``), a product recognised by its fingerprint is then not
+    yielded at all: the bit of its mirror row is set instead (``PlanStore.recognised``
+    counts them; a later REJECT of the key still overrules it). A million UNCHANGED
+    actions cost more than the rest of a quiet plan.
     """
     seen = {} if seen is None else seen
     tally = Tally() if tally is None else tally
     recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
-    for record, row in _with_rows(records, mirror, mapper):
+    marks = _Seen(seen, mirror)
+    if recognised is not None:
+        recognised[:] = bytes((marks.size + 7) >> 3)
+    for record, row, slot in _with_rows(records, mirror, mapper, marks, recognised):
         if isinstance(record, BadRecord):
             reason = record.reason
             if record.key is None or record.guessed:
                 tally.unsure += 1
             if record.key is not None:
-                earlier = seen.get(record.key)
+                earlier = marks.get(record.key, slot)
                 if earlier is not None and earlier[0] != _REJECTED_IN_RUN:
                     reason = (
                         f"duplicate key {record.key!r}: line {record.line} repeats "
                         f"line {earlier[1]}: {reason}"
                     )
-                seen[record.key] = (_REJECTED_IN_RUN, earlier[1] if earlier else record.line)
+                first = earlier[1] if earlier else record.line
+                marks.put(record.key, slot, _REJECTED_IN_RUN, first)
             yield Action(
                 Kind.REJECT, record.key, reason=reason, line=record.line, stage=record.stage
             )
             continue
-        earlier = seen.get(record.key)
+        earlier = marks.get(record.key, slot)
         if earlier is None:
-            seen[record.key] = (record.digest, record.line)
             if was_mapped(record):
+                marks.put(record.key, slot, record.digest, record.line)
                 _remember(recent, record)
                 yield decide(record, row, walked=walked, resend=record.key in resend)
-            else:  # recognised: _recognised() checked the row is SYNCED with this digest
+            else:  # recognised: _with_rows checked the row is SYNCED with this fingerprint
+                marks.recognised(record.key, slot, record.digest, record.line)
                 yield Action(Kind.UNCHANGED, record.key, record, line=record.line)
             continue
         first_digest, first_line = earlier
+        if first_digest == _RECOGNISED:  # the first was recognised: it holds the mirror's digest
+            first_digest = row.digest if row is not None and row.digest else record.digest
         if first_digest in (record.digest, _REJECTED_IN_RUN):
             continue  # an exact repeat, or a key already rejected in this run
-        seen[record.key] = (_REJECTED_IN_RUN, first_line)
+        marks.put(record.key, slot, _REJECTED_IN_RUN, first_line)
         yield Action(
             Kind.REJECT,
             record.key,
@@ -218,13 +235,89 @@ def plan(
     if tally.unsure:
         tally.gone_skipped = True
         return
-    for key in mirror if mirror_keys is None else mirror_keys:
-        if key in seen:
-            continue
-        row = mirror.get(key)
-        kind = leaving(row, archiving=archiving) if row is not None else None
+    for key, row in marks.unseen(mirror_keys):
+        kind = leaving(row, archiving=archiving)
         if kind is not None:
-            yield Action(kind, key, remote_id=row.remote_id if row is not None else None)
+            yield Action(kind, key, remote_id=row.remote_id)
+
+
+class _Seen:
+    """The keys ``plan()`` has seen: key -> (digest, first line), kept compact.
+
+    With a mirror that numbers its rows (``slots()``, see ``state/reads.py``), a key
+    the mirror knows is marked by one bit of its slot, and its first line in an array:
+    a million keys cost 4.1 MB instead of a table row each. Only what the bit
+    cannot tell goes to ``table`` (the caller's ``seen``): the digest of a first row
+    that was mapped, a key rejected in this run, keys the mirror does not know. A first
+    row recognised by its fingerprint needs no entry: its digest is the mirror's
+    (``_RECOGNISED``). The GONE pass then reads the rows whose bit is clear.
+    Without slots every key goes to ``table``, as before.
+    """
+
+    def __init__(self, table: MutableMapping[str, tuple[str, int]], mirror: Any) -> None:
+        self.table = table
+        self._mirror = mirror
+        self._slotted = all(
+            callable(getattr(mirror, name, None))
+            for name in ("slots", "recognisable", "slotted", "unseen")
+        )
+        self.size = mirror.slots() if self._slotted else 0
+        self.bits = bytearray((self.size + 7) >> 3)
+        self.lines = array.array("I", bytes(4 * self.size))  # "I": 4 bytes on every platform
+
+    def get(self, key: str, slot: int) -> tuple[str, int] | None:
+        if slot and not self.bits[slot >> 3] & (1 << (slot & 7)):
+            return None
+        found = self.table.get(key)
+        if found is None and slot:
+            return _RECOGNISED, self.lines[slot]
+        return found
+
+    def put(self, key: str, slot: int, digest: str, line: int) -> None:
+        if slot and not self.bits[slot >> 3] & (1 << (slot & 7)):
+            self.bits[slot >> 3] |= 1 << (slot & 7)
+            self.lines[slot] = line
+        self.table[key] = (digest, line)
+
+    def recognised(self, key: str, slot: int, digest: str, line: int) -> None:
+        """A first row recognised by its fingerprint: its bit alone when it has a slot."""
+        if not slot:
+            self.table[key] = (digest, line)
+            return
+        self.bits[slot >> 3] |= 1 << (slot & 7)
+        self.lines[slot] = line
+
+    def unseen(self, mirror_keys: Iterable[str] | None) -> Iterator[tuple[str, MirrorRow]]:
+        """The mirror's keys and rows whose key was not seen (``mirror_keys``: of those keys)."""
+        mirror = self._mirror
+        if self._slotted and mirror_keys is None:
+            for row in mirror.unseen(self._bits_with_gaps()):
+                yield row.key, row
+            return
+        keys = iter(mirror if mirror_keys is None else mirror_keys)
+        while chunk := list(itertools.islice(keys, LOOKAHEAD)):
+            if self._slotted:
+                found = mirror.slotted(chunk)
+                for key in chunk:
+                    slot, row = found.get(key, (0, None))
+                    if row is not None and self.get(key, slot) is None:
+                        yield key, row
+                continue
+            for key in chunk:
+                if key in self.table:
+                    continue
+                row = mirror.get(key)
+                if row is not None:
+                    yield key, row
+
+    def _bits_with_gaps(self) -> bytearray:
+        """The bitmap with slot 0 (never a row) and the bits past ``size`` marked, so that
+        they are not asked for."""
+        bits = bytearray(self.bits)
+        if bits:
+            bits[0] |= 1
+            bits[-1] |= 0xFF & ~((1 << (self.size - 8 * (len(bits) - 1))) - 1)
+        return bits
 
 
 def leaving(row: MirrorRow, *, archiving: str | None) -> Kind | None:
@@ -257,14 +350,28 @@ def leaving(row: MirrorRow, *, archiving: str | None) -> Kind | None:
 
 
 def _with_rows(
-    records: Iterable[Record], mirror: Mapping[str, MirrorRow], mapper: Mapper | None
-) -> Iterator[tuple[Product | BadRecord, MirrorRow | None]]:
-    """Each record, mapped unless recognised, with the mirror's row for its key.
+    records: Iterable[Record],
+    mirror: Mapping[str, MirrorRow],
+    mapper: Mapper | None,
+    marks: _Seen,
+    recognised: bytearray | None,
+) -> Iterator[tuple[Product | BadRecord, MirrorRow | None, int]]:
+    """Each record, mapped unless recognised, with the mirror's row for its key and its slot.
 
     A mirror with ``get_many(keys)`` (the SQLite mirror) is asked once per
     ``LOOKAHEAD`` records instead of once per record: one-row lookups were most
     of a no-op run's time. Other Mappings are asked key by key.
+
+    A mirror that numbers its rows (``marks.size`` > 0, see ``_Seen``) is asked per
+    ``FAST_LOOKAHEAD`` records, first which of their keys a source row with an equal
+    fingerprint leaves unchanged (``recognisable``): those records are recognised
+    with one hash each, neither mapped nor given a ``MirrorRow``; the rest are looked
+    up in full (``slotted``). The slot is the key's row number in the mirror, 0 for
+    none (a key the mirror does not know, or a row added after the plan began).
     """
+    if marks.size:
+        yield from _with_slots(records, mirror, mapper, marks, recognised)
+        return
     get_many = getattr(mirror, "get_many", None)
     it = iter(records)
     while chunk := list(itertools.islice(it, 1 if get_many is None else LOOKAHEAD)):
@@ -276,19 +383,105 @@ def _with_rows(
             else {k: row for k in wanted if (row := mirror.get(k)) is not None}
         )
         for item, key in zip(chunk, keys, strict=True):
-            if isinstance(item, BadRecord):
-                yield (item if key == item.key else dataclasses.replace(item, key=key)), None
-                continue
             row = found.get(key) if key is not None else None
-            if isinstance(item, Product):
-                yield item, row
+            product = _joined(item, key, row, mapper)
+            if isinstance(product, BadRecord):
+                yield product, None, 0
                 continue
-            if mapper is None:
-                raise TypeError("plan() needs a mapper for raw source records")
-            product = _recognised(item, key, row, mapper) or mapper.map(item)
-            if isinstance(product, Product) and product.key != key:
+            if product.key != key:
                 row = mirror.get(product.key)  # cannot happen: key_of() is map()'s key
-            yield product, (row if isinstance(product, Product) else None)
+            yield product, row, 0
+
+
+def _with_slots(
+    records: Iterable[Record],
+    mirror: Any,
+    mapper: Mapper | None,
+    marks: _Seen,
+    recognised: bytearray | None,
+) -> Iterator[tuple[Product | BadRecord, MirrorRow | None, int]]:
+    """``_with_rows`` for a mirror that numbers its rows.
+
+    With ``recognised``, the first record of a key recognised by its fingerprint is
+    dealt with here, in source order: its slot is marked seen (``marks``) and
+    recognised, and nothing is yielded (see ``plan``).
+    """
+    slots = marks.size
+    bits, lines = marks.bits, marks.lines
+    it = iter(records)
+    fingerprint = mapper.fingerprinter() if mapper is not None else None
+    key_of = mapper.key_reader() if mapper is not None else None
+    while chunk := list(itertools.islice(it, FAST_LOOKAHEAD)):
+        keys = [
+            key_of(r) if key_of is not None and type(r) is RawRecord else _key(r, mapper)
+            for r in chunk
+        ]
+        wanted = [k for k in keys if k is not None]
+        quick: dict[str, tuple[int, str, str]] = mirror.recognisable(wanted)
+        # No key twice in the chunk (one C call to tell): then a recognised key whose slot
+        # is not marked is its first record, whatever precedes it in the chunk, and is
+        # dealt with right here. Otherwise source order decides, in the second loop.
+        at_once = recognised is not None and len(set(wanted)) == len(wanted)
+        left: list[tuple[Record, str | None, tuple[int, str, str] | None]] = []
+        rest: list[str] = []
+        for item, key in zip(chunk, keys, strict=True):
+            if key is not None:
+                hit = quick.get(key)
+                if (
+                    hit is not None
+                    and fingerprint is not None
+                    and type(item) is RawRecord
+                    and fingerprint(item) == hit[2]
+                ):
+                    slot = hit[0]
+                    if (
+                        at_once
+                        and slot < slots
+                        and not bits[slot >> 3] & (1 << (slot & 7))
+                        and recognised is not None
+                    ):
+                        bits[slot >> 3] |= 1 << (slot & 7)  # seen, and unchanged:
+                        lines[slot] = item.line
+                        recognised[slot >> 3] |= 1 << (slot & 7)  # no action at all
+                        continue
+                    left.append((item, key, hit))
+                    continue
+                rest.append(key)
+            left.append((item, key, None))
+        found: dict[str, tuple[int, MirrorRow]] = mirror.slotted(rest) if rest else {}
+        for item, key, hit in left:
+            if hit is not None and key is not None and isinstance(item, RawRecord):
+                slot, digest, mark = hit
+                if slot >= slots:
+                    slot = 0  # a row added since the plan began
+                elif recognised is not None and not bits[slot >> 3] & (1 << (slot & 7)):
+                    bits[slot >> 3] |= 1 << (slot & 7)  # the key's first record: seen, and
+                    lines[slot] = item.line
+                    recognised[slot >> 3] |= 1 << (slot & 7)  # unchanged, without an action
+                    continue
+                yield Product(key, _UNMAPPED, digest, item.line, mark), None, slot
+                continue
+            slot, row = found.get(key, (0, None)) if key is not None else (0, None)
+            product = _joined(item, key, row, mapper)
+            if isinstance(product, BadRecord):
+                yield product, None, (slot if slot < slots else 0)
+                continue
+            if product.key != key:  # cannot happen: key_of() is map()'s key
+                slot, row = mirror.slotted([product.key]).get(product.key, (0, None))
+            yield product, row, (slot if slot < slots else 0)
+
+
+def _joined(
+    item: Record, key: str | None, row: MirrorRow | None, mapper: Mapper | None
+) -> Product | BadRecord:
+    """The record as the planner takes it: mapped unless recognised, a bad one with its key."""
+    if isinstance(item, BadRecord):
+        return item if key == item.key else dataclasses.replace(item, key=key)
+    if isinstance(item, Product):
+        return item
+    if mapper is None:
+        raise TypeError("plan() needs a mapper for raw source records")
+    return _recognised(item, key, row, mapper) or mapper.map(item)
 
 
 def _key(record: Record, mapper: Mapper | None) -> str | None:
