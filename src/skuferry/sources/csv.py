@@ -86,13 +86,25 @@ class CsvSource(Source):
         reader = csv.reader(feed, delimiter=self.delimiter, strict=True)
         header: list[str] | None = None
         width = 0
-        name = self._name
-        encoding = self.encoding
         consumed = 0  # physical lines the reader has taken so far
         while True:
             start = consumed + 1  # the physical line this row starts on
             error: csv.Error | None = None
             try:
+                if header is not None:
+                    # The common row, one line of ASCII text as wide as the header, in a
+                    # tight loop; anything else leaves it for the general case below.
+                    for row in reader:
+                        end = reader.line_num
+                        text = next(lag) if end == start else None
+                        if text is not None and len(row) == width > 1 and text.isascii():
+                            yield RawRecord(start, dict(zip(header, row, strict=True)))
+                            consumed, start = end, end + 1
+                            continue
+                        lines = [text] if text is not None else self._lag(lag, end - consumed)
+                        yield from self._other(header, row, lines, start=start, end=end)
+                        consumed, start = end, end + 1
+                    return
                 row = next(reader)
             except StopIteration:
                 return
@@ -110,34 +122,49 @@ class CsvSource(Source):
                 header = self._header(row, start)
                 width = len(header)
                 continue
-            if error is not None or (count > 1 and len(row) != width):
+            if error is not None:
                 yield from self._broken(header, lines, start=start, error=error, row=row)
                 continue
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # a blank line
-            if len(row) > width:
-                # Misplaced fields: which ones moved is unknown, so the key read by
-                # position is held but the row's own product is not known for sure.
-                yield BadRecord(
-                    start,
-                    f"{name} line {start}: {len(row)} fields, the header has {width}",
-                    fields=dict(zip(header, row, strict=False)),
-                    guessed=True,
-                )
-                continue
-            joined = "".join(row)
-            # Two C calls per row; escaped bytes are never ASCII, so most rows stop at the first.
-            if not joined.isascii() and _ESCAPED_BYTE.search(joined):
-                column, byte = _escaped_byte(header, row)
-                where = f"{name} line {start}, column {column!r}"
-                yield BadRecord(
-                    start,
-                    f"{where}: invalid {encoding} (byte 0x{byte:02x})",
-                    fields=dict(zip(header, row, strict=False)),  # in place: the key is sure
-                )
-                continue
-            # Fewer fields than the header: zip stops early and the missing columns are absent.
-            yield RawRecord(start, dict(zip(header, row, strict=False)))
+            yield from self._other(header, row, lines, start=start, end=end)
+
+    @staticmethod
+    def _lag(lag: Iterator[str], count: int) -> list[str]:
+        return list(itertools.islice(lag, count))
+
+    def _other(
+        self, header: list[str], row: list[str], lines: list[str], *, start: int, end: int
+    ) -> Iterator[RawRecord | BadRecord]:
+        """A row read without error that is not the common case (see ``_rows``)."""
+        name = self._name
+        width = len(header)
+        if end > start and len(row) != width:
+            yield from self._broken(header, lines, start=start, error=None, row=row)
+            return
+        if not row or (len(row) == 1 and not row[0].strip()):
+            return  # a blank line
+        if len(row) > width:
+            # Misplaced fields: which ones moved is unknown, so the key read by
+            # position is held but the row's own product is not known for sure.
+            yield BadRecord(
+                start,
+                f"{name} line {start}: {len(row)} fields, the header has {width}",
+                fields=dict(zip(header, row, strict=False)),
+                guessed=True,
+            )
+            return
+        joined = "".join(row)
+        # Two C calls per row; escaped bytes are never ASCII, so most rows stop at the first.
+        if not joined.isascii() and _ESCAPED_BYTE.search(joined):
+            column, byte = _escaped_byte(header, row)
+            where = f"{name} line {start}, column {column!r}"
+            yield BadRecord(
+                start,
+                f"{where}: invalid {self.encoding} (byte 0x{byte:02x})",
+                fields=dict(zip(header, row, strict=False)),  # in place: the key is sure
+            )
+            return
+        # Fewer fields than the header: zip stops early and the missing columns are absent.
+        yield RawRecord(start, dict(zip(header, row, strict=False)))
 
     def _broken(
         self,
