@@ -221,6 +221,22 @@ def test_the_gone_pass_reads_only_the_rows_never_seen(mirror: Mirror) -> None:
     assert archive[2] == archive[0]
 
 
+def test_keys_in_order_are_read_as_a_range_unless_it_is_sparse(mirror: Mirror) -> None:
+    many = [f"K{i:03d}" for i in range(300)]
+    _fill_mirror(mirror, [_synced(k) for k in many])
+    known = mirror.known()
+    statements: list[str] = []
+    mirror.db.conn.set_trace_callback(statements.append)
+    dense = known.recognisable(many[10:60])  # in order, 50 of 50 rows in the range
+    assert set(dense) == set(many[10:60]) and any("p.key >= " in s for s in statements)
+    statements.clear()
+    sparse = known.recognisable([many[0], many[299]])  # the range holds 300 rows: IN (...)
+    assert set(sparse) == {many[0], many[299]} and any("p.key IN (" in s for s in statements)
+    mirror.db.conn.set_trace_callback(None)
+    records = _records([("raw", k, "2" if k.endswith("7") else "1") for k in many[::3]])
+    _check(mirror, records)  # a third of the keys, in order: read as ranges, planned alike
+
+
 def test_slot_pages_walk_set_and_clear_bits() -> None:
     bits = bytearray(b"\x00\xff\x05")
     assert [s for page in slot_pages(bits, marked=True, page=3) for s in page] == [
