@@ -24,6 +24,7 @@ from skuferry import canonical
 from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.models import Action, BadRecord, Kind, Product, RawRecord
 from skuferry.state.mirror import Mirror
+from skuferry.state.reads import MirrorLookup
 from skuferry.state.scratch import slot_pages
 from skuferry.sync import plan as plan_module
 from skuferry.sync.mapping import Mapper
@@ -224,7 +225,7 @@ def test_the_gone_pass_reads_only_the_rows_never_seen(mirror: Mirror) -> None:
 def test_keys_in_order_are_read_as_a_range_unless_it_is_sparse(mirror: Mirror) -> None:
     many = [f"K{i:03d}" for i in range(300)]
     _fill_mirror(mirror, [_synced(k) for k in many])
-    known = mirror.known()
+    known = MirrorLookup(mirror.db.conn)
     statements: list[str] = []
     mirror.db.conn.set_trace_callback(statements.append)
     dense = known.recognisable(many[10:60])  # in order, 50 of 50 rows in the range
