@@ -196,7 +196,8 @@ def test_a_failing_run_leaves_no_fingerprint(
     assert again.updated == failed.failed
 
 
-def test_the_auth_check_still_runs_on_a_skipped_run(tmp_path: Path) -> None:
+def _check_due(tmp_path: Path) -> tuple[Settings, FakeRemote, CountingSource]:
+    """A synced catalog whose last contact with the API is older than the auth check's."""
     settings = make_settings(tmp_path, api={"auth_check_minutes": 1})
     remote, source = FakeRemote(), CountingSource(_write(tmp_path / "catalog.csv", 5))
     _sync(settings, remote, source)
@@ -205,6 +206,11 @@ def test_the_auth_check_still_runs_on_a_skipped_run(tmp_path: Path) -> None:
         mirror.record_api_contact((mirror.last_api_contact() or 0.0) - 120)
     finally:
         mirror.close()
+    return settings, remote, source
+
+
+def test_the_auth_check_still_runs_on_a_skipped_run(tmp_path: Path) -> None:
+    settings, remote, source = _check_due(tmp_path)
     reads = remote.requests["read"]
     skipped = _sync(settings, remote, source)
     assert (skipped.pull, source.reads) == ("unchanged", 1)
@@ -212,14 +218,7 @@ def test_the_auth_check_still_runs_on_a_skipped_run(tmp_path: Path) -> None:
 
 
 def test_a_429_on_the_auth_check_of_a_skipped_run_is_counted(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, api={"auth_check_minutes": 1})
-    remote, source = FakeRemote(), CountingSource(_write(tmp_path / "catalog.csv", 5))
-    _sync(settings, remote, source)
-    mirror = Mirror(settings.state.path)
-    try:  # the last contact with the API, two minutes ago
-        mirror.record_api_contact((mirror.last_api_contact() or 0.0) - 120)
-    finally:
-        mirror.close()
+    settings, remote, source = _check_due(tmp_path)
     remote.rate_limited = 1  # the client retried the check's read after one 429
     skipped = _sync(settings, remote, source)
     assert (skipped.pull, source.reads) == ("unchanged", 1)
