@@ -23,8 +23,8 @@ import array
 import dataclasses
 import itertools
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from skuferry.models import (
     UNMAPPED,
@@ -42,6 +42,35 @@ if TYPE_CHECKING:
     from skuferry.sync.mapping import Mapper
 
 Record = Product | BadRecord | RawRecord
+
+
+@runtime_checkable
+class BatchedMirror(Protocol):
+    """A mirror asked per batch of keys (the state file's, ``state/reads.MirrorLookup``)."""
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, MirrorRow]: ...
+
+
+@runtime_checkable
+class SlottedMirror(BatchedMirror, Protocol):
+    """A batched mirror that numbers its rows (slot 0 is never a row): see ``_Seen``."""
+
+    def slots(self) -> int:
+        """One more than the highest row number."""
+        ...
+
+    def recognisable(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+        """key -> (slot, digest, fingerprint) of the SYNCED rows without an open intent."""
+        ...
+
+    def slotted(self, keys: Sequence[str]) -> dict[str, tuple[int, MirrorRow]]:
+        """key -> (slot, row) of the keys the mirror knows."""
+        ...
+
+    def unseen(self, seen: bytes | bytearray) -> Iterator[MirrorRow]:
+        """The rows whose bit in ``seen`` is clear."""
+        ...
+
 
 # Rows in these states may stand for a product already on the remote that the
 # mirror cannot point to: a create must look it up before it may POST.
@@ -254,14 +283,13 @@ class _Seen:
     Without slots every key goes to ``table``, as before.
     """
 
-    def __init__(self, table: MutableMapping[str, tuple[str, int]], mirror: Any) -> None:
+    def __init__(
+        self, table: MutableMapping[str, tuple[str, int]], mirror: Mapping[str, MirrorRow]
+    ) -> None:
         self.table = table
         self._mirror = mirror
-        self._slotted = all(
-            callable(getattr(mirror, name, None))
-            for name in ("slots", "recognisable", "slotted", "unseen")
-        )
-        self.size = mirror.slots() if self._slotted else 0
+        self.slotted = mirror if isinstance(mirror, SlottedMirror) else None
+        self.size = self.slotted.slots() if self.slotted is not None else 0
         self.bits = bytearray((self.size + 7) >> 3)
         self.lines = array.array("I", bytes(4 * self.size))  # "I": 4 bytes on every platform
 
@@ -289,26 +317,26 @@ class _Seen:
 
     def unseen(self, mirror_keys: Iterable[str] | None) -> Iterator[tuple[str, MirrorRow]]:
         """The mirror's keys and rows whose key was not seen (``mirror_keys``: of those keys)."""
-        mirror = self._mirror
-        if self._slotted and mirror_keys is None:
-            for row in mirror.unseen(self._bits_with_gaps()):
+        mirror, slotted = self._mirror, self.slotted
+        if slotted is not None and mirror_keys is None:
+            for row in slotted.unseen(self._bits_with_gaps()):
                 yield row.key, row
             return
         keys = iter(mirror if mirror_keys is None else mirror_keys)
         while chunk := list(itertools.islice(keys, LOOKAHEAD)):
-            if self._slotted:
-                found = mirror.slotted(chunk)
+            if slotted is not None:
+                found = slotted.slotted(chunk)
                 for key in chunk:
-                    slot, row = found.get(key, (0, None))
-                    if row is not None and self.get(key, slot) is None:
-                        yield key, row
+                    hit = found.get(key)
+                    if hit is not None and self.get(key, hit[0]) is None:
+                        yield key, hit[1]
                 continue
             for key in chunk:
                 if key in self.table:
                     continue
-                row = mirror.get(key)
-                if row is not None:
-                    yield key, row
+                known = mirror.get(key)
+                if known is not None:
+                    yield key, known
 
     def _bits_with_gaps(self) -> bytearray:
         """The bitmap with slot 0 (never a row) and the bits past ``size`` marked, so that
@@ -369,10 +397,10 @@ def _with_rows(
     up in full (``slotted``). The slot is the key's row number in the mirror, 0 for
     none (a key the mirror does not know, or a row added after the plan began).
     """
-    if marks.size:
-        yield from _with_slots(records, mirror, mapper, marks, recognised)
+    if marks.slotted is not None and marks.size:
+        yield from _with_slots(records, marks.slotted, mapper, marks, recognised)
         return
-    get_many = getattr(mirror, "get_many", None)
+    get_many = mirror.get_many if isinstance(mirror, BatchedMirror) else None
     it = iter(records)
     while chunk := list(itertools.islice(it, 1 if get_many is None else LOOKAHEAD)):
         keys = [_key(r, mapper) for r in chunk]  # once per record: key_of() is not free
@@ -395,7 +423,7 @@ def _with_rows(
 
 def _with_slots(
     records: Iterable[Record],
-    mirror: Any,
+    mirror: SlottedMirror,
     mapper: Mapper | None,
     marks: _Seen,
     recognised: bytearray | None,
