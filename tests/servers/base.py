@@ -31,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from skuferry.sandbox.threaded import ThreadedServer
+
 
 @dataclass(frozen=True)
 class Request:
@@ -153,7 +155,7 @@ class Tokens:
             self._access = {t: (float("-inf"), u) for t, (_, u) in self._access.items()}
 
 
-class ApiServer:
+class ApiServer(ThreadedServer):
     """A loopback server on ``host`` (any of 127.0.0.0/8), port 0 by default, in a thread."""
 
     name = "api"
@@ -174,7 +176,6 @@ class ApiServer:
         self._httpd.daemon_threads = True
         if ssl_context is not None:
             self._httpd.socket = ssl_context.wrap_socket(self._httpd.socket, server_side=True)
-        self._thread: threading.Thread | None = None
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -183,31 +184,6 @@ class ApiServer:
         """The origin, e.g. ``http://127.0.0.1:41234`` (no trailing slash)."""
         host, port = self._httpd.server_address[:2]
         return f"{'https' if self._tls else 'http'}://{host!s}:{port}"
-
-    def start(self) -> ApiServer:
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join()
-
-    def serve_forever(self) -> None:
-        try:
-            self._httpd.serve_forever()
-        finally:
-            self._httpd.server_close()
-
-    def __enter__(self) -> Any:  # Any: a subclass's ``with`` gets the subclass
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def count(self, name: str) -> None:
         """One more of ``name`` (a token grant, a list page) in ``counts``."""

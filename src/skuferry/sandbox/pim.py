@@ -50,6 +50,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from skuferry import canonical
+from skuferry.sandbox.threaded import ThreadedServer
 
 
 class GeneratedCatalog(Sequence[dict[str, Any]]):
@@ -108,7 +109,7 @@ class Seen:
     authorization: str | None
 
 
-class PimServer:
+class PimServer(ThreadedServer):
     """The API on a free port of 127.0.0.1 (or ``host``), served from a background thread."""
 
     def __init__(
@@ -133,7 +134,6 @@ class PimServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -142,32 +142,6 @@ class PimServer:
 
     def url(self, style: str) -> str:
         return f"{self.base_url}/{style}/products"
-
-    def start(self) -> PimServer:
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join()
-
-    def serve_forever(self) -> None:
-        """Serve in the calling thread until interrupted (the command-line use)."""
-        try:
-            self._httpd.serve_forever()
-        finally:
-            self._httpd.server_close()
-
-    def __enter__(self) -> PimServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- what the handler asks -----------------------------------------------------------
 

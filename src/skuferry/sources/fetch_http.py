@@ -33,13 +33,7 @@ def download_http(
     url = str(settings.path)
     shown = safe_url(url)
     allowed = parse_allowed(settings.allowed_origins)  # validated with the config
-    client = httpx.Client(
-        headers=settings.headers,
-        timeout=settings.timeout_s,
-        follow_redirects=False,
-        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
-        transport=transport,
-    )
+    client = _client(settings, settings.headers, transport)
     try:
         with client:
             response = _open(client, url, allowed)
@@ -73,13 +67,7 @@ def probe_http(
         headers["If-None-Match"] = previous.removeprefix(_ETAG)
     elif previous is not None and previous.startswith(_LAST_MODIFIED):
         headers["If-Modified-Since"] = previous.removeprefix(_LAST_MODIFIED)
-    client = httpx.Client(
-        headers=headers,
-        timeout=settings.timeout_s,
-        follow_redirects=False,
-        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
-        transport=transport,
-    )
+    client = _client(settings, headers, transport)
     try:
         with client:
             response = _open(client, url, parse_allowed(settings.allowed_origins))
@@ -141,3 +129,18 @@ def _save(response: httpx.Response, dest: BinaryIO, shown: str) -> int:
 def _reason(exc: httpx.HTTPError) -> str:
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
+
+
+def _client(
+    settings: FileSourceSettings,
+    headers: dict[str, str],
+    transport: httpx.BaseTransport | None,
+) -> httpx.Client:
+    """A client for the remote file: its headers, timeout and CA; redirects by hand."""
+    return httpx.Client(
+        headers=headers,
+        timeout=settings.timeout_s,
+        follow_redirects=False,
+        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
+        transport=transport,
+    )
