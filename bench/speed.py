@@ -8,6 +8,10 @@
 - ``startup``: time from ``exec`` to the first useful work of ``skuferry sync`` (the
   ``mirror.opened`` event, read from the child's JSON log), next to a bare interpreter.
 
+Both also time the same tree's full start (``SKUFERRY_QUICK=off``: the config loaded and
+validated, the engine's unchanged check), alternated run by run: the quick lane's gain
+(service/quick.py), measured side by side.
+
 With ``--baseline SRC`` (``python -m bench --only startup,unchanged --baseline
 /tmp/main/src``), both figures also time the package under SRC (the same venv, its
 ``PYTHONPATH``), alternated with this tree's run by run, on the same files and state.
@@ -40,6 +44,8 @@ from skuferry.sources.fingerprint import RACY_S
 from skuferry.state.mirror import Mirror
 
 RUNS = 5
+_OFF = {**os.environ, "SKUFERRY_QUICK": "off"}  # the full start: the config loaded, the engine
+_OFF_NAME = "the same tree's full start (SKUFERRY_QUICK=off)"
 BASELINE_ENV = "SKUFERRY_BENCH_BASELINE"  # set by ``python -m bench --baseline SRC``
 
 
@@ -109,10 +115,11 @@ def unchanged(quick: bool) -> Result:
                 _settled(catalog)
                 sync = ["sync", "--config", str(conf), "--json"]
                 warm = run_child(sync, folder)  # reads once, stores the fingerprint
-                skips, reads, bases = [], [], []
+                skips, reads, bases, slow = [], [], [], []
                 base_env = _baseline_env()
                 for _ in range(RUNS):  # A B A B: the machine's drift hits both alike
                     skips.append(run_child(sync, folder))
+                    slow.append(run_child(sync, folder, env=_OFF))
                     if base_env is not None:
                         bases.append(run_child(sync, folder, env=base_env))
                     reads.append(run_child([*sync, "--full"], folder))
@@ -133,6 +140,7 @@ def unchanged(quick: bool) -> Result:
                     f"ratio unchanged/--full median {statistics.median(ratios):.2f} "
                     f"(target {target} s wall)"
                 )
+                notes.append(_versus(f"{n} products, source unchanged", skips, slow, _OFF_NAME))
                 if bases:
                     notes.append(_versus(f"{n} products, source unchanged", skips, bases))
                 if n == sizes[-1]:
@@ -147,10 +155,11 @@ def unchanged(quick: bool) -> Result:
     )
 
 
-def _versus(what: str, ours: list[Sample], bases: list[Sample]) -> str:
+def _versus(what: str, ours: list[Sample], bases: list[Sample], name: str = "") -> str:
     ratios = [a[0] / b[0] for a, b in zip(ours, bases, strict=True)]
+    name = name or f"the baseline {os.environ.get(BASELINE_ENV)}"
     return (
-        f"{what}, this tree vs the baseline {os.environ.get(BASELINE_ENV)} (alternated): "
+        f"{what}, this tree vs {name} (alternated): "
         f"wall median {_median(ours, 0):.2f} s vs {_median(bases, 0):.2f} s (baseline runs "
         f"{', '.join(f'{s[0]:.2f}' for s in bases)}), CPU {_median(ours, 4):.2f} s vs "
         f"{_median(bases, 4):.2f} s, peak RSS {max(s[1] for s in ours):.0f} vs "
@@ -193,7 +202,7 @@ def startup(quick: bool) -> Result:
         _settled(folder / "catalog.csv")
         args = [sys.executable, "-m", "skuferry", "-vv", "sync", "--config", str(conf), "--json"]
         subprocess.run(args, cwd=folder, capture_output=True, check=False)  # stores the fingerprint
-        firsts, totals, bare = [], [], []
+        firsts, totals, bare, slow = [], [], [], []
         base_env = _baseline_env()
         base_firsts: list[float] = []
         base_totals: list[float] = []
@@ -202,6 +211,11 @@ def startup(quick: bool) -> Result:
             done = subprocess.run(args, cwd=folder, capture_output=True, text=True, check=False)
             totals.append(time.time() - started)
             firsts.append(_first_work(done.stderr) - started)
+            started = time.time()
+            done = subprocess.run(
+                args, cwd=folder, env=_OFF, capture_output=True, text=True, check=False
+            )
+            slow.append(_first_work(done.stderr) - started)
             if base_env is not None:
                 started = time.time()
                 done = subprocess.run(
@@ -232,6 +246,8 @@ def startup(quick: bool) -> Result:
             f"{', '.join(f'{x:.2f}' for x in firsts)} s; whole process median "
             f"{statistics.median(totals):.2f} s; `python -c pass` median "
             f"{statistics.median(bare):.2f} s; load average before {load_before}, after {_load()}",
+            f"{_OFF_NAME}, alternated: exec -> mirror.opened "
+            f"{', '.join(f'{x:.2f}' for x in slow)} s, median {statistics.median(slow):.2f} s",
             *versus,
         ],
     )

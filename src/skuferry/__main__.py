@@ -1,3 +1,3 @@
-from skuferry.cli import main
+from skuferry.start import main
 
 main()

@@ -145,10 +145,7 @@ def main(ctx: click.Context, verbose: int, debug: bool, log_format: str) -> None
 def _configure_logs(ctx: click.Context, *, quiet: bool = False) -> None:
     verbose = ctx.find_root().obj.get("verbose", 0) if ctx.find_root().obj else 0
     fmt = ctx.find_root().obj.get("log_format", "auto") if ctx.find_root().obj else "auto"
-    on_tty = sys.stderr.isatty()
-    level = "debug" if verbose >= 2 else "info" if verbose == 1 or not on_tty else "warning"
-    if quiet:
-        level = "warning"
+    level = logs.cli_level(verbose=verbose, quiet=quiet, on_tty=sys.stderr.isatty())
     logs.configure(level=level, json=None if fmt == "auto" else fmt == "json")
 
 
@@ -273,9 +270,13 @@ def _sync(
     only: tuple[str, ...] | None,
 ) -> None:
     from skuferry.models import RunOptions
+    from skuferry.service import quick
 
     _configure_logs(ctx, quiet=quiet)
+    plain = not dry_run and only is None  # a run that leaves the quick lane its record
+    text = quick.config_text(config_path) if plain else None  # as the load reads it
     settings = _settings(config_path)
+    prepared = quick.prepare(settings, text) if plain else None
     options = RunOptions(
         dry_run=dry_run,
         verify=verify,
@@ -292,6 +293,8 @@ def _sync(
                 "sends them next (see `skuferry status` / `skuferry rejected`)"
             )
         sys.exit(errors.EXIT_OK)
+    if plain:
+        quick.remember(prepared, settings.state.path)
     _finish(summary, as_json=as_json, quiet=quiet)
 
 

@@ -145,6 +145,14 @@ def _redact_values(
     return event
 
 
+def cli_level(*, verbose: int, quiet: bool, on_tty: bool) -> str:
+    """The level of a verb's logs: ``-vv`` debug; ``-v``, or off a terminal, info; else
+    warning. ``--quiet`` (cron) keeps warnings and errors only."""
+    if quiet:
+        return "warning"
+    return "debug" if verbose >= 2 else "info" if verbose == 1 or not on_tty else "warning"
+
+
 def configure(
     *, level: str = "info", json: bool | None = None, stream: TextIO | None = None
 ) -> None:

@@ -13,6 +13,10 @@ from typing import Any, Protocol
 
 from skuferry.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
+# Labels skuferry's own metrics carry: a constant label ([metrics] labels) of the same name
+# would clash (config/schema/settings.py refuses it, service/metrics.py renders them).
+METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
+
 
 @dataclass(frozen=True, slots=True)
 class RawRecord:

@@ -3,7 +3,7 @@
 - a second ``skuferry sync`` on an untouched CSV reports ``"pull": "unchanged"``, sends
   nothing, and its process never imports the sandbox, rich, openpyxl, SQLAlchemy,
   httpx, sqlite-utils, asyncio, ssl or APScheduler (the import set of a no-op, printed
-  by the child itself);
+  by the child itself); by the quick lane, not pydantic, click or the engine either;
 - a remote file is asked for with a conditional GET: the server counts the 304s it
   answers and the full bodies it sends, so "nothing downloaded" is the server's word;
 - a file touched without a change is read again, and nothing is written.
@@ -76,11 +76,13 @@ def _summary(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return summary
 
 
-def _sync_listing_modules(tmp_path: Path, config: Path) -> tuple[dict[str, Any], set[str]]:
+def _sync_listing_modules(
+    tmp_path: Path, config: Path, **env: str
+) -> tuple[dict[str, Any], set[str]]:
     result = subprocess.run(
         [sys.executable, "-c", _IMPORTS, "sync", "--json", "--config", str(config)],
         cwd=tmp_path,
-        env=clean_env(),
+        env=clean_env(**env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -104,13 +106,23 @@ def test_a_second_sync_of_an_untouched_file_reads_and_sends_nothing(
     assert (first["created"], first["pull"]) == (30, "full")
     requests = dict(sandbox.stats().requests)
 
-    second, modules = _sync_listing_modules(tmp_path, config)
+    # the full start (the engine's unchanged check): none of the heavy modules
+    second, modules = _sync_listing_modules(tmp_path, config, SKUFERRY_QUICK="off")
     assert second["pull"] == "unchanged"
     assert (second["unchanged"], second["created"], second["updated"]) == (30, 0, 0)
     assert dict(sandbox.stats().requests) == requests, "a skipped run sends nothing"
     assert "skuferry.sync.engine" in modules, "the listing is the run's own"
     loaded = sorted(m for m in modules if m.split(".")[0] in NOT_ON_A_NOOP or m in NOT_ON_A_NOOP)
     assert not [m for m in loaded if m.startswith(NOT_ON_A_NOOP)], loaded
+
+    # the quick lane (service/quick.py): not even the config models, click or the engine
+    quick, modules = _sync_listing_modules(tmp_path, config)
+    assert {k: v for k, v in quick.items() if k != "duration_s"} == {
+        k: v for k, v in second.items() if k != "duration_s"
+    }
+    assert "skuferry.service.quick" in modules, "the listing is the run's own"
+    heavy = ("pydantic", "click", "skuferry.config.schema", "skuferry.sync.engine", *NOT_ON_A_NOOP)
+    assert not sorted(m for m in modules if m.startswith(heavy)), "loaded by the quick lane"
 
     # touched, same content: read again (a full pull), nothing written
     st = catalog.stat()

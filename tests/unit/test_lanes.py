@@ -7,8 +7,8 @@ from typing import Any
 
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product
-from skuferry.state.mirror import Mirror
-from skuferry.sync.lanes import LANE_META, Arrivals, Lanes, UrgentInbox, changes_urgent, ordered
+from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.sync.lanes import Arrivals, Lanes, UrgentInbox, changes_urgent, ordered
 
 
 def prod(key: str, line: int, **fields: Any) -> Product:

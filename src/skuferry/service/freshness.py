@@ -17,10 +17,13 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from skuferry.config.schema import FileSourceSettings, Settings
 from skuferry.net.paths import is_remote
 from skuferry.sync import incremental
+
+if TYPE_CHECKING:  # the quick lane (service/quick.py) reads the figures without pydantic
+    from skuferry.config.schema import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,8 @@ def read(settings: Settings) -> Freshness | None:
 
 def source_file(settings: Settings) -> Path | None:
     """The local file a file source reads (None for URLs, APIs and databases)."""
+    from skuferry.config.schema import FileSourceSettings
+
     source = settings.source
     path = source.path if isinstance(source, FileSourceSettings) else None
     if path is None or is_remote(path):

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skuferry import logs
-from skuferry.config.schema import METRIC_LABELS
 from skuferry.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -40,7 +39,7 @@ from skuferry.errors import (
     EXIT_TEMPFAIL,
     SkuferryError,
 )
-from skuferry.models import RunSummary
+from skuferry.models import METRIC_LABELS, RunSummary
 from skuferry.service.freshness import Freshness
 
 if TYPE_CHECKING:

@@ -25,8 +25,7 @@ from skuferry.config.schema import Settings
 from skuferry.models import MirrorRow, RunSummary, State
 from skuferry.state.deadletters import DeadLetter
 from skuferry.state.lock import run_lock
-from skuferry.state.mirror import Mirror
-from skuferry.sync.lanes import LANE_META
+from skuferry.state.mirror import LANE_META, Mirror
 
 CSV_COLUMNS = (
     "key",

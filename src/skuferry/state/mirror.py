@@ -56,6 +56,7 @@ from skuferry.state.remoteindex import RemoteIndex
 log = logs.get(__name__)
 
 API_CONTACT_META = "api.last_contact"  # unix time of the last run the API answered
+LANE_META = "lane."  # meta rows "lane.<key>": keys another process handed to the running run
 _IN_SOURCE = "state NOT IN ('gone', 'remote_only', 'archived')"  # the source holds (or held)
 
 

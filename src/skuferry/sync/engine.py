@@ -44,7 +44,7 @@ from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.skip import skip_notes, skipped_rows
 from skuferry.state.lock import run_lock
-from skuferry.state.mirror import Mirror
+from skuferry.state.mirror import LANE_META, Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.state.schema import open_state
@@ -60,7 +60,7 @@ from skuferry.sync import (
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.guard import ratio_guard
-from skuferry.sync.lanes import LANE_META, Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
+from skuferry.sync.lanes import Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.named import NamedPull
 from skuferry.sync.pieces import (
@@ -431,9 +431,8 @@ def _unchanged(
         options=options,
         full_pull=pull.full,
         joins=join_tokens(joins),
-        pending=lambda: (
-            mirror.has_pending(unchanged.pending_states(settings), archiving=archiving)
-            or bool(mirror.metas(LANE_META))  # keys queued for the urgent lane
+        pending=lambda: unchanged.has_pending_work(
+            mirror, unchanged.pending_states(settings), archiving
         ),
     )
     log.info("sync.source.checked", skip=found.skip, why=found.reason)
@@ -454,7 +453,6 @@ def _skip_unchanged(  # noqa: PLR0917 - the run's edges, passed on from _run
 ) -> bool:
     """Nothing read, nothing planned (sync/unchanged.py); the auth check still runs. True."""
     unchanged.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
-    summary.notes.append("source unchanged since the last complete run: nothing read or sent")
     incremental.finish(mirror, pull, committed=False)  # counts toward full_every, keeps the window
     now = time.time()
     minutes = settings.api.auth_check_minutes

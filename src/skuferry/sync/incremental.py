@@ -22,12 +22,14 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from skuferry import canonical
-from skuferry.config.schema import Settings
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource, Source
+
+if TYPE_CHECKING:  # freshness figures are read by the quick lane, without pydantic
+    from skuferry.config.schema import Settings
 
 WATERMARK = "pull.watermark"  # ISO 8601: start of the last pull whose writes were committed
 IDENTITY = "pull.identity"  # hash of the source, mapping, join config of that watermark

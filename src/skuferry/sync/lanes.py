@@ -32,13 +32,12 @@ from typing import Any
 
 from skuferry import logs
 from skuferry.models import Action, Kind
-from skuferry.state.mirror import Mirror
+from skuferry.state.mirror import LANE_META, Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.sync.writer import Writer
 
 log = logs.get(__name__)
 
-LANE_META = "lane."  # meta rows "lane.<key>": keys another process handed to the running run
 POLL_S = 0.5  # how often the lane looks at the state file for keys from other processes
 _UPDATES = (Kind.UPDATE, Kind.RESTORE)
 _REST = (Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)

@@ -31,26 +31,36 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skuferry import __version__
-from skuferry.config.schema import Settings, TableFile
 from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sources.base import IncrementalSource, Source
+from skuferry.state.mirror import LANE_META
+
+if TYPE_CHECKING:  # the quick lane (service/quick.py) imports this module without pydantic
+    from skuferry.config.schema import Settings
 
 # the last commit's config identity, source fingerprint and join signatures, one a line
 FINGERPRINT = "source.fingerprint"
 CARRIED = "source.carried"  # JSON: that run's standing counts, repeated by a skipped run
 # the counts a skipped run repeats: what a run over the same source would report again
 CARRIED_FIELDS = ("rejected", "rows_rejected", "drift", "problems")
+NOTE = "source unchanged since the last complete run: nothing read or sent"
 
 
 class Metas(Protocol):
     def get_meta(self, name: str) -> str | None: ...
 
     def set_metas(self, values: Mapping[str, str | None]) -> None: ...
+
+
+class Pending(Protocol):
+    def has_pending(self, states: Iterable[State], *, archiving: str | None = None) -> bool: ...
+
+    def metas(self, prefix: str) -> list[tuple[str, str]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +91,8 @@ def joined(settings: Settings, joins: list[str | None] | None = None) -> list[st
         from skuferry.sources.signature import source_signature
 
         found.extend(source_signature(spec.source) for spec in settings.join)
+    from skuferry.config.schema import TableFile
+
     tables = [t for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
     if tables:
         from skuferry.sources.fingerprint import file_fingerprint
@@ -94,6 +106,13 @@ def pending_states(settings: Settings) -> tuple[State, ...]:
     duplicates to re-check, and drift while updates may work (probed again each run)."""
     states = (State.PENDING, State.FAILED, State.DUPLICATE)
     return states if settings.api.update_method == "none" else (*states, State.DRIFT)
+
+
+def has_pending_work(mirror: Pending, states: Iterable[State], archiving: str | None) -> bool:
+    """Work a run does even on the same source: ``states`` (``pending_states``), an open
+    intent, an archive in doubt (``archiving``: the [gone] patch), keys queued for the
+    urgent lane. Indexed reads that stop at the first row found."""
+    return mirror.has_pending(states, archiving=archiving) or bool(mirror.metas(LANE_META))
 
 
 def check(
@@ -137,6 +156,7 @@ def carry(summary: RunSummary, metas: Metas, *, in_step: int) -> None:
     except ValueError:
         carried = {}
     summary.pull = "unchanged"
+    summary.notes.append(NOTE)
     summary.unchanged = in_step
     summary.rejected = int(carried.get("rejected", 0))
     summary.rows_rejected = int(carried.get("rows_rejected", 0))

@@ -9,7 +9,6 @@ one strict base of ``base.py``.
 from skuferry.config.schema.base import Strict
 from skuferry.config.schema.settings import (
     FILE_SOURCE_TYPES,
-    METRIC_LABELS,
     SOURCE_MODELS,
     SOURCE_TYPES,
     THOUSANDS_SEPARATORS,
@@ -44,6 +43,7 @@ from skuferry.config.schema.sources import (
     anchor_sqlite_url,
     check_since_format,
 )
+from skuferry.models import METRIC_LABELS
 
 __all__ = [
     "FILE_SOURCE_TYPES",

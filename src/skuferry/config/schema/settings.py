@@ -40,6 +40,7 @@ from skuferry.config.schema.sources import (
     XmlSourceSettings,
     _anchor,
 )
+from skuferry.models import METRIC_LABELS
 from skuferry.redact import is_secret_header
 
 
@@ -678,8 +679,6 @@ class GoneSettings(Strict):
 # Prometheus' label names: a letter or underscore, then letters, digits and underscores;
 # names starting with "__" are reserved for Prometheus itself.
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-# Labels skuferry's own metrics already carry: a constant label of the same name would clash.
-METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
 
 
 class MetricsSettings(Strict):
