@@ -190,6 +190,15 @@ def test_anything_it_cannot_see_sends_the_run_the_full_way(
         held = sync()
     assert held.returncode == 75 and not _taken(held)
 
+    # a state file that does not open: the full start words it, exactly as without the lane
+    (config.parent / "state" / "skuferry.db").write_bytes(b"not a database" * 100)
+    broken, off = sync(), sync(env=OFF)
+    assert broken.returncode == off.returncode != 0
+    assert [line for line in broken.stderr.splitlines() if not line.startswith("{")] == [
+        line for line in off.stderr.splitlines() if not line.startswith("{")
+    ]
+    assert _visible(broken) == _visible(off)
+
 
 def test_a_variable_in_the_source_path_is_part_of_the_record(
     sandbox: Sandbox,

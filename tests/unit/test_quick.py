@@ -54,6 +54,9 @@ def test_only_a_plain_sync_is_taken(argv: list[str], expected: Call | None) -> N
 def test_no_config_is_the_full_start_s_to_word() -> None:
     assert quick.parse(["sync"], {}) is None
     assert quick.parse(["sync", "--config", ""], {}) is None
+    assert quick.parse(["sync", "--config"], ENV) is None, (
+        "click's usage error, not $SKUFERRY_CONFIG"
+    )
 
 
 def test_the_state_file_is_looked_for_where_the_loader_puts_it(tmp_path: Path) -> None:

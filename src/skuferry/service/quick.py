@@ -42,6 +42,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,6 +106,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Call | None:
             quiet = True
         elif arg in ("--config", "-c"):
             config = next(args, None)
+            if config is None:
+                return None  # click's usage error
         elif arg.startswith("--config="):
             config = arg.partition("=")[2]
         else:
@@ -247,21 +250,22 @@ def attempt(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | 
     from skuferry.state.lock import run_lock
     from skuferry.state.mirror import Mirror
 
-    try:
-        with run_lock(config.state):
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(run_lock(config.state))
             mirror = Mirror(config.state)
-            try:
-                record = _still_holds(mirror, config, environ)
-                if record is None:
-                    return None
-                return _skip(mirror, record, call, started)
-            finally:
-                mirror.close()
-    except errors.LockHeld:
-        return None  # the full start says so, in its words
-    except errors.SkuferryError as exc:  # the state file could not be opened or written
-        print(f"skuferry: {exc}", file=sys.stderr)
-        return exc.exit_code
+            stack.callback(mirror.close)
+            record = _still_holds(mirror, config, environ)
+        except Exception as exc:  # noqa: BLE001 - a held lock, a state file that will not open
+            log.debug("sync.quick", taken=False, why=f"{type(exc).__name__}: {exc}")
+            return None  # the full start's to tell, in its words and with its hooks
+        if record is None:
+            return None
+        try:
+            return _skip(mirror, record, call, started)
+        except errors.SkuferryError as exc:  # the run's own row could not be written
+            print(f"skuferry: {exc}", file=sys.stderr)
+            return exc.exit_code
 
 
 def _still_holds(mirror: Mirror, config: _Config, env: Mapping[str, str]) -> dict[str, Any] | None:
