@@ -12,6 +12,9 @@ empty rows, and the benchmark's shape.
 
 from __future__ import annotations
 
+import gc
+import math
+import random
 import sys
 import zipfile
 from datetime import date, datetime, time, timedelta
@@ -25,9 +28,10 @@ from skuferry.config.schema import MappingSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import Product, RawRecord
 from skuferry.sandbox.catalog_files import write_xlsx, write_xlsx_rows
-from skuferry.sources import xlsx_openpyxl
+from skuferry.sources import xlsx_calamine, xlsx_openpyxl
 from skuferry.sources.xlsx import XlsxSource
 from skuferry.sources.xlsx_calamine import Scan, _differs, cell, sheet_parts
+from skuferry.sources.xlsx_cells import ERRORS
 from skuferry.sync.mapping import Mapper
 
 READERS = ("openpyxl", "calamine")
@@ -501,3 +505,117 @@ def test_the_default_reader_is_auto(erp_workbook: Path) -> None:
     assert settings.reader == "auto"
     assert isinstance(source := open_xlsx(settings), XlsxSource) and source.reader == "auto"
     assert XlsxSource(erp_workbook).reader == "auto"
+
+
+def _block_rows() -> list[list[Any]]:
+    """Rows whose blocks of 3 (see below) take each of calamine's paths to records: clean
+    text and numbers, an empty or whitespace cell, a column of mixed kinds, an error's
+    text, an empty row, whole and fractional numbers in one column; a repeated name."""
+    header: list[Any] = ["sku", "name", "qty", "price", "flag", "day", "note", "note"]
+    clean: list[list[Any]] = [
+        [f"S{i}", f"Name {i}", i * 3, 9.99 + i, True, date(2024, 1, 1 + i), "x", "y"]
+        for i in range(6)
+    ]  # lines 2-7
+    holed: list[list[Any]] = [
+        ["S10", None, 1, 2.5, None, None, None, "y"],
+        ["S11", "  ", 2, 3.5, False, date(2024, 2, 1), "y", None],
+        ["S12", "Zwölf", 3, 4.5, True, datetime(2024, 2, 1, 8, 30), "z", "y"],
+    ]  # lines 8-10
+    mixed: list[list[Any]] = [
+        ["S20", "Zwanzig", "drei", 7.0, 1, time(8, 30), "x", "y"],
+        ["S21", "#N/A", 4006381000000, 7.25, True, date(2024, 3, 1), "y", "y"],
+        [None, None, None, None, None, None, None, None],
+    ]  # lines 11-13, 13 empty
+    numbers: list[list[Any]] = [
+        ["S30", "Dreißig", 999999999999999, -0.0, True, date(2024, 4, 1), "x", "y"],
+        ["S31", "Einunddreißig", -4006381000000, 1e20, False, date(2024, 4, 2), "y", "y"],
+        ["S32", "Zweiunddreißig", 0, -7.5, True, date(2024, 4, 3), "z", "y"],
+    ]  # lines 14-16
+    return [header, *clean, *holed, *mixed, *numbers, ["S40", "Vierzig", 1, 1.5, True]]
+
+
+def _plain(value: Any) -> Any:
+    """A cell as ``write_xlsx_rows`` can write it: text or a number as Excel writes it."""
+    if value is None or isinstance(value, bool | date | time):
+        return ""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return int(value)
+    return value
+
+
+@pytest.mark.parametrize("writer", ["inline", "shared"])
+def test_every_block_shape_reads_as_openpyxl_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    monkeypatch.setattr(xlsx_calamine, "_BLOCK", 3)  # blocks of 3 rows: one shape each
+    rows = _block_rows()
+    if writer == "inline":  # openpyxl writes the text "#N/A" as an error cell: another text
+        rows = [["Einundzwanzig" if v == "#N/A" else v for v in row] for row in rows]
+        path = write_xlsx(tmp_path / "blocks.xlsx", {"Artikel": rows})
+    else:  # text in the shared strings, as Excel writes it (no dates, booleans; 7, not 7.0)
+        path = write_xlsx_rows(tmp_path / "blocks.xlsx", [list(map(_plain, r)) for r in rows])
+    assert _openpyxl_reads(path) is None
+    assert_same(path, {"sku": "sku", "qty": "qty", "price": {"column": "price", "type": "decimal"}})
+    records = _records(path, "calamine")
+    assert [line for line, _ in records] == [*range(2, 13), *range(14, 18)], "13 is empty"
+    by_line = dict(records)
+    if writer == "shared":
+        assert "Excel error #N/A" in by_line[12]
+    assert "name" not in by_line[8] and "name" not in by_line[9], "empty, whitespace"
+    assert by_line[2]["qty"] == 0 and type(by_line[2]["qty"]) is int
+    assert by_line[15]["price"] == 1e20 and type(by_line[15]["price"]) is float
+    first = next(iter(XlsxSource(path, reader="calamine").records()))
+    assert isinstance(first, RawRecord)
+    with pytest.raises(ConfigError, match="'note' is ambiguous"):
+        first.fields["note"]
+
+
+def _reference(cells: tuple[Any, ...]) -> tuple[list[Any], bool, bool]:
+    """``_column``'s answer, one cell at a time."""
+    values = [xlsx_calamine._value(v) for v in cells]
+    empty = [v is xlsx_calamine._EMPTY for v in values]
+    return values, any(empty), any(type(v) is str and v in ERRORS for v in values)
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def test_a_column_converts_as_its_cells_do() -> None:
+    pool: list[Any] = [
+        "", " ", "\u3000", "Text", "0042", "#N/A", "#REF!", 52.0, 52.5, -0.0, 1e15,
+        999999999999999.0, -999999999999999.0, 4006381000000.0, 1e20, float("nan"),
+        float("inf"), True, False, 7, date(2024, 2, 29), datetime(2024, 3, 1, 8, 30),
+        time(8, 30), timedelta(hours=1),
+    ]  # fmt: skip
+    chosen = random.Random(23)
+    columns: list[tuple[Any, ...]] = [tuple(pool)]
+    for kinds in ([str], [float], [str, float], pool):
+        kept = [v for v in pool if type(v) in kinds] if kinds is not pool else pool
+        for _ in range(150):
+            columns.append(tuple(chosen.choice(kept) for _ in range(chosen.randint(1, 8))))
+    columns += [(52.0, 7.0, -3.0), (52.5, 0.25), ("a", "b"), ("a", ""), ()]
+    for cells in columns:
+        got = xlsx_calamine._column(cells)
+        want = _reference(cells)
+        assert got[1:] == want[1:], cells
+        assert len(got[0]) == len(want[0]) and all(
+            (a is b or a == b or (_nan(a) and _nan(b))) and type(a) is type(b)
+            for a, b in zip(got[0], want[0], strict=True)
+        ), cells
+
+
+def test_reading_leaves_the_garbage_collector_as_it_was(tmp_path: Path) -> None:
+    rows: list[list[Any]] = [["sku", "qty"], *[[f"S{i}", i] for i in range(5)]]
+    path = write_xlsx_rows(tmp_path / "gc.xlsx", rows)
+    assert gc.isenabled()
+    records = XlsxSource(path, reader="calamine").records()
+    next(records)
+    assert gc.isenabled(), "the code reading the records runs with the collector on"
+    assert len(list(records)) == 4 and gc.isenabled()
+    gc.disable()
+    try:
+        assert len(list(XlsxSource(path, reader="calamine").records())) == 5
+        assert not gc.isenabled(), "a collector switched off stays off"
+    finally:
+        gc.enable()
