@@ -27,6 +27,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "gateway": keys.gateway,
     "xlsx": readers.xlsx,  # a 200k-row XLSX, both readers (issue 23 §4)
     "xlsx1m": readers.xlsx_large,  # a 1M-row XLSX: each reader's memory
+    "xlsxphases": readers.xlsx_phases,  # where a 200k-row default read goes
     "xml": readers.xml,  # a 300 MB BMEcat XML read with flat memory
     "soak": soak.figure,  # the daemon for 10 min against 4 % write faults (issue 18)
     "density": density.density,  # the daemon's RSS idle and during runs: workspaces per node

@@ -201,6 +201,99 @@ def xlsx(quick: bool) -> Result:
     return result
 
 
+# One read of the default reader cut into its phases, each timed alone (wall and CPU),
+# in a fresh interpreter: prints {phase: [wall, cpu]}. The scan runs here on its own,
+# for its CPU; in a read it runs in a thread beside calamine's parse.
+_PHASES = """
+import json, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+from pathlib import Path
+from skuferry import logs
+logs.configure(level="error")
+from skuferry.sources.xlsx import XlsxSource
+from skuferry.sources import xlsx_calamine as xc
+import python_calamine
+out = {"imports": [time.perf_counter() - t0, time.process_time() - c0]}
+def step(phase, run):
+    w, c = time.perf_counter(), time.process_time()
+    got = run()
+    out[phase] = [time.perf_counter() - w, time.process_time() - c]
+    return got
+path = Path(sys.argv[1])
+source = XlsxSource(path)
+book = step("open", lambda: python_calamine.CalamineWorkbook.from_path(str(path)))
+name = book.sheet_names[0]
+step("scan", lambda: xc.Scan(path, name).result())
+sheet = step("parse", lambda: book.get_sheet_by_name(name))
+rows, columns, ambiguous = step("header", lambda: xc._below_header(source, sheet, name))
+step("records", lambda: sum(1 for _ in xc._records(source, rows, columns, ambiguous)))
+step("close", book.close)
+out["inside"] = [time.perf_counter() - t0, time.process_time() - c0]
+print(json.dumps(out))
+"""
+_PHASE_NAMES = {
+    "start": "interpreter start (python -c pass)",
+    "imports": "imports (skuferry.sources.xlsx: config models, pydantic, structlog)",
+    "open": "calamine opens the workbook: zip directory, shared strings (Rust)",
+    "parse": "calamine parses the sheet: its cells, then merged cells (Rust, no GIL)",
+    "scan": "the exactness scan, alone (zlib + bytes searches; a thread in a read)",
+    "header": "the header row and the column positions",
+    "records": "rows to 200k records (Python: blocks, columns, dict, RawRecord)",
+    "close": "the workbook closed (Rust frees the sheet)",
+}
+
+
+def xlsx_phases(quick: bool) -> Result:
+    """Where one default read of 200k rows (20k with --quick) goes, phase by phase:
+    medians of 5 fresh interpreters, next to the read as the ``xlsx`` figure times it."""
+    n = 20_000 if quick else 200_000
+    runs: list[dict[str, list[float]]] = []
+    reads: list[dict[str, float]] = []
+    starts: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="skuferry-bench-") as tmp:
+        path = Path(tmp) / "export.xlsx"
+        _child(_WRITER, "write_xlsx", str(path), str(n))
+        for _ in range(5):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            starts.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-c", _PHASES, str(path)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            whole = time.perf_counter() - t0
+            got: dict[str, list[float]] = json.loads(done.stdout.strip().splitlines()[-1])
+            got["exit"] = [whole - got["inside"][0] - starts[-1], 0.0]
+            runs.append(got)
+            reads.append(_child(_READER, "xlsx", str(path), "auto"))
+
+    def med(phase: str, i: int) -> float:
+        return statistics.median(r[phase][i] for r in runs)
+
+    lines = [f"interpreter start (python -c pass): {statistics.median(starts):.3f} s wall"]
+    lines += [
+        f"{_PHASE_NAMES[p]}: {med(p, 0):.3f} s wall, {med(p, 1):.3f} s CPU"
+        for p in ("imports", "open", "parse", "scan", "header", "records", "close")
+    ]
+    lines.append(f"exit and the rest: {med('exit', 0):.3f} s wall")
+    serial = sum(med(p, 0) for p in ("open", "parse", "header", "records", "close"))
+    read = _med(reads, "seconds")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return Result(
+        figure=f"xlsx {n // 1000}k rows, phases of the default reader",
+        measured=(
+            f"read {read:.2f} s wall ({_med(reads, 'cpu'):.2f} s CPU); its phases in "
+            f"series, scan aside, {serial:.2f} s; imports {med('imports', 0):.2f} s"
+        ),
+        target=f"<= {XLSX_TARGET_S} s",
+        ok=None,
+        notes=[*lines, f"medians of 5; load average {load}"],
+    )
+
+
 def xlsx_large(quick: bool) -> Result:
     """1M rows (100k with --quick), one run per reader: the memory each holds. ``auto``
     hands a sheet this size to openpyxl; ``calamine`` is asked for by name here."""
