@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="SRC",
-        help="startup, unchanged: also time the skuferry package under SRC (the src/ of "
+        help="startup, unchanged, plan1m, xlsx: also time the skuferry package under SRC "
+        "(the src/ of "
         "another checkout, e.g. a `git worktree` of main), alternated run by run",
     )
     args = parser.parse_args(argv)

@@ -79,13 +79,14 @@ def peak_mb() -> float:
     return peak
 
 
-def _child(code: str, *args: str) -> dict[str, float]:
+def _child(code: str, *args: str, env: dict[str, str] | None = None) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         check=True,
         timeout=3600,
+        env=env,
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -143,19 +144,37 @@ def _result(figure: str, read: _Read, note: str) -> Result:
 XLSX_TARGET_S = 1.5  # issue 23: 200,000 rows
 
 
-def _xlsx(n: int, runs: int) -> tuple[_Read, list[dict[str, float]], list[dict[str, float]]]:
-    """One file of ``n`` rows read by both readers, alternated (auto, openpyxl, ...)."""
+Runs = list[dict[str, float]]
+BASELINE_RUNS = 7  # pairs of this tree's and the baseline's default read, alternated
+# bench.speed's, written out: the reading child imports this module, and must not
+# import bench.speed (the sandbox, httpx) and count it in its memory
+BASELINE_ENV = "SKUFERRY_BENCH_BASELINE"
+
+
+def _xlsx(n: int, runs: int) -> tuple[_Read, Runs, Runs, dict[str, Runs]]:
+    """One file of ``n`` rows read by both readers, alternated (auto, openpyxl, ...);
+    with ``--baseline SRC``, then pairs of this tree's and SRC's default read, the
+    pair's order alternated, each with its whole process's wall time (``whole``)."""
     with tempfile.TemporaryDirectory(prefix="skuferry-bench-") as tmp:
         path = Path(tmp) / "export.xlsx"
         read = _measure(path, "write_xlsx", n, "xlsx", "auto")
-        fast: list[dict[str, float]] = [read.got]
-        slow: list[dict[str, float]] = []
+        fast: Runs = [read.got]
+        slow: Runs = []
         for i in range(2 * runs - 1):
             reader = "openpyxl" if i % 2 == 0 else "auto"
             (slow if reader == "openpyxl" else fast).append(
                 _child(_READER, "xlsx", str(path), reader)
             )
-    return read, fast, slow
+        sides: dict[str, Runs] = {}
+        base = os.environ.get(BASELINE_ENV)
+        trees = {"baseline": {**os.environ, "PYTHONPATH": base} if base else None, "ours": None}
+        for pair in range(BASELINE_RUNS if base else 0):
+            for side in sorted(trees, reverse=pair % 2 == 1):
+                t0 = time.perf_counter()
+                got = _child(_READER, "xlsx", str(path), "auto", env=trees[side])
+                got["whole"] = time.perf_counter() - t0
+                sides.setdefault(side, []).append(got)
+    return read, fast, slow, sides
 
 
 def _med(runs: list[dict[str, float]], key: str) -> float:
@@ -182,7 +201,7 @@ def xlsx(quick: bool) -> Result:
     """200k rows (20k with --quick): both readers, 3 runs each, alternated; the target is
     the default reader's median wall time."""
     n = 20_000 if quick else 200_000
-    read, fast, slow = _xlsx(n, runs=3)
+    read, fast, slow, sides = _xlsx(n, runs=3)
     seconds = _med(fast, "seconds")
     read.got = {
         "records": min(g["records"] for g in fast),
@@ -198,6 +217,22 @@ def xlsx(quick: bool) -> Result:
     result.measured = f"{seconds:.2f} s wall ({cpu:.2f} s CPU), peak RSS {rss:.0f} MB"
     result.target = f"<= {XLSX_TARGET_S} s, peak RSS <= {RSS_LIMIT_MB} MB"
     result.ok = result.ok and seconds <= XLSX_TARGET_S
+    if sides:
+        ours, base = sides["ours"], sides["baseline"]
+
+        def pair(key: str) -> str:
+            a, b = _med(base, key), _med(ours, key)
+            return f"{a:.2f} s -> {b:.2f} s (ratio {b / a:.2f})"
+
+        result.notes.append(
+            f"against the baseline {os.environ.get(BASELINE_ENV)}, default reader, "
+            f"{len(ours)} pairs alternated, medians: whole process {pair('whole')}; the read "
+            f"{pair('seconds')}; its CPU {pair('cpu')}; this tree's whole processes "
+            + ", ".join(f"{g['whole']:.2f}" for g in ours)
+            + "; the baseline's "
+            + ", ".join(f"{g['whole']:.2f}" for g in base)
+            + f"; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
     return result
 
 
