@@ -291,3 +291,32 @@ def test_no_secret_reaches_the_record(
     assert _taken(run_cli("-vv", "sync", "--json", "--config", str(from_env), env=rotated))
     unrelated = {**env, "TZ": "UTC"}  # a variable the config does not name
     assert _taken(run_cli("-vv", "sync", "--json", "--config", str(from_env), env=unrelated))
+
+
+def test_a_key_loaded_anew_for_every_run_keeps_the_lane(
+    sandbox: Sandbox,
+    tmp_path: Path,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Run,
+) -> None:
+    """A systemd timer's ``LoadCredential=api_key:...`` (or a pod's Secret volume) writes the
+    key file anew for every run: another inode, other times, the same key."""
+    catalog = write_catalog(catalog_rows(5))
+    config = write_config(sandbox.url, key=None)
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    env = {"CREDENTIALS_DIRECTORY": str(credentials)}
+
+    def sync() -> subprocess.CompletedProcess[str]:
+        key = credentials / "api_key"
+        key.unlink(missing_ok=True)
+        key.write_text(KEY + "\n", encoding="utf-8")
+        key.chmod(0o400)
+        return run_cli("-vv", "sync", "--json", "--config", str(config), env=env)
+
+    _settle(catalog)
+    assert _summary(sync())["created"] == 5
+    assert _taken(sync())
+    record = _meta(config, "quick.record")
+    assert record is not None and KEY not in record

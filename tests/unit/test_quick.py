@@ -122,6 +122,21 @@ def test_the_digest_sees_every_input_but_secret_values(tmp_path: Path) -> None:
     assert base not in changed and len(set(changed)) == len(changed)
 
 
+def test_a_key_file_written_anew_is_no_change(tmp_path: Path) -> None:
+    """systemd's LoadCredential= and a pod's Secret volume write the key again for every
+    run: a new inode and new times, the same key. Gone, unreadable or resized, it counts."""
+    config, key = tmp_path / "skuferry.toml", tmp_path / "api_key"
+    key.write_text("sk-1\n", encoding="utf-8")
+    base = _digest(config, CONFIG, {}, watched=[str(key)])
+    key.unlink()
+    key.write_text("sk-2\n", encoding="utf-8")  # another inode, other times, same size
+    assert _digest(config, CONFIG, {}, watched=[str(key)]) == base
+    key.write_text("sk-22\n", encoding="utf-8")
+    assert _digest(config, CONFIG, {}, watched=[str(key)]) != base
+    key.unlink()
+    assert _digest(config, CONFIG, {}, watched=[str(key)]) != base
+
+
 def test_a_terminal_or_the_switch_is_the_full_start_s(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

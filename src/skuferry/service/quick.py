@@ -15,8 +15,8 @@ unchanged check would (sync/unchanged.py) when
   ``--only``, keys), and stderr is not a terminal (no progress bar to draw);
 - the digest is the stored one: the config file's path, TOML data (secret values as
   "set" only), mode and owner, the working directory, the skuferry version, every
-  ``SKUFERRY_*`` variable and every variable the file names (``$NAME``), the API key
-  files' ``stat()``;
+  ``SKUFERRY_*`` variable and every variable the file names (``$NAME``), whether the
+  API key files are there and readable, and their size;
 - the stored change token is still the state file's (no run has read the source
   since) and each file's ``stat()`` still gives it;
 - nothing is pending, and the auth check is not due.
@@ -154,12 +154,15 @@ def _secret_variable(name: str) -> bool:
     return last in API_SECRET_KEYS or last in SOURCE_SECRET_KEYS
 
 
-def _file_stat(path: str) -> str:
+def _key_file(path: str) -> str:
+    """What of a key file decides whether the config loads: there, readable, its size.
+    Not its inode or times: systemd's LoadCredential= and a pod's Secret volume write the
+    same key anew for every run, and a new key changes nothing a skipped run does."""
     try:
-        st = Path(path).stat()
+        size = Path(path).stat().st_size
     except OSError:
         return "missing"
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_mode}"
+    return f"{size}:{'readable' if os.access(path, os.R_OK) else 'unreadable'}"
 
 
 def digest(
@@ -181,7 +184,7 @@ def digest(
         "cwd": str(Path.cwd()),
         "data": _masked(data),
         "env": environ,
-        "watched": {path: _file_stat(path) for path in watched},
+        "watched": {path: _key_file(path) for path in watched},
     }
     blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
