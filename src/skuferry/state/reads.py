@@ -113,14 +113,16 @@ class MirrorLookup(Mapping[str, MirrorRow]):
         (top,) = self._conn.execute("SELECT max(rowid) FROM products").fetchone()
         return int(top or 0) + 1
 
-    def recognisable(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str, bytes | None]]:
-        """key -> (slot, digest, fingerprint, line digest) of the ``keys`` whose row a source
-        row with an equal fingerprint leaves unchanged (SYNCED, no open intent); one query
-        per 2,000.
+    def recognisable(
+        self, keys: Sequence[str]
+    ) -> dict[str, tuple[str, int, str, str, bytes | None]]:
+        """key -> (key, slot, digest, fingerprint, line digest) of the ``keys`` whose row a
+        source row with an equal fingerprint leaves unchanged (SYNCED, no open intent); one
+        query per 2,000. The rows as read: no tuple is built per row (a million a run).
 
         Keys in ascending order are read as the range they span, so the answer may hold
         other keys of that range too."""
-        found: dict[str, tuple[int, str, str, bytes | None]] = {}
+        found: dict[str, tuple[str, int, str, str, bytes | None]] = {}
         intents = self._conn.execute("SELECT 1 FROM intents LIMIT 1").fetchone() is not None
         extra = _QUICK_INTENTS if intents else ""
         if 1 < len(keys) <= _SLOT_CHUNK and keys == sorted(keys):
@@ -128,11 +130,11 @@ class MirrorLookup(Mapping[str, MirrorRow]):
             sql = f"{_QUICK_RANGE} {extra} LIMIT {limit}"
             ranged = self._conn.execute(sql, (keys[0], keys[-1])).fetchall()
             if len(ranged) < limit:  # the whole range, read in few more rows than keys asked
-                return {k: (s, d, f, h) for k, s, d, f, h in ranged}
+                return {row[0]: row for row in ranged}
         for start in range(0, len(keys), _SLOT_CHUNK):
             chunk = keys[start : start + _SLOT_CHUNK]
             sql = f"{_QUICK_SQL}({','.join('?' * len(chunk))}) {extra}"
-            found.update({k: (s, d, f, h) for k, s, d, f, h in self._conn.execute(sql, chunk)})
+            found.update({row[0]: row for row in self._conn.execute(sql, chunk)})
         return found
 
     def slotted(self, keys: Sequence[str]) -> dict[str, tuple[int, MirrorRow]]:

@@ -53,8 +53,8 @@ if TYPE_CHECKING:
 Record = Product | BadRecord | RawRecord
 # What a chunk holds: records, and lines of a line reader not parsed yet (their text).
 _Item = Record | str
-# A mirror row the planner may recognise: (slot, digest, fingerprint, line digest).
-Hit = tuple[int, str, str, bytes | None]
+# A mirror row the planner may recognise: (key, slot, digest, fingerprint, line digest).
+Hit = tuple[str, int, str, str, bytes | None]
 
 
 @runtime_checkable
@@ -73,8 +73,8 @@ class SlottedMirror(BatchedMirror, Protocol):
         ...
 
     def recognisable(self, keys: Sequence[str]) -> dict[str, Hit]:
-        """key -> (slot, digest, fingerprint, line digest) of the SYNCED rows without an
-        open intent (line digest: None until learnt, see ``LineReader``)."""
+        """key -> (key, slot, digest, fingerprint, line digest) of the SYNCED rows without
+        an open intent (line digest: None until learnt, see ``LineReader``)."""
         ...
 
     def slotted(self, keys: Sequence[str]) -> dict[str, tuple[int, MirrorRow]]:
@@ -543,47 +543,35 @@ def _with_slots(  # noqa: PLR0915, PLR0917 - one loop, kept whole for its speed
     digest: Callable[[str, str], bytes] | None = None
     for chunk, keys, numbers in _chunks(records, mapper, lines):
         wanted = [k for k in keys if k is not None]
-        quick: dict[str, Hit] = mirror.recognisable(wanted)
+        quick: dict[str | None, Hit] = mirror.recognisable(wanted)  # type: ignore[assignment]
         # No key twice in the chunk (one C call to tell): then a recognised key whose slot
         # is not marked is its first record, whatever precedes it in the chunk, and is
         # dealt with right here. Otherwise source order decides, in the second loop.
         at_once = recognised is not None and len(set(wanted)) == len(wanted)
+        marked = recognised if recognised is not None else bytearray()  # (at_once: the same)
+        if lines is not None and digest is None:
+            digest = lines.digester()  # a chunk holds records: the header has been read
         # (item, key, the row's hit when recognised, the line it starts on)
         left: list[tuple[_Item, str | None, Hit | None, int]] = []
         rest: list[str] = []
-
         for item, key, number in zip(chunk, keys, numbers):  # noqa: B905 - numbers may be endless
             # (record, its key, the line it was parsed from when that may be learnt)
             todo: Iterable[tuple[Record, str | None, str | None]]
-            if type(item) is not str:
-                todo = ((item, key, None),)  # type: ignore[assignment]  # a record
-            else:
+            if type(item) is str:
                 # A line, unparsed: recognised by its digest, or read into its records.
-                if lines is None:  # pragma: no cover - _chunks yields lines only with a reader
-                    raise TypeError("a line without its reader")
-                if digest is None:
-                    digest = lines.digester()
-                hit = quick.get(key) if key is not None else None
-                if (
-                    hit is not None
-                    and hit[3] is not None
-                    and digest(hit[2], item) == hit[3]  # the line the row was recognised from
-                ):
-                    slot = hit[0]
-                    if (
-                        at_once
-                        and slot < slots
-                        and not bits[slot >> 3] & (1 << (slot & 7))
-                        and recognised is not None
-                    ):
+                hit = quick.get(key)  # None for a line without a key
+                # hit: (key, slot, digest, fingerprint, line digest or None)
+                if hit is not None and digest(hit[3], item) == hit[4]:  # type: ignore[misc]
+                    slot = hit[1]  # the line the row was recognised from: unchanged
+                    if at_once and slot < slots and not bits[slot >> 3] & (1 << (slot & 7)):
                         bits[slot >> 3] |= 1 << (slot & 7)
                         seen_lines[slot] = number
-                        recognised[slot >> 3] |= 1 << (slot & 7)
+                        marked[slot >> 3] |= 1 << (slot & 7)
                         continue
                     left.append((item, key, hit, number))
                     continue
                 parsed: list[tuple[Record, str | None, str | None]] = []
-                for got in lines.parse(number, item):
+                for got in lines.parse(number, item):  # type: ignore[union-attr]
                     read = (
                         key_of(got)
                         if key_of is not None and type(got) is RawRecord
@@ -593,6 +581,8 @@ def _with_slots(  # noqa: PLR0915, PLR0917 - one loop, kept whole for its speed
                         at_once = False  # cannot happen (the reader's key is map()'s): be safe
                     parsed.append((got, read, item if read == key else None))
                 todo = parsed
+            else:
+                todo = ((item, key, None),)  # type: ignore[assignment]  # a record
             for record, read, text in todo:
                 if read is not None:
                     hit = quick.get(read)
@@ -600,20 +590,15 @@ def _with_slots(  # noqa: PLR0915, PLR0917 - one loop, kept whole for its speed
                         hit is not None
                         and fingerprint is not None
                         and type(record) is RawRecord
-                        and fingerprint(record) == hit[2]
+                        and fingerprint(record) == hit[3]
                     ):
-                        slot = hit[0]
+                        slot = hit[1]
                         if text is not None and learn is not None and digest is not None:
-                            learn(slot, hit[2], digest(hit[2], text))  # next time: by its line
-                        if (
-                            at_once
-                            and slot < slots
-                            and not bits[slot >> 3] & (1 << (slot & 7))
-                            and recognised is not None
-                        ):
+                            learn(slot, hit[3], digest(hit[3], text))  # next time: by its line
+                        if at_once and slot < slots and not bits[slot >> 3] & (1 << (slot & 7)):
                             bits[slot >> 3] |= 1 << (slot & 7)  # seen, and unchanged:
                             seen_lines[slot] = record.line
-                            recognised[slot >> 3] |= 1 << (slot & 7)  # no action at all
+                            marked[slot >> 3] |= 1 << (slot & 7)  # no action at all
                             continue
                         left.append((record, read, hit, record.line))
                         continue
@@ -622,7 +607,7 @@ def _with_slots(  # noqa: PLR0915, PLR0917 - one loop, kept whole for its speed
         found: dict[str, tuple[int, MirrorRow]] = mirror.slotted(rest) if rest else {}
         for item, key, hit, line in left:
             if hit is not None and key is not None:
-                slot, known, mark = hit[0], hit[1], hit[2]
+                slot, known, mark = hit[1], hit[2], hit[3]
                 if slot >= slots:
                     slot = 0  # a row added since the plan began
                 elif recognised is not None and not bits[slot >> 3] & (1 << (slot & 7)):
