@@ -17,11 +17,13 @@ from typing import Any, TypeVar
 from skuferry import canonical
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
-from skuferry.models import Product, RawRecord
+from skuferry.models import Product, RawLines, RawRecord
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
+from skuferry.sources.csv import CsvSource
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
+from skuferry.sync.lines import LineRoute
 from skuferry.sync.mapping import Mapper
 
 C = TypeVar("C", bound=RemoteClient)
@@ -231,3 +233,55 @@ def build_mirror(settings: Settings, n: int) -> float:
     finally:
         mirror.close()
     return time.perf_counter() - started
+
+
+def learn_lines(settings: Settings, csv_path: Path, *, skip_every: int = 0) -> int:
+    """Store the line digests a quiet sync of ``csv_path`` would learn (sync/lines.py).
+
+    The rows of a mirror built by ``build_mirror`` are recognised by fingerprint; the
+    sync after that stores each line's digest. Here they are computed directly with the
+    route's own key reader and digest, per block of lines. ``skip_every``: every such
+    row (from the middle of each stretch) is left without one, as the rows the last run
+    wrote are (their fingerprint changed: their next run parses them). Returns rows learnt.
+    """
+    mapper = Mapper(settings.mapping, source_name=csv_path.name)
+    lines = CsvSource(csv_path).lines()
+    route = LineRoute(lines, mapper, mapper.key_column)
+    mirror = Mirror(settings.state.path)
+    learnt = 0
+    try:
+        mirror.db.conn.execute("PRAGMA synchronous = OFF")
+        lookup = mirror.known()
+        for block in lines:
+            if not isinstance(block, RawLines):
+                raise RuntimeError(f"the bench catalog has a line that is not plain: {block}")
+            keys = route.keys(block)
+            hits = lookup.recognisable([k for k in keys if k is not None])  # type: ignore[attr-defined]
+            digest = route.digester()
+            items = []
+            for number, (text, key) in enumerate(zip(block.texts, keys, strict=True), block.start):
+                if skip_every and (number - 2) % skip_every == skip_every // 2:
+                    continue
+                _key, slot, _digest, fingerprint, _line = hits[key]
+                items.append((slot, fingerprint, digest(fingerprint, text)))
+            learnt += mirror.remember_line_digests(items)
+        mirror.db.conn.execute("PRAGMA synchronous = FULL")
+    finally:
+        mirror.close()
+    return learnt
+
+
+def as_schema_5(state: Path) -> None:
+    """Turn a state file of this tree back into what schema 5 (main before the line
+    digests) opens: a baseline tree refuses a newer file. Bench use only."""
+    import sqlite3
+
+    conn = sqlite3.connect(state, isolation_level=None)
+    try:
+        columns = [c[1] for c in conn.execute("PRAGMA table_info(products)")]
+        if "source_line_digest" in columns:
+            conn.execute("ALTER TABLE products DROP COLUMN source_line_digest")
+            conn.execute("PRAGMA user_version = 5")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -17,7 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import KEY, WORKSPACE, Result, build_mirror, settings, toml, write_csv
+from bench.common import (
+    KEY,
+    WORKSPACE,
+    Result,
+    as_schema_5,
+    build_mirror,
+    learn_lines,
+    settings,
+    toml,
+    write_csv,
+)
 from skuferry.sandbox import Sandbox, SandboxConfig
 
 
@@ -121,19 +132,35 @@ def plan_large(quick: bool) -> Result:
         name: [] for name, _ in trees
     }
     with tempfile.TemporaryDirectory(prefix="skuferry-bench-") as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) / "this"
+        folder.mkdir()
         url = "http://127.0.0.1:9"  # never contacted: a plan makes no request
-        conf = toml(folder, url, reads=300, writes=60)
+        toml(folder, url, reads=300, writes=60)
+        write_csv(folder / "catalog.csv", n)  # the catalog as last synced
         built = build_mirror(settings(folder, url), n)
+        # the line digests the sync after that stored, but for 1% of the rows: those the
+        # last run wrote (their fingerprint changed), which this plan parses again
+        learnt = learn_lines(settings(folder, url), folder / "catalog.csv", skip_every=100)
         write_csv(folder / "catalog.csv", n, changed_every=100)  # 1% changed
+        folders = {"this tree": folder}
+        if baseline:  # its own copy: a tree before the line digests refuses this schema
+            other = Path(tmp) / "baseline"
+            shutil.copytree(folder, other)
+            as_schema_5(other / "skuferry.db")
+            folders["baseline"] = other
         for _ in range(runs):  # a plan writes nothing: every run reads the same files
             for name, env in trees:
-                args = ["plan", "--config", str(conf), "--json"]
-                samples[name].append(run_child(args, folder, env=env))
+                args = ["plan", "--config", str(folders[name] / "skuferry.toml"), "--json"]
+                samples[name].append(run_child(args, folders[name], env=env))
     notes = [
-        f"{n} rows, mirror of {n} built directly in SQLite ({built:.1f} s), every 100th price "
-        f"changed; {runs} runs each of `skuferry plan --json`"
-        + (f", alternated with {baseline}" if baseline else ""),
+        f"{n} rows, mirror of {n} built directly in SQLite ({built:.1f} s), line digests "
+        f"of {learnt} rows (all but every 100th, the rows the last run wrote), every 100th "
+        f"price changed; {runs} runs each of `skuferry plan --json`"
+        + (
+            f", alternated with {baseline} (on a copy of the state file at schema 5)"
+            if baseline
+            else ""
+        ),
     ]
     figures: dict[str, tuple[float, float, float]] = {}
     for name, _ in trees:

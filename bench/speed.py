@@ -27,6 +27,7 @@ import compileall
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,17 @@ from pathlib import Path
 from typing import Any
 
 import skuferry
-from bench.common import HEADER, KEY, WORKSPACE, Result, build_mirror, rows, settings, toml
+from bench.common import (
+    HEADER,
+    KEY,
+    WORKSPACE,
+    Result,
+    as_schema_5,
+    build_mirror,
+    rows,
+    settings,
+    toml,
+)
 from bench.local import run_child
 from skuferry.sandbox import Sandbox, SandboxConfig
 from skuferry.sources.fingerprint import RACY_S
@@ -117,11 +128,19 @@ def unchanged(quick: bool) -> Result:
                 warm = run_child(sync, folder)  # reads once, stores the fingerprint
                 skips, reads, bases, slow = [], [], [], []
                 base_env = _baseline_env()
+                base_sync = sync
+                if base_env is not None:  # its own copy: a tree before schema 6 refuses ours
+                    other = Path(tempfile.mkdtemp(prefix="skuferry-bench-"))
+                    shutil.copytree(folder, other, dirs_exist_ok=True)
+                    as_schema_5(other / "skuferry.db")
+                    base_sync = ["sync", "--config", str(other / "skuferry.toml"), "--json"]
+                    _settled(other / "catalog.csv")
+                    run_child(base_sync, other, env=base_env)  # its fingerprint, stored
                 for _ in range(RUNS):  # A B A B: the machine's drift hits both alike
                     skips.append(run_child(sync, folder))
                     slow.append(run_child(sync, folder, env=_OFF))
                     if base_env is not None:
-                        bases.append(run_child(sync, folder, env=base_env))
+                        bases.append(run_child(base_sync, other, env=base_env))
                     reads.append(run_child([*sync, "--full"], folder))
                 pulls = {s[3].get("pull") for s in skips}
                 counts = {s[3].get("unchanged") for s in skips + reads}
@@ -144,7 +163,10 @@ def unchanged(quick: bool) -> Result:
                 if bases:
                     notes.append(_versus(f"{n} products, source unchanged", skips, bases))
                 if n == sizes[-1]:
-                    notes.append(_one_row_changed(folder, conf, n, sandbox))
+                    against = (other, base_env) if base_env is not None else None
+                    notes.append(_one_row_changed(folder, conf, n, sandbox, against))
+                if base_env is not None:
+                    shutil.rmtree(other, ignore_errors=True)
     notes.append(f"load average before {load_before}, after {_load()}")
     return Result(
         "no-op, source unchanged (vs --full)",
@@ -168,21 +190,39 @@ def _versus(what: str, ours: list[Sample], bases: list[Sample], name: str = "") 
     )
 
 
-def _one_row_changed(folder: Path, conf: Path, n: int, sandbox: Sandbox) -> str:
+def _one_row_changed(
+    folder: Path,
+    conf: Path,
+    n: int,
+    sandbox: Sandbox,
+    baseline: tuple[Path, dict[str, str]] | None = None,
+) -> str:
+    """Sync after one row changed, RUNS times; with ``baseline`` (its folder and
+    environment) the baseline tree's runs alternate with these, on its own copy."""
     sync = ["sync", "--config", str(conf), "--json"]
     writes_before = sandbox.stats().requests.get("write", 0)
-    samples = []
+    samples: list[Sample] = []
+    bases: list[Sample] = []
     for run in range(RUNS):
         _write(folder / "catalog.csv", n, bump=n // 2, cents=run)
         samples.append(run_child(sync, folder))
+        if baseline is not None:
+            other, env = baseline
+            _write(other / "catalog.csv", n, bump=n // 2, cents=run)
+            base_sync = ["sync", "--config", str(other / "skuferry.toml"), "--json"]
+            bases.append(run_child(base_sync, other, env=env))
     updated = [s[3].get("updated") for s in samples]
     writes = sandbox.stats().requests.get("write", 0) - writes_before
-    return (
+    text = (
         f"{n} products, one row changed before each run: wall median {_median(samples, 0):.2f} s "
         f"(runs {', '.join(f'{s[0]:.2f}' for s in samples)}), CPU {_median(samples, 4):.2f} s, "
         f"peak RSS {max(s[1] for s in samples):.0f} MiB; updated per run {updated}, "
         f"writes seen by the sandbox {writes}"
     )
+    if bases:
+        text += "; " + _versus("one row changed", samples, bases)
+        text += f", updated per run {[s[3].get('updated') for s in bases]}"
+    return text
 
 
 def startup(quick: bool) -> Result:

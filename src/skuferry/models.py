@@ -31,6 +31,21 @@ class RawRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RawLines:
+    """Consecutive physical lines of a delimited text file, each one whole record, unread.
+
+    A reader that can tell a line holds one record by itself (no quote in it, and not
+    inside a quoted field) hands such lines over as text: the planner parses only those
+    it does not recognise (``sync/lines.py``), and its reader turns each into exactly
+    the records it would have yielded (``LineReader.parse``). ``start``: the line
+    number of ``texts[0]``; the lines keep their line breaks.
+    """
+
+    start: int
+    texts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class BadRecord:
     """A record that could not be read or mapped. ``reason`` names line and column.
 

@@ -308,3 +308,246 @@ def test_the_fast_key_and_fingerprint_equal_the_mapper_s_own() -> None:
     ]:
         assert key_of(record) == mapper.key_of(record)
         assert fingerprint(record) == mapper.fingerprint(record)
+
+
+# -- the line route (sync/lines.py): CSV lines recognised by their text -------------------
+
+# "SKU,Note,Price": the same line text means another price than under "SKU,Price,Note"
+_HEADERS = ["SKU,Price,Note", "Price,SKU,Note", "SKU,Note,Price", "\ufeffSKU,Price,Note"]
+_NOTES = ["", "1", "2", "a b", '"q,1"', '"two\nlines"', '"un', "x,extra"]
+
+
+def _csv_line(sku: str, price: str, note: str, header: str) -> str:
+    cells = {"SKU": sku, "Price": price, "Note": note}
+    return ",".join(cells[name] for name in header.lstrip("\ufeff").split(","))
+
+
+def _write_catalog(path: Path, header: str, rows: list[tuple[str, str, str]], brk: str) -> None:
+    text = header + brk
+    for sku, price, note in rows:
+        text += "" if sku == "<blank>" else _csv_line(sku, price, note, header)
+        text += brk
+    path.write_bytes(text.encode("utf-8"))
+
+
+def _counting(parse: Any, parsed: list[int]) -> Any:
+    def counted(line: int, text: str) -> Any:
+        parsed.append(line)
+        return parse(line, text)
+
+    return counted
+
+
+def _route(path: Path, block: int) -> Any:
+    from skuferry.sources.csv import CsvSource
+    from skuferry.sync.lines import LineRoute
+
+    return LineRoute(CsvSource(path).lines(block=block), Mapper(MAPPING), "SKU")
+
+
+def _learn(mirror: Mirror, path: Path, block: int) -> int:
+    """Plan ``path`` by the line route as a run would, and store the digests it learnt."""
+    store = mirror.plan_store()
+    route = _route(path, block)
+    store.fill(
+        plan(route.records(), mirror.known(), walked=True, mapper=Mapper(MAPPING),
+             seen=mirror.seen_table(), recognised=store.recognised, lines=route,
+             learn=store.learn)
+    )  # fmt: skip
+    learnt = mirror.remember_line_digests(store.line_digests())
+    store.close()
+    return learnt
+
+
+def _check_lines(mirror: Mirror, path: Path, block: int) -> Any:
+    """Plan ``path`` today's way (records, a plain dict mirror) and by the line route."""
+    from skuferry.sources.csv import CsvSource
+
+    known = mirror.known()
+    plain = {key: known[key] for key in known}
+    tally_plain, tally_fast = Tally(), Tally()
+    reference = _final(
+        list(plan(CsvSource(path).records(), plain, walked=True, mapper=Mapper(MAPPING),
+                  tally=tally_plain))
+    )  # fmt: skip
+    store = mirror.plan_store()
+    route = _route(path, block)
+    store.fill(
+        plan(route.records(), known, walked=True, mapper=Mapper(MAPPING),
+             seen=mirror.seen_table(), tally=tally_fast, recognised=store.recognised,
+             lines=route)
+    )  # fmt: skip
+    fast: dict[str, tuple[Any, ...]] = {}
+    for a in store.actions(*Kind):
+        slot = a.key if a.key is not None else f"#{a.line}"
+        fast[slot] = _final([a])[slot]
+    for key in store.keys(Kind.UNCHANGED):
+        fast[key] = (Kind.UNCHANGED, None, None, False, None)
+    assert fast == reference
+    assert (tally_fast.unsure, tally_fast.gone_skipped) == (
+        tally_plain.unsure,
+        tally_plain.gone_skipped,
+    )
+    counts = store.counts()
+    for kind in Kind:
+        assert counts[kind] == sum(1 for v in reference.values() if v[0] is kind), kind
+    return store
+
+
+def _mutate(mirror: Mirror, key: str, how: str) -> None:
+    """What may happen to a row between the run that learnt its line and the next."""
+    conn = mirror.db.conn
+    other = Mapper(MAPPING).map(raw(1, key, "2"))
+    assert isinstance(other, Product)
+    if how == "written":  # updated to price 2: new digest and fingerprint, old line digest
+        conn.execute(
+            "UPDATE products SET digest = ?, source_fingerprint = ? WHERE key = ?",
+            (other.digest, other.fingerprint, key),
+        )
+    elif how == "cleared":  # a walk or an adoption forgot the fingerprint
+        conn.execute("UPDATE products SET source_fingerprint = NULL WHERE key = ?", (key,))
+    elif how == "intent":
+        conn.execute(
+            "INSERT OR REPLACE INTO intents (key, digest, payload, started_at) VALUES (?,?,?,?)",
+            (key, other.digest, "{}", time.time()),
+        )
+    elif how in STATES:
+        conn.execute("UPDATE products SET state = ? WHERE key = ?", (how, key))
+    conn.commit()
+
+
+_row = st.tuples(
+    st.sampled_from([*KEYS, "<blank>"]),
+    st.sampled_from(["1", "1", "1", "2", "x"]),
+    st.sampled_from(_NOTES),
+)
+_in_step = st.builds(lambda: {k: v for k, v in _synced("").items() if k != "key"})
+# Mostly rows a line can be learnt for (SYNCED at price 1), so that the next plan meets them.
+_held = st.dictionaries(
+    st.sampled_from(KEYS), st.one_of(_in_step, _in_step, _entry), min_size=2, max_size=len(KEYS)
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    held=_held,
+    before=st.lists(_row, max_size=10),
+    edits=st.lists(st.tuples(st.integers(0, 12), st.one_of(st.none(), _row)), max_size=5),
+    mutations=st.dictionaries(
+        st.sampled_from(KEYS),
+        st.sampled_from(["written", "cleared", "intent", "synced", "rejected", "gone"]),
+        max_size=3,
+    ),
+    headers=st.tuples(st.sampled_from(_HEADERS), st.sampled_from(_HEADERS)),
+    brks=st.tuples(st.sampled_from(["\n", "\r\n"]), st.sampled_from(["\n", "\r\n"])),
+    block=st.sampled_from([1, 2, 2000]),
+    lookahead=st.sampled_from([1, 3, 2000]),
+)
+def test_the_line_route_plans_what_records_plan(  # noqa: PLR0917 - hypothesis' draws
+    tmp_path_factory: pytest.TempPathFactory,
+    held: dict[str, dict[str, Any]],
+    before: list[tuple[str, str, str]],
+    edits: list[tuple[int, tuple[str, str, str] | None]],
+    mutations: dict[str, str],
+    headers: tuple[str, str],
+    brks: tuple[str, str],
+    block: int,
+    lookahead: int,
+) -> None:
+    """A catalog learnt by one run, edited (rows changed, added, removed, a header or line
+    breaks changed), rows of the mirror changed meanwhile: the next plan by lines equals
+    today's plan by records."""
+    saved = plan_module.FAST_LOOKAHEAD
+    plan_module.FAST_LOOKAHEAD = lookahead
+    folder = tmp_path_factory.mktemp("lines")
+    m = Mirror(folder / "state.db")
+    try:
+        _fill_mirror(m, [{"key": k, **v} for k, v in sorted(held.items())])
+        after = list(before)
+        for at, row in edits:
+            if row is None:
+                if after:
+                    del after[at % len(after)]
+            else:
+                after.insert(at % (len(after) + 1), row)
+        path = folder / "catalog.csv"
+        _write_catalog(path, headers[0], before, brks[0])
+        _learn(m, path, block)
+        for key, how in mutations.items():
+            _mutate(m, key, how)
+        _write_catalog(path, headers[1], after, brks[1])
+        _check_lines(m, path, block)
+    finally:
+        plan_module.FAST_LOOKAHEAD = saved
+        m.close()
+
+
+def test_a_learnt_line_is_recognised_unparsed_and_a_changed_one_is_read(
+    tmp_path: Path, mirror: Mirror
+) -> None:
+    _fill_mirror(mirror, [_synced(k) for k in KEYS])
+    path = tmp_path / "catalog.csv"
+    _write_catalog(path, "SKU,Price,Note", [(k, "1", "n") for k in KEYS], "\n")
+    assert _learn(mirror, path, 2) == len(KEYS), "the first run learns every line"
+    assert _learn(mirror, path, 2) == 0, "the second recognises every line by its text"
+    parsed: list[int] = []
+    route = _route(path, 2)
+    original = route.parse
+    route.parse = _counting(original, parsed)
+    store = mirror.plan_store()
+    list(plan(route.records(), mirror.known(), walked=True, mapper=Mapper(MAPPING),
+              seen=mirror.seen_table(), recognised=store.recognised, lines=route))  # fmt: skip
+    assert parsed == [] and store.counts()[Kind.UNCHANGED] == len(KEYS)
+    store.close()
+    rows = [(k, "2" if k == "C" else "1", "n") for k in KEYS]
+    _write_catalog(path, "SKU,Price,Note", rows, "\n")
+    parsed.clear()
+    route = _route(path, 2)
+    original = route.parse
+    route.parse = _counting(original, parsed)
+    store = mirror.plan_store()
+    store.fill(
+        plan(route.records(), mirror.known(), walked=True, mapper=Mapper(MAPPING),
+             seen=mirror.seen_table(), recognised=store.recognised, lines=route)
+    )  # fmt: skip
+    assert parsed == [4], "only C's line is read"
+    assert [a.key for a in store.actions(Kind.UPDATE)] == ["C"]
+    assert store.counts()[Kind.UNCHANGED] == len(KEYS) - 1
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["SKU,Note,Price", "\ufeffSKU,Note,Price", "SKU,Note,Price,Extra"],
+)
+def test_the_same_line_under_another_header_is_read_again(
+    tmp_path: Path, mirror: Mirror, header: str
+) -> None:
+    """ "A,1,2" is price 1 under SKU,Price,Note and price 2 under SKU,Note,Price."""
+    _fill_mirror(mirror, [_synced("A"), _synced("B")])
+    path = tmp_path / "catalog.csv"
+    path.write_bytes(b"SKU,Price,Note\nA,1,2\nB,1,1\n")
+    assert _learn(mirror, path, 2) == 2
+    path.write_bytes(f"{header}\nA,1,2\nB,1,1\n".encode())
+    store = _check_lines(mirror, path, 2)
+    assert [a.key for a in store.actions(Kind.UPDATE)] == ["A"]
+
+
+def test_another_mapping_reads_every_line_again(tmp_path: Path, mirror: Mirror) -> None:
+    """The mapping is in the line digest: under another one no line is recognised by text."""
+    _fill_mirror(mirror, [_synced(k) for k in KEYS])
+    path = tmp_path / "catalog.csv"
+    _write_catalog(path, "SKU,Price,Note", [(k, "1", "n") for k in KEYS], "\n")
+    assert _learn(mirror, path, 2) == len(KEYS)
+    from skuferry.sources.csv import CsvSource
+    from skuferry.sync.lines import LineRoute
+
+    other = MappingSettings(
+        key="sku", fields={"sku": "SKU", "price": FieldSpec(column="Price", type="string")}
+    )
+    parsed: list[int] = []
+    route = LineRoute(CsvSource(path).lines(block=2), Mapper(other), "SKU")
+    original = route.parse
+    route.parse = _counting(original, parsed)  # type: ignore[method-assign]
+    list(plan(route.records(), mirror.known(), walked=True, mapper=Mapper(other),
+              seen=mirror.seen_table(), lines=route))  # fmt: skip
+    assert parsed == list(range(2, 2 + len(KEYS)))

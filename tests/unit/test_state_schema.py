@@ -92,7 +92,12 @@ def test_a_fresh_file_has_the_schema_main_created(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh" / "skuferry.db"
     schema.open_state(fresh).close()
     main = load(tmp_path / "main.db", fixture_sql(5))  # not opened by this code
-    assert shape(fresh) == shape(main)
+    built = shape(fresh)
+    # Migration 6 (after version 5) adds the line digest: the rest is what main created.
+    line_digest = ("source_line_digest", "BLOB", 0, None, 0)
+    assert built["products"]["columns"][-1] == line_digest
+    built["products"]["columns"].remove(line_digest)
+    assert built == shape(main)
     assert shape(fresh)["runs autoincrement"] is True
     assert set(shape(fresh)) >= {"products", "intents", "runs", "meta", "dead_letters"}
 
@@ -110,11 +115,11 @@ def test_a_released_file_upgrades_to_the_fresh_schema(tmp_path: Path, version: i
     assert (path.stat().st_mode & 0o777) == 0o600
 
 
-def test_main_s_file_keeps_its_rows_and_version(tmp_path: Path) -> None:
+def test_main_s_file_keeps_its_rows_and_gets_the_line_digest(tmp_path: Path) -> None:
     path = released(tmp_path, 5)
     m = Mirror(path, readonly=False)
     try:
-        assert pragma(path, "user_version") == 5
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 6
         assert m.known()["SKU-1"] == MirrorRow("SKU-1", State.SYNCED, digest="d1", remote_id="101")
         assert m.payload("SKU-1") == {"name": "Kettle", "price": "19.90", "sku": "SKU-1"}
         assert m.open_intents() == [("SKU-3", "d3")]
@@ -139,6 +144,10 @@ def test_main_s_file_keeps_its_rows_and_version(tmp_path: Path) -> None:
         assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'runs'").fetchone() == (
             1,
         )
+        # no row has a line digest yet: each is recognised by its fingerprint once more
+        assert conn.execute("SELECT DISTINCT source_line_digest FROM products").fetchall() == [
+            (None,)
+        ]
     finally:
         conn.close()
 

@@ -26,7 +26,7 @@ from typing import TextIO
 from skuferry.config.encoding import require_encoding
 from skuferry.config.schema import CsvSourceSettings
 from skuferry.errors import ConfigError, SourceError
-from skuferry.models import BadRecord, RawRecord
+from skuferry.models import BadRecord, RawLines, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import open_text
 from skuferry.sources.fingerprint import file_fingerprint
@@ -34,6 +34,7 @@ from skuferry.sources.fingerprint import file_fingerprint
 # surrogateescape maps an undecodable byte 0xNN to the lone surrogate U+DCNN.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 _BOM = "\ufeff"
+LINE_BLOCK = 2000  # quote-free lines per RawLines block (CsvLines)
 
 
 class CsvSource(Source):
@@ -76,6 +77,11 @@ class CsvSource(Source):
                 yield from self._rows(handle)
             except OSError as exc:
                 raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
+
+    def lines(self, *, block: int = LINE_BLOCK) -> CsvLines:
+        """The records as ``records()`` yields them, but each line that holds one whole
+        record without a quote left as text, in ``RawLines`` blocks (see ``CsvLines``)."""
+        return CsvLines(self, block=block)
 
     def _rows(self, handle: TextIO) -> Iterator[RawRecord | BadRecord]:
         # strict: a stray quote is reported as an error for its row instead of silently
@@ -241,6 +247,138 @@ class CsvSource(Source):
                 raise SourceError(f"{where} {column!r} appears twice")
             seen.add(column)
         return names
+
+
+class CsvLines:
+    """``CsvSource.records()`` with the plain lines left unparsed, for the planner's line route.
+
+    A physical line read at the start of a record that holds no quote character is
+    that whole record: the reader cannot be inside a quoted field there, and without a
+    quote nothing can open one. Such lines (after the header) are handed over as text
+    in ``RawLines`` blocks of up to ``block`` consecutive lines; ``parse(line, text)``
+    turns one into exactly what ``records()`` yields for it (a ``RawRecord``, a
+    ``BadRecord`` or nothing for a blank line). Every other line (the header, any line
+    holding a quote, and the lines a quoted field takes) is read by the same csv
+    reader as ``records()`` reads it and yielded as records. Expanding each block by
+    ``parse`` gives ``list(source.records())`` exactly (tests/unit/test_csv_lines.py).
+
+    ``identity``, once the header is read: what else decides how a line reads (the
+    delimiter, the encoding and the header line as it is in the file, BOM and line
+    break included). Equal identity and equal line text: equal records.
+    """
+
+    def __init__(self, source: CsvSource, *, block: int = LINE_BLOCK) -> None:
+        self.source = source
+        self.block = max(1, block)
+        self.header: list[str] | None = None
+        self.identity: str | None = None
+
+    def __iter__(self) -> Iterator[RawRecord | BadRecord | RawLines]:
+        source = self.source
+        try:
+            handle = open_text(
+                source.path, encoding=source.encoding, errors="surrogateescape", newline=""
+            )
+        except OSError as exc:
+            raise SourceError(f"cannot open {source.path}: {exc.strerror or exc}") from exc
+        with handle:
+            try:
+                yield from self._read(handle)
+            except OSError as exc:
+                raise SourceError(f"reading {source.path} failed: {exc.strerror or exc}") from exc
+
+    def parse(self, line: int, text: str) -> list[RawRecord | BadRecord]:
+        """What ``records()`` yields for the quote-free ``text`` read as line ``line``.
+
+        A reader starts each record afresh, so a new one over this line alone reads it
+        as the file's reader does."""
+        header = self.header
+        if header is None:  # pragma: no cover - lines are handed over after the header
+            raise RuntimeError("a line before the header")
+        reader = csv.reader((text,), delimiter=self.source.delimiter, strict=True)
+        try:
+            row = next(reader)
+        except StopIteration:  # pragma: no cover - a line always reads as a row
+            return []
+        except csv.Error as exc:
+            return list(self.source._broken(header, [text], start=line, error=exc, row=[]))
+        return list(self.source._other(header, row, [text], start=line, end=line))
+
+    def _read(self, handle: TextIO) -> Iterator[RawRecord | BadRecord | RawLines]:
+        source = self.source
+        lines = iter(handle)
+        feed = _Feed(lines)  # the csv reader's lines: the one pushed, then more as it asks
+        reader = csv.reader(feed, delimiter=source.delimiter, strict=True)
+        header: list[str] | None = None
+        block: list[str] = []
+        size = self.block
+        number = 0  # physical lines read so far
+        start = 0  # the line number of block[0]
+        for text in lines:
+            number += 1
+            if header is not None and '"' not in text:
+                if not block:
+                    start = number
+                block.append(text)
+                if len(block) >= size:
+                    yield RawLines(start, block)
+                    block = []
+                continue
+            if block:
+                yield RawLines(start, block)
+                block = []
+            first = number
+            feed.pending = text
+            error: csv.Error | None = None
+            row: list[str] = []
+            try:
+                row = next(reader)
+            except StopIteration:  # pragma: no cover - the pushed line is always read
+                break
+            except csv.Error as exc:
+                error = exc
+            taken = feed.taken
+            feed.taken = []
+            number += len(taken) - 1
+            if header is None:
+                if error is not None:
+                    raise SourceError(f"{source.path} line {first}: bad header: {error}") from error
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # a blank line
+                header = source._header(row, first)
+                self.header = header
+                self.identity = "|".join(["csv", source.encoding, source.delimiter, "".join(taken)])
+                continue
+            if error is not None:
+                yield from source._broken(header, taken, start=first, error=error, row=row)
+                continue
+            yield from source._other(header, row, taken, start=first, end=number)
+        if block:
+            yield RawLines(start, block)
+
+
+class _Feed:
+    """The csv reader's input in ``CsvLines``: ``pending`` first, then the file's next lines;
+    ``taken`` holds every line handed out since it was last emptied."""
+
+    __slots__ = ("lines", "pending", "taken")
+
+    def __init__(self, lines: Iterator[str]) -> None:
+        self.lines = lines
+        self.pending: str | None = None
+        self.taken: list[str] = []
+
+    def __iter__(self) -> _Feed:
+        return self
+
+    def __next__(self) -> str:
+        text = self.pending
+        if text is None:
+            text = next(self.lines)
+        else:
+            self.pending = None
+        self.taken.append(text)
+        return text
 
 
 def _escaped_byte(header: list[str], row: list[str]) -> tuple[str, int]:

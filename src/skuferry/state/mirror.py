@@ -495,6 +495,18 @@ class Mirror:
             )
             return conn.total_changes - before
 
+    def remember_line_digests(self, items: Iterable[tuple[int, str, bytes]]) -> int:
+        """(slot, fingerprint, line digest) of products recognised from a raw line this run
+        (sync/lines.py): the next run recognises that line unparsed. Only rows still
+        SYNCED with that very fingerprint change (the digest is bound to it anyway)."""
+        with self._write() as conn:
+            done = conn.executemany(
+                "UPDATE products SET source_line_digest = ? "
+                "WHERE rowid = ? AND source_fingerprint = ? AND state = 'synced'",
+                ((line_digest, slot, fp) for slot, fp, line_digest in items),
+            )
+            return max(0, done.rowcount)
+
     def close_intent(self, key: str) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM intents WHERE key = ?", (key,))

@@ -51,6 +51,13 @@ class PlanStore:
         # key in run_plan (a duplicate found further down) supersedes the row here.
         conn.execute("DROP TABLE IF EXISTS temp.run_unchanged")
         conn.execute("CREATE TEMP TABLE run_unchanged (key TEXT, digest TEXT, fingerprint TEXT)")
+        # Line digests learnt this run (sync/lines.py): what the mirror stores once the
+        # run's writes are done (``Mirror.remember_line_digests``).
+        conn.execute("DROP TABLE IF EXISTS temp.run_lines")
+        conn.execute(
+            "CREATE TEMP TABLE run_lines (slot INTEGER, fingerprint TEXT, line_digest BLOB)"
+        )
+        self._learnt: list[tuple[int, str, bytes]] = []
         self._records = 0  # source records planned as actions, valid or not
         # Slots (rowids) of products recognised unchanged, marked by the planner in place.
         self.recognised = bytearray()
@@ -88,6 +95,32 @@ class PlanStore:
         )
         self._conn.executemany("INSERT INTO run_unchanged VALUES (?,?,?)", quiet)
         self._conn.execute("COMMIT")
+
+    def learn(self, slot: int, fingerprint: str, line_digest: bytes) -> None:
+        """A row recognised from a raw line whose digest the mirror lacks (``plan(learn=)``);
+        kept here in batches, so that a first run over a million rows stays flat."""
+        self._learnt.append((slot, fingerprint, line_digest))
+        if len(self._learnt) >= _BATCH:
+            self._flush_learnt()
+
+    def _flush_learnt(self) -> None:
+        if not self._learnt:
+            return
+        own = not self._conn.in_transaction
+        if own:
+            self._conn.execute("BEGIN")
+        self._conn.executemany("INSERT INTO run_lines VALUES (?,?,?)", self._learnt)
+        if own:
+            self._conn.execute("COMMIT")
+        self._learnt = []
+
+    def line_digests(self) -> Iterator[tuple[int, str, bytes]]:
+        """(slot, fingerprint, line digest) of each row learnt (see ``learn``); the last
+        batch is stored right here, so that reading them back writes nothing."""
+        self._flush_learnt()
+        select = "SELECT rowid, slot, fingerprint, line_digest FROM run_lines"
+        rows = keyset(self._conn, select, order=("rowid",))
+        return ((slot, fp, line_digest) for _rowid, slot, fp, line_digest in rows)
 
     def counts(self) -> dict[Kind, int]:
         found = dict(self._conn.execute("SELECT kind, count(*) FROM run_plan GROUP BY kind"))
@@ -187,6 +220,7 @@ class PlanStore:
     def close(self) -> None:
         self._conn.execute("DROP TABLE IF EXISTS temp.run_plan")
         self._conn.execute("DROP TABLE IF EXISTS temp.run_unchanged")
+        self._conn.execute("DROP TABLE IF EXISTS temp.run_lines")
 
 
 def _quiet_row(action: Action) -> tuple[str | None, str | None, str | None]:

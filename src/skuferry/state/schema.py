@@ -149,12 +149,23 @@ def _m5_dead_letters(conn: sqlite3.Connection) -> None:
     letters.create_index(["stage"], index_name="dead_letters_stage", if_not_exists=True)
 
 
+def _m6_source_line_digest(conn: sqlite3.Connection) -> None:
+    # A hash of the raw source line the row was last recognised from, bound to the
+    # fingerprint beside it (sync/lines.py): a byte-identical line is then recognised
+    # without being parsed. NULL (existing rows, sources read record by record): the
+    # row is recognised by its fingerprint as before, and gets its line digest then.
+    products = database(conn).table("products")
+    if "source_line_digest" not in products.columns_dict:
+        products.add_column("source_line_digest", bytes)
+
+
 MIGRATIONS: list[Migration] = [
     _m1_initial,
     _m2_rejected_digest,
     _m3_source_fingerprint,
     _m4_last_sent,
     _m5_dead_letters,
+    _m6_source_line_digest,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

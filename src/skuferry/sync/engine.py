@@ -34,6 +34,7 @@ from skuferry.models import (
     BadRecord,
     Kind,
     Progress,
+    RawLines,
     RawRecord,
     RunOptions,
     RunSummary,
@@ -61,6 +62,7 @@ from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.guard import ratio_guard
 from skuferry.sync.lanes import Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
+from skuferry.sync.lines import LineRoute, line_route
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.named import NamedPull
 from skuferry.sync.pieces import (
@@ -196,8 +198,25 @@ def _run(
         log.info("sync.plan.started", source=source.describe(), pull="named", keys=len(named.keys))
     elif pull is not None:
         log.info("sync.plan.started", source=source.describe(), pull=pull.kind, why=pull.reason)
-    records = named.records(source) if named is not None else _records(pull, source)
-    tally = _fill(store, records, mirror, mapper, settings, full=full, resend=options.resend)
+    route = line_route(source, mapper) if pull is not None and pull.since is None else None
+    records: Iterable[RawRecord | BadRecord | RawLines] = (
+        named.records(source)
+        if named is not None
+        else route.records()
+        if route is not None
+        else _records(pull, source)
+    )
+    tally = _fill(
+        store,
+        records,
+        mirror,
+        mapper,
+        settings,
+        full=full,
+        resend=options.resend,
+        lines=route,  # unchanged CSV lines recognised unparsed (sync/lines.py)
+        learn=None if options.dry_run else store.learn,  # ... their digests, learnt
+    )
     counts = store.counts()
     _count_plan(store, counts, summary, tally)
     if named is not None:
@@ -251,6 +270,7 @@ def _run(
     mirror.mark_gone(store.keys(Kind.GONE))
     mirror.name_letters(source.name)  # the API's refusals of this run
     mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
+    mirror.remember_line_digests(store.line_digests())  # ... and from their lines, not parsed
     summary.interrupted = stop.is_set()
     if writer.fatal is not None:
         raise writer.fatal
@@ -558,13 +578,15 @@ def _client(
 
 def _fill(
     store: PlanStore,
-    records: Iterable[RawRecord | BadRecord],
+    records: Iterable[RawRecord | BadRecord | RawLines],
     mirror: Mirror,
     mapper: Mapper,
     settings: Settings,
     *,
     full: bool,
     resend: frozenset[str] = frozenset(),
+    lines: LineRoute | None = None,
+    learn: Callable[[int, str, bytes], None] | None = None,
 ) -> Tally:
     """Plan the pull into ``store``; what the planner found out on the way."""
     tally = Tally()
@@ -580,6 +602,8 @@ def _fill(
             tally=tally,  # bad rows whose product is unknown: no gone decisions
             resend=resend,  # retry: refused data sent again
             recognised=store.recognised,  # unchanged by fingerprint: a bit each, no action
+            lines=lines,
+            learn=learn,
         )
     )
     return tally

@@ -378,6 +378,23 @@ class Mapper:
         self._searches = [search for _, search in fields if search is not None]
 
     @property
+    def seed(self) -> str:
+        """What every fingerprint hashes before a record's values: the mapping, the digests
+        of its tables, ``empty_values`` (the line route binds line digests to it too)."""
+        return self._seed
+
+    @property
+    def key_column(self) -> str:
+        """The column the key is read from ("" when a path reads it)."""
+        return self._key_column if self._key_search is None else ""
+
+    @property
+    def reads_columns_only(self) -> bool:
+        """True when the key and every fingerprinted value are columns read as they are
+        (no path): a record's fingerprint is then a function of its own fields alone."""
+        return self._key_search is None and not self._searches
+
+    @property
     def key_field(self) -> str:
         """The target field that is the natural key."""
         return self._key_field

@@ -23,7 +23,15 @@ import array
 import dataclasses
 import itertools
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from skuferry.models import (
@@ -33,6 +41,7 @@ from skuferry.models import (
     Kind,
     MirrorRow,
     Product,
+    RawLines,
     RawRecord,
     State,
     was_mapped,
@@ -42,6 +51,10 @@ if TYPE_CHECKING:
     from skuferry.sync.mapping import Mapper
 
 Record = Product | BadRecord | RawRecord
+# What a chunk holds: records, and lines of a line reader not parsed yet (their text).
+_Item = Record | str
+# A mirror row the planner may recognise: (key, slot, digest, fingerprint, line digest).
+Hit = tuple[str, int, str, str, bytes | None]
 
 
 @runtime_checkable
@@ -59,8 +72,9 @@ class SlottedMirror(BatchedMirror, Protocol):
         """One more than the highest row number."""
         ...
 
-    def recognisable(self, keys: Sequence[str]) -> dict[str, tuple[int, str, str]]:
-        """key -> (slot, digest, fingerprint) of the SYNCED rows without an open intent."""
+    def recognisable(self, keys: Sequence[str]) -> dict[str, Hit]:
+        """key -> (key, slot, digest, fingerprint, line digest) of the SYNCED rows without
+        an open intent (line digest: None until learnt, see ``LineReader``)."""
         ...
 
     def slotted(self, keys: Sequence[str]) -> dict[str, tuple[int, MirrorRow]]:
@@ -69,6 +83,23 @@ class SlottedMirror(BatchedMirror, Protocol):
 
     def unseen(self, seen: bytes | bytearray) -> Iterator[MirrorRow]:
         """The rows whose bit in ``seen`` is clear."""
+        ...
+
+
+class LineReader(Protocol):
+    """A source read line by line (``sync/lines.py``): its ``RawLines`` are recognised by
+    their text when the mirror holds the line digest, and parsed otherwise."""
+
+    def keys(self, block: RawLines) -> list[str | None]:
+        """The key each line's record has, as ``Mapper.key_reader`` reads it."""
+        ...
+
+    def digester(self) -> Callable[[str, str], bytes]:
+        """digest(fingerprint, text): a line's digest, bound to the row's fingerprint."""
+        ...
+
+    def parse(self, line: int, text: str) -> list[RawRecord | BadRecord]:
+        """Exactly the records the source yields for this line."""
         ...
 
 
@@ -158,7 +189,7 @@ def decide(
 
 
 def plan(
-    records: Iterable[Record],
+    records: Iterable[Record | RawLines],
     mirror: Mapping[str, MirrorRow],
     *,
     walked: bool,
@@ -170,6 +201,8 @@ def plan(
     tally: Tally | None = None,
     resend: Collection[str] = (),
     recognised: bytearray | None = None,
+    lines: LineReader | None = None,
+    learn: Callable[[int, str, bytes], None] | None = None,
 ) -> Iterator[Action]:
     """Stream the actions that bring the remote in step with ``records``.
 
@@ -211,6 +244,12 @@ def plan(
     yielded at all: the bit of its mirror row is set instead (``PlanStore.recognised``
     counts them; a later REJECT of the key still overrules it). A million UNCHANGED
     actions cost more than the rest of a quiet plan.
+
+    ``lines``: ``records`` may hold ``RawLines`` of this reader (``sync/lines.py``). With
+    a mirror that numbers its rows, a line whose digest the row holds is recognised as
+    its record would be by fingerprint, unparsed; any other line is parsed and planned
+    as a record. ``learn(slot, fingerprint, line digest)`` is told of each line that was
+    parsed and then recognised by fingerprint, so that the mirror can learn its digest.
     """
     seen = {} if seen is None else seen
     tally = Tally() if tally is None else tally
@@ -218,7 +257,8 @@ def plan(
     marks = _Seen(seen, mirror)
     if recognised is not None:
         recognised[:] = bytes((marks.size + 7) >> 3)
-    for record, row, slot in _with_rows(records, mirror, mapper, marks, recognised):
+    stream = _with_rows(records, mirror, mapper, marks, recognised, lines, learn)
+    for record, row, slot in stream:
         if isinstance(record, BadRecord):
             reason = record.reason
             if record.key is None or record.guessed:
@@ -377,12 +417,14 @@ def leaving(row: MirrorRow, *, archiving: str | None) -> Kind | None:
     return Kind.GONE if row.state.in_source else None
 
 
-def _with_rows(
-    records: Iterable[Record],
+def _with_rows(  # noqa: PLR0917 - plan()'s own arguments, passed on
+    records: Iterable[Record | RawLines],
     mirror: Mapping[str, MirrorRow],
     mapper: Mapper | None,
     marks: _Seen,
     recognised: bytearray | None,
+    lines: LineReader | None = None,
+    learn: Callable[[int, str, bytes], None] | None = None,
 ) -> Iterator[tuple[Product | BadRecord, MirrorRow | None, int]]:
     """Each record, mapped unless recognised, with the mirror's row for its key and its slot.
 
@@ -398,10 +440,10 @@ def _with_rows(
     none (a key the mirror does not know, or a row added after the plan began).
     """
     if marks.slotted is not None and marks.size:
-        yield from _with_slots(records, marks.slotted, mapper, marks, recognised)
+        yield from _with_slots(records, marks.slotted, mapper, marks, recognised, lines, learn)
         return
     get_many = mirror.get_many if isinstance(mirror, BatchedMirror) else None
-    it = iter(records)
+    it = _parsed(records, lines)  # without slots, every line is read into its records
     while chunk := list(itertools.islice(it, 1 if get_many is None else LOOKAHEAD)):
         keys = [_key(r, mapper) for r in chunk]  # once per record: key_of() is not free
         wanted = [k for k in keys if k is not None]
@@ -421,76 +463,162 @@ def _with_rows(
             yield product, row, 0
 
 
-def _with_slots(
-    records: Iterable[Record],
+def _parsed(records: Iterable[Record | RawLines], lines: LineReader | None) -> Iterator[Record]:
+    """``records`` with each line of ``RawLines`` read into its records."""
+    for record in records:
+        if type(record) is RawLines:
+            if lines is None:
+                raise TypeError("plan() needs the line reader of RawLines (lines=...)")
+            for number, text in enumerate(record.texts, start=record.start):
+                yield from lines.parse(number, text)
+        else:
+            yield record  # type: ignore[misc]  # not RawLines: the type() test above
+
+
+def _chunks(
+    records: Iterable[Record | RawLines],
+    mapper: Mapper | None,
+    lines: LineReader | None,
+) -> Iterator[tuple[list[_Item], list[str | None], Iterable[int]]]:
+    """The records in chunks of about ``FAST_LOOKAHEAD``: (items, their keys, the line
+    numbers of the lines among them). A line of ``RawLines`` stays its text (a ``str``),
+    keyed by the reader; a record is keyed as ``map()`` keys it."""
+    key_of = mapper.key_reader() if mapper is not None else None
+    if lines is None:
+        it = iter(records)
+        while chunk := list(itertools.islice(it, FAST_LOOKAHEAD)):
+            keys = [
+                key_of(r)  # no RawLines without a reader
+                if key_of is not None and type(r) is RawRecord
+                else _key(r, mapper)  # type: ignore[arg-type]
+                for r in chunk
+            ]
+            yield chunk, keys, itertools.repeat(0)  # type: ignore[misc]  # records only
+        return
+    items: list[_Item] = []
+    keys = []
+    numbers: list[int] = []
+    for record in records:
+        if type(record) is RawLines:
+            texts = record.texts
+            items.extend(texts)
+            keys.extend(lines.keys(record))
+            numbers.extend(range(record.start, record.start + len(texts)))
+        else:
+            items.append(record)  # type: ignore[arg-type]  # not RawLines
+            keys.append(
+                key_of(record)
+                if key_of is not None and type(record) is RawRecord
+                else _key(record, mapper)  # type: ignore[arg-type]  # not RawLines
+            )
+            numbers.append(0)
+        if len(items) >= FAST_LOOKAHEAD:
+            yield items, keys, numbers
+            items, keys, numbers = [], [], []
+    if items:
+        yield items, keys, numbers
+
+
+def _with_slots(  # noqa: PLR0915, PLR0917 - one loop, kept whole for its speed
+    records: Iterable[Record | RawLines],
     mirror: SlottedMirror,
     mapper: Mapper | None,
     marks: _Seen,
     recognised: bytearray | None,
+    lines: LineReader | None,
+    learn: Callable[[int, str, bytes], None] | None,
 ) -> Iterator[tuple[Product | BadRecord, MirrorRow | None, int]]:
     """``_with_rows`` for a mirror that numbers its rows.
 
     With ``recognised``, the first record of a key recognised by its fingerprint is
     dealt with here, in source order: its slot is marked seen (``marks``) and
-    recognised, and nothing is yielded (see ``plan``).
+    recognised, and nothing is yielded (see ``plan``). A line of ``RawLines`` whose
+    digest the row holds (``LineReader``) is recognised the same way, unparsed; any
+    other line is parsed and its records go the records' way.
     """
     slots = marks.size
-    bits, lines = marks.bits, marks.lines
-    it = iter(records)
+    bits, seen_lines = marks.bits, marks.lines
     fingerprint = mapper.fingerprinter() if mapper is not None else None
     key_of = mapper.key_reader() if mapper is not None else None
-    while chunk := list(itertools.islice(it, FAST_LOOKAHEAD)):
-        keys = [
-            key_of(r) if key_of is not None and type(r) is RawRecord else _key(r, mapper)
-            for r in chunk
-        ]
+    digest: Callable[[str, str], bytes] | None = None
+    for chunk, keys, numbers in _chunks(records, mapper, lines):
         wanted = [k for k in keys if k is not None]
-        quick: dict[str, tuple[int, str, str]] = mirror.recognisable(wanted)
+        quick: dict[str | None, Hit] = mirror.recognisable(wanted)  # type: ignore[assignment]
         # No key twice in the chunk (one C call to tell): then a recognised key whose slot
         # is not marked is its first record, whatever precedes it in the chunk, and is
         # dealt with right here. Otherwise source order decides, in the second loop.
         at_once = recognised is not None and len(set(wanted)) == len(wanted)
-        left: list[tuple[Record, str | None, tuple[int, str, str] | None]] = []
+        marked = recognised if recognised is not None else bytearray()  # (at_once: the same)
+        if lines is not None and digest is None:
+            digest = lines.digester()  # a chunk holds records: the header has been read
+        # (item, key, the row's hit when recognised, the line it starts on)
+        left: list[tuple[_Item, str | None, Hit | None, int]] = []
         rest: list[str] = []
-        for item, key in zip(chunk, keys, strict=True):
-            if key is not None:
-                hit = quick.get(key)
-                if (
-                    hit is not None
-                    and fingerprint is not None
-                    and type(item) is RawRecord
-                    and fingerprint(item) == hit[2]
-                ):
-                    slot = hit[0]
-                    if (
-                        at_once
-                        and slot < slots
-                        and not bits[slot >> 3] & (1 << (slot & 7))
-                        and recognised is not None
-                    ):
-                        bits[slot >> 3] |= 1 << (slot & 7)  # seen, and unchanged:
-                        lines[slot] = item.line
-                        recognised[slot >> 3] |= 1 << (slot & 7)  # no action at all
+        for item, key, number in zip(chunk, keys, numbers):  # noqa: B905 - numbers may be endless
+            # (record, its key, the line it was parsed from when that may be learnt)
+            todo: Iterable[tuple[Record, str | None, str | None]]
+            if type(item) is str:
+                # A line, unparsed: recognised by its digest, or read into its records.
+                hit = quick.get(key)  # None for a line without a key
+                # hit: (key, slot, digest, fingerprint, line digest or None)
+                if hit is not None and digest(hit[3], item) == hit[4]:  # type: ignore[misc]
+                    slot = hit[1]  # the line the row was recognised from: unchanged
+                    if at_once and slot < slots and not bits[slot >> 3] & (1 << (slot & 7)):
+                        bits[slot >> 3] |= 1 << (slot & 7)
+                        seen_lines[slot] = number
+                        marked[slot >> 3] |= 1 << (slot & 7)
                         continue
-                    left.append((item, key, hit))
+                    left.append((item, key, hit, number))
                     continue
-                rest.append(key)
-            left.append((item, key, None))
+                parsed: list[tuple[Record, str | None, str | None]] = []
+                for got in lines.parse(number, item):  # type: ignore[union-attr]
+                    read = (
+                        key_of(got)
+                        if key_of is not None and type(got) is RawRecord
+                        else _key(got, mapper)
+                    )
+                    if read is not None and read != key:
+                        at_once = False  # cannot happen (the reader's key is map()'s): be safe
+                    parsed.append((got, read, item if read == key else None))
+                todo = parsed
+            else:
+                todo = ((item, key, None),)  # type: ignore[assignment]  # a record
+            for record, read, text in todo:
+                if read is not None:
+                    hit = quick.get(read)
+                    if (
+                        hit is not None
+                        and fingerprint is not None
+                        and type(record) is RawRecord
+                        and fingerprint(record) == hit[3]
+                    ):
+                        slot = hit[1]
+                        if text is not None and learn is not None and digest is not None:
+                            learn(slot, hit[3], digest(hit[3], text))  # next time: by its line
+                        if at_once and slot < slots and not bits[slot >> 3] & (1 << (slot & 7)):
+                            bits[slot >> 3] |= 1 << (slot & 7)  # seen, and unchanged:
+                            seen_lines[slot] = record.line
+                            marked[slot >> 3] |= 1 << (slot & 7)  # no action at all
+                            continue
+                        left.append((record, read, hit, record.line))
+                        continue
+                    rest.append(read)
+                left.append((record, read, None, 0))
         found: dict[str, tuple[int, MirrorRow]] = mirror.slotted(rest) if rest else {}
-        for item, key, hit in left:
-            if hit is not None and key is not None and isinstance(item, RawRecord):
-                slot, digest, mark = hit
+        for item, key, hit, line in left:
+            if hit is not None and key is not None:
+                slot, known, mark = hit[1], hit[2], hit[3]
                 if slot >= slots:
                     slot = 0  # a row added since the plan began
                 elif recognised is not None and not bits[slot >> 3] & (1 << (slot & 7)):
                     bits[slot >> 3] |= 1 << (slot & 7)  # the key's first record: seen, and
-                    lines[slot] = item.line
+                    seen_lines[slot] = line
                     recognised[slot >> 3] |= 1 << (slot & 7)  # unchanged, without an action
                     continue
-                yield Product(key, _UNMAPPED, digest, item.line, mark), None, slot
+                yield Product(key, _UNMAPPED, known, line, mark), None, slot
                 continue
             slot, row = found.get(key, (0, None)) if key is not None else (0, None)
-            product = _joined(item, key, row, mapper)
+            product = _joined(item, key, row, mapper)  # type: ignore[arg-type]  # a record
             if isinstance(product, BadRecord):
                 yield product, None, (slot if slot < slots else 0)
                 continue
