@@ -37,11 +37,30 @@ VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 WORKLOAD_KINDS = {"Deployment", "CronJob"}
 
 
+# The kustomizations use `labels:` (kustomize 4.1), which kubectl embeds since 1.22.
+KUBECTL_OLDEST = (1, 22)
+
+
 def kubectl() -> str:
     found = shutil.which("kubectl")
     if found is None:
         pytest.skip("kubectl not found: the overlays are rendered with `kubectl kustomize`")
+    version = kubectl_version(found)
+    if version < KUBECTL_OLDEST:
+        pytest.skip(
+            f"kubectl {version[0]}.{version[1]} at {found} embeds a kustomize older than "
+            "these kustomizations need (kubectl >= 1.22)"
+        )
     return found
+
+
+def kubectl_version(path: str) -> tuple[int, int]:
+    """kubectl's client (major, minor); a vendor suffix such as ``32+`` is dropped."""
+    done = subprocess.run(
+        [path, "version", "--client", "-o", "json"], capture_output=True, text=True, check=True
+    )
+    client = json.loads(done.stdout)["clientVersion"]
+    return int(client["major"]), int(client["minor"].rstrip("+"))
 
 
 def render(folder: Path) -> list[dict[str, Any]]:
