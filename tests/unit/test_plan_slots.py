@@ -132,20 +132,26 @@ def _plan_both(
             recognised=store.recognised,
         )
     )
+    planned = sum(1 for a in reference if a.kind not in (Kind.GONE, Kind.ARCHIVE))
+    return _final(reference), tally_plain, _stored(store), tally_fast, (store, planned)
+
+
+def _stored(store: Any) -> dict[str, tuple[Any, ...]]:
+    """The plan store's actions and recognised keys, as ``_final`` sums actions up."""
     fast: dict[str, tuple[Any, ...]] = {}
     for a in store.actions(*Kind):
-        fast[a.key if a.key is not None else f"#{a.line}"] = _final([a])[
-            a.key if a.key is not None else f"#{a.line}"
-        ]
+        slot = a.key if a.key is not None else f"#{a.line}"
+        fast[slot] = _final([a])[slot]
     for key in store.keys(Kind.UNCHANGED):
         fast[key] = (Kind.UNCHANGED, None, None, False, None)
-    planned = sum(1 for a in reference if a.kind not in (Kind.GONE, Kind.ARCHIVE))
-    return _final(reference), tally_plain, fast, tally_fast, (store, planned)
+    return fast
 
 
-def _check(mirror: Mirror, records: list[RawRecord | BadRecord]) -> Any:
-    reference, tally_plain, fast, tally_fast, (store, planned) = _plan_both(mirror, records)
-    assert fast == reference
+def _assert_same(
+    reference: dict[str, tuple[Any, ...]], tally_plain: Tally, store: Any, tally_fast: Tally
+) -> None:
+    """The store planned what the reference planned: actions, tallies and counts."""
+    assert _stored(store) == reference
     assert (tally_fast.unsure, tally_fast.gone_skipped) == (
         tally_plain.unsure,
         tally_plain.gone_skipped,
@@ -153,6 +159,11 @@ def _check(mirror: Mirror, records: list[RawRecord | BadRecord]) -> Any:
     counts = store.counts()
     for kind in Kind:
         assert counts[kind] == sum(1 for v in reference.values() if v[0] is kind), kind
+
+
+def _check(mirror: Mirror, records: list[RawRecord | BadRecord]) -> Any:
+    reference, tally_plain, _, tally_fast, (store, planned) = _plan_both(mirror, records)
+    _assert_same(reference, tally_plain, store, tally_fast)
     assert store.records == planned, "records planned, recognised ones included"
     return store
 
@@ -377,20 +388,7 @@ def _check_lines(mirror: Mirror, path: Path, block: int) -> Any:
              seen=mirror.seen_table(), tally=tally_fast, recognised=store.recognised,
              lines=route)
     )  # fmt: skip
-    fast: dict[str, tuple[Any, ...]] = {}
-    for a in store.actions(*Kind):
-        slot = a.key if a.key is not None else f"#{a.line}"
-        fast[slot] = _final([a])[slot]
-    for key in store.keys(Kind.UNCHANGED):
-        fast[key] = (Kind.UNCHANGED, None, None, False, None)
-    assert fast == reference
-    assert (tally_fast.unsure, tally_fast.gone_skipped) == (
-        tally_plain.unsure,
-        tally_plain.gone_skipped,
-    )
-    counts = store.counts()
-    for kind in Kind:
-        assert counts[kind] == sum(1 for v in reference.values() if v[0] is kind), kind
+    _assert_same(reference, tally_plain, store, tally_fast)
     return store
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import csv
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from skuferry.config.encoding import require_encoding
 from skuferry.config.schema import CsvSourceSettings
@@ -35,6 +35,7 @@ from skuferry.sources.fingerprint import file_fingerprint
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 _BOM = "\ufeff"
 LINE_BLOCK = 2000  # quote-free lines per RawLines block (CsvLines)
+_Item = TypeVar("_Item")
 
 
 class CsvSource(Source):
@@ -65,6 +66,10 @@ class CsvSource(Source):
         return self.path.name
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
+        return self._opened(self._rows)
+
+    def _opened(self, read: Callable[[TextIO], Iterator[_Item]]) -> Iterator[_Item]:
+        """``read`` over the opened file; failing to open or read it is a SourceError."""
         try:
             # newline="" lets the csv module see quoted line breaks (and count lines) itself.
             handle = open_text(  # .gz / single-file .zip decompressed on the fly
@@ -74,7 +79,7 @@ class CsvSource(Source):
             raise SourceError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
         with handle:
             try:
-                yield from self._rows(handle)
+                yield from read(handle)
             except OSError as exc:
                 raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
 
@@ -274,18 +279,7 @@ class CsvLines:
         self.identity: str | None = None
 
     def __iter__(self) -> Iterator[RawRecord | BadRecord | RawLines]:
-        source = self.source
-        try:
-            handle = open_text(
-                source.path, encoding=source.encoding, errors="surrogateescape", newline=""
-            )
-        except OSError as exc:
-            raise SourceError(f"cannot open {source.path}: {exc.strerror or exc}") from exc
-        with handle:
-            try:
-                yield from self._read(handle)
-            except OSError as exc:
-                raise SourceError(f"reading {source.path} failed: {exc.strerror or exc}") from exc
+        return self.source._opened(self._read)
 
     def parse(self, line: int, text: str) -> list[RawRecord | BadRecord]:
         """What ``records()`` yields for the quote-free ``text`` read as line ``line``.
