@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from skuferry.completeness import Ledger
 from skuferry.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
 # Labels skuferry's own metrics carry: a constant label ([metrics] labels) of the same name
@@ -247,6 +248,8 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)  # one-time remarks, e.g. updates disabled
 
     repaired: int = 0  # --verify: products found deleted or edited on the remote (a note)
+    # Every pull and walk of the run reports its verdict here; absence is decided from it.
+    completeness: Ledger = field(default_factory=Ledger, compare=False, repr=False)
     # Listed when the writes are over (``close``), in this order:
     _found: list[Problem] = field(default_factory=list, init=False, repr=False)
     _refused: list[Problem] = field(default_factory=list, init=False, repr=False)
