@@ -7,7 +7,10 @@ The real daemon (``python -m skuferry run``, a child process) syncs a 300-produc
 CSV every 15 s against the sandbox (in this process), which breaks 4 % of the
 product writes: 4/3 % each of "stored, then the connection dropped" (lost
 answer), "reset before the body was read" and "stored, then 500". Every 20 s
-the source changes: 12 prices, 3 stock levels and 2 new products.
+the source changes: 12 prices, 3 stock levels and 2 new products. One export in
+ten arrives torn (cut inside a record, no final newline, as an ERP job that died
+mid-write leaves it); the next change writes it whole again. ``[gone] action =
+"patch"`` is on, and the catalog never drops a product, so any archive is wrong.
 
 Once the minutes are up the source stops changing; the soak waits for a run that
 started after the last change to exit 0 (at most 3 minutes), stops the daemon
@@ -16,7 +19,9 @@ with SIGTERM and checks the sandbox against the last catalog:
 - duplicates: keys the sandbox holds more than once (target 0);
 - lost: keys of the catalog the sandbox lacks (target 0);
 - wrong: products whose name, price or stock differ from the catalog (target 0);
-- the share of the daemon's runs that exited 0 (target >= 95 %), from the state
+- archived: products archived by any run (target 0: nothing ever left);
+- torn: every run that started while a torn export was in place refused it (exit 3);
+- the share of the other runs that exited 0 (target >= 95 %), from the state
   file's runs table (every run, with its exit code).
 """
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import random
 import signal
@@ -50,6 +56,7 @@ FAULT_RATE = 0.04
 PER_MINUTE = 1200  # limits raised: the soak is about faults, not budgets
 SETTLE_WAIT_S = 180.0
 TARGET_OK_SHARE = 0.95
+TORN_EVERY = 10  # one export in ten is torn
 
 
 def faults(rate: float = FAULT_RATE) -> Faults:
@@ -67,6 +74,7 @@ class Catalog:
         for i in range(n):
             self._add(i)
         self.changes = 0
+        self.torn_periods: list[tuple[float, float]] = []  # [written, replaced) of torn exports
         self.write()
 
     def _add(self, i: int) -> None:
@@ -84,16 +92,30 @@ class Catalog:
         for _ in range(2):
             self._add(len(self.rows))
         self.changes += 1
-        self.write()
+        self.write(torn=self.changes % TORN_EVERY == 0)
 
-    def write(self) -> None:
-        """Atomically, as a well-behaved export does (the daemon never reads half a file)."""
+    def write(self, *, torn: bool = False) -> None:
+        """Atomically, as an export job does; ``torn``: cut inside its last third's records."""
+        now = time.time()
+        if self.torn_periods and self.torn_periods[-1][1] == float("inf"):
+            self.torn_periods[-1] = (self.torn_periods[-1][0], now)
+        buffer = io.StringIO(newline="")
+        out = csv.writer(buffer, lineterminator="\n")
+        out.writerow(HEADER)
+        out.writerows(self.rows.values())
+        text = buffer.getvalue()
+        if torn:  # a cut strictly inside a record: never just after a newline
+            cut = self._rng.randrange(len(text) * 2 // 3, len(text) - 1)
+            while text[cut - 1] == "\n":
+                cut -= 1
+            text = text[:cut]
+            self.torn_periods.append((now, float("inf")))
         tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", newline="", encoding="utf-8") as f:
-            out = csv.writer(f)
-            out.writerow(HEADER)
-            out.writerows(self.rows.values())
+        tmp.write_text(text, encoding="utf-8", newline="")
         tmp.replace(self.path)
+
+    def torn_at(self, when: float) -> bool:
+        return any(start <= when < end for start, end in self.torn_periods)
 
 
 def _price(cents: int) -> str:
@@ -133,6 +155,9 @@ path = "skuferry.db"
 
 [safety]
 max_change_ratio = 1.0
+
+[gone]
+action = "patch"
 """
     path = folder / "skuferry.toml"
     path.write_text(text, encoding="utf-8")
@@ -213,6 +238,8 @@ def soak(minutes: float, *, seed: int = 18) -> Result:
                     if time.time() >= next_change and time.time() < end:
                         catalog.change()
                         next_change += CHANGE_EVERY_S
+                if catalog.torn_at(time.time()):  # the last export whole, so a run can settle
+                    catalog.write()
                 last_change = catalog.path.stat().st_mtime
                 settled = _wait_settled(
                     folder / "skuferry.db", last_change, time.time() + SETTLE_WAIT_S
@@ -229,18 +256,26 @@ def soak(minutes: float, *, seed: int = 18) -> Result:
         stats = sandbox.stats()
     runs = _runs(folder / "skuferry.db")
     codes = Counter(r["exit_code"] for r in runs)
-    ok_share = codes.get(0, 0) / max(1, len(runs))
+    torn_runs = [r for r in runs if catalog.torn_at(r["started_at"])]
+    other_runs = [r for r in runs if not catalog.torn_at(r["started_at"])]
+    torn_refused = sum(1 for r in torn_runs if r["exit_code"] == 3)
+    ok_share = sum(1 for r in other_runs if r["exit_code"] == 0) / max(1, len(other_runs))
     failed_products = sum((r["summary"] or {}).get("failed", 0) for r in runs)
+    archived = sum((r["summary"] or {}).get("archived", 0) for r in runs)
     good = (
         found["duplicates"] == 0
         and found["lost"] == 0
         and found["wrong"] == 0
+        and archived == 0
+        and torn_refused == len(torn_runs)
         and ok_share >= TARGET_OK_SHARE
         and settled
     )
     measured = (
-        f"{len(runs)} runs, {ok_share:.1%} exit 0; "
-        f"{found['duplicates']} dup, {found['lost']} lost, {found['wrong']} wrong"
+        f"{len(runs)} runs, {ok_share:.1%} of the untorn exit 0, "
+        f"{torn_refused}/{len(torn_runs)} torn refused; "
+        f"{found['duplicates']} dup, {found['lost']} lost, {found['wrong']} wrong, "
+        f"{archived} archived"
     )
     notes = [
         f"{elapsed / 60:.1f} min in all ({minutes:g} min of source changes every "
@@ -248,7 +283,8 @@ def soak(minutes: float, *, seed: int = 18) -> Result:
         f"{INTERVAL_MINUTES * 60:g} s, {FAULT_RATE:.0%} product-write faults "
         "(drop_after_commit, reset, error_after_commit), seed "
         f"{seed}",
-        f"exit codes of the daemon's runs: {dict(sorted(codes.items(), key=str))}; "
+        f"{len(catalog.torn_periods)} torn exports (one in {TORN_EVERY}); exit codes of the "
+        f"daemon's runs: {dict(sorted(codes.items(), key=str))}; "
         f"products failed, summed over runs: {failed_products}",
         f"sandbox: {found['held']} products held, catalog {len(catalog.rows)}; "
         f"requests {stats.requests}, faults injected {stats.faults}",
@@ -257,7 +293,7 @@ def soak(minutes: float, *, seed: int = 18) -> Result:
     return Result(
         "daemon soak, 4 % write faults",
         measured,
-        ">= 95 % exit 0; 0 dup, 0 lost, 0 wrong",
+        ">= 95 % of the untorn exit 0; every torn refused; 0 dup, 0 lost, 0 wrong, 0 archived",
         good,
         notes,
     )
