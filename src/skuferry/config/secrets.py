@@ -70,13 +70,18 @@ def read_secret_file(path: Path) -> tuple[str, str]:
 
 
 def source_places(
-    *, key: str, inline: SecretStr | None, file: Path | None, env_name: str | None
+    *,
+    key: str,
+    inline: SecretStr | None,
+    file: Path | None,
+    env_name: str | None,
+    table: str = "source",
 ) -> SecretPlaces:
-    """The places of a source secret ``key`` (``token``...) as ``[source]`` names them."""
+    """The places of a secret ``key`` (``token``...) as its ``[table]`` names them."""
     return SecretPlaces(
         env_var=env_name,
-        env_where=f"at 'source.{key}_env'",
-        files=() if file is None else ((f"at 'source.{key}_file'", file),),
+        env_where=f"at '{table}.{key}_env'",
+        files=() if file is None else ((f"at '{table}.{key}_file'", file),),
         inline=inline,
     )
 
@@ -88,10 +93,11 @@ def read_source_secret(
     file: Path | None,
     env_name: str | None,
     env: Mapping[str, str],
+    table: str = "source",
 ) -> SecretStr | None:
-    """A source secret, or ``ConfigError`` naming the place that failed."""
+    """A secret of ``[table]``, or ``ConfigError`` naming the place that failed."""
     secret, problems = resolve(
-        source_places(key=key, inline=inline, file=file, env_name=env_name), env
+        source_places(key=key, inline=inline, file=file, env_name=env_name, table=table), env
     )
     if problems:
         raise ConfigError(problems)
@@ -105,14 +111,18 @@ def read_secret(
     env_name: str | None,
     key: str,
     env: Mapping[str, str] | None = None,
+    table: str = "source",
 ) -> SecretStr | None:
-    """The secret from ``<key>_env`` > ``<key>_file`` > inline, read when a source opens.
+    """The secret from ``<key>_env`` > ``<key>_file`` > inline, read when its user opens.
 
-    ``env`` defaults to ``os.environ``. Raises ConfigError when the named file or
-    variable cannot be read.
+    ``env`` defaults to ``os.environ``; ``table`` is the config table that names the
+    secret (``[source]``, ``[daemon]``), so a problem names its own key. Raises
+    ConfigError when the named file or variable cannot be read.
     """
     environ = os.environ if env is None else env
-    return read_source_secret(key=key, inline=inline, file=file, env_name=env_name, env=environ)
+    return read_source_secret(
+        key=key, inline=inline, file=file, env_name=env_name, env=environ, table=table
+    )
 
 
 def source_secret_problems(source: BaseModel, env: Mapping[str, str]) -> list[str]:

@@ -58,6 +58,7 @@ def load_secret(settings: DaemonSettings, env: Mapping[str, str] | None = None) 
         file=settings.hook_secret_file,
         env_name=settings.hook_secret_env,
         key="hook_secret",
+        table="daemon",
         env=env,
     )
     if secret is None or not secret.get_secret_value():
