@@ -6,6 +6,7 @@
     python3 dev.py test --fast   # the unit layer: no servers, processes or long runs
     python3 dev.py lint      # ruff check, ruff format --check, mypy, import layers, docs --strict
     python3 dev.py docs      # the config reference from the schema, then the site in site/
+    python3 dev.py docs --serve  # ... served with live reload at http://127.0.0.1:8000
     python3 dev.py bench     # benchmarks (prints figures; slow)
 
 It creates ``.venv`` beside this file on first use and reinstalls when
@@ -93,9 +94,13 @@ def main() -> int:
             or docs_build()
         )
     if job == "docs":  # regenerate the reference, then build: docs/reference/config.md is committed
-        return run("-m", "skuferry.config.reference", "docs/reference/config.md") or docs_build(
-            *rest
-        )
+        reference = run("-m", "skuferry.config.reference", "docs/reference/config.md")
+        if reference or "--serve" not in rest:
+            return reference or docs_build(*rest)
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+        rest = [arg for arg in rest if arg != "--serve"]
+        serve = [str(_python()), "-m", "mkdocs", "serve", *rest]
+        return subprocess.run(serve, cwd=ROOT, env=env, check=False).returncode
     if job == "bench":
         return run("-m", "bench", *rest)
     if job == "skuferry":
