@@ -1,7 +1,7 @@
 """The worked examples of docs/mapping-pieces.md sync as shipped, as a new user runs them:
 the example folder as it is in a fresh clone (config, data files, relative paths), the CLI
-run from another folder, the sandbox as the API. Only the API address, key and state
-path are changed."""
+run from another folder, the sandbox as the API, the key in ``SKUFERRY_API_KEY`` as the
+examples say. Only the API address and the state path are changed."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 EXAMPLES = Path(__file__).parents[2] / "examples"
+KEY_ENV = {"SKUFERRY_API_KEY": KEY}
 
 
 def _example(tmp_path: Path, sandbox: Sandbox, folder: str, name: str) -> Path:
@@ -30,23 +31,22 @@ def _example(tmp_path: Path, sandbox: Sandbox, folder: str, name: str) -> Path:
     shutil.copytree(EXAMPLES / folder if folder else EXAMPLES, clone)
     config = clone / name
     text = config.read_text(encoding="utf-8")
-    text = text.replace("http://127.0.0.1:8765", sandbox.url).replace("sandbox-key", KEY)
+    text = text.replace("http://127.0.0.1:8765", sandbox.url)
     state = str(tmp_path / "state" / "skuferry.db")
     text = "\n".join(
         f'path = "{state}"' if line.startswith('path = "/tmp/skuferry-example') else line
         for line in text.splitlines()
     )
     config.write_text(text + "\n", encoding="utf-8")
-    config.chmod(0o600)
     return config
 
 
 def _sync_twice(run_cli: Run, config: Path, sandbox: Sandbox) -> dict[str, Any]:
-    first = run_cli("sync", "--json", "--config", str(config))
+    first = run_cli("sync", "--json", "--config", str(config), env=KEY_ENV)
     assert first.returncode == 0, first.stdout + first.stderr
     summary: dict[str, Any] = json.loads(first.stdout.strip().splitlines()[-1])
     writes = sandbox.stats().requests_by_key[KEY].get("write", 0)
-    again = run_cli("sync", "--json", "--config", str(config))
+    again = run_cli("sync", "--json", "--config", str(config), env=KEY_ENV)
     assert again.returncode == 0, again.stdout + again.stderr
     assert sandbox.stats().requests_by_key[KEY].get("write", 0) == writes, "no writes"
     return summary
@@ -89,7 +89,7 @@ def test_the_erp_pim_example_joins_texts_to_prices(
     assert drill["price"] == Decimal("1299.00") and drill["stock"] == 5
     assert drill["name"] == "Cordless drill 18 V" and drill["brand"] == "Fernweh Tools"
     assert drill["unit"] == "piece" and drill["tags"] == ["drill", "cordless", "18V"]
-    shown = run_cli("check", "--sample", "1", "--config", str(config))
+    shown = run_cli("check", "--sample", "1", "--config", str(config), env=KEY_ENV)
     assert shown.returncode == 0, shown.stderr
     assert '"pim": {' in shown.stdout, "check --sample shows the record as joined"
 
