@@ -248,6 +248,8 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)  # one-time remarks, e.g. updates disabled
 
     repaired: int = 0  # --verify: products found deleted or edited on the remote (a note)
+    # --only / retry: named keys the source does not hold (listed as problems; exit 1)
+    missing: int = 0
     # Every pull and walk of the run reports its verdict here; absence is decided from it.
     completeness: Ledger = field(default_factory=Ledger, compare=False, repr=False)
     # Listed when the writes are over (``close``), in this order:
@@ -340,7 +342,12 @@ class RunSummary:
     def clean(self) -> bool:
         """True when the remote matches the source for every valid product."""
         return not (
-            self.rejected or self.failed or self.drift or self.duplicates or self.interrupted
+            self.rejected
+            or self.failed
+            or self.drift
+            or self.duplicates
+            or self.missing
+            or self.interrupted
         )
 
     @property

@@ -86,6 +86,7 @@ def test_a_422_is_listed_then_retry_creates_it_once_after_the_rule_is_relaxed(
     assert remote_counts(sandbox)["SKU-00002"] == 1, "a retry of a product in step sends nothing"
     human = run_cli("retry", "--config", config, "NOPE")
     assert "NOPE" in human.stdout and "not in the source" in human.stdout
+    assert human.returncode == 1, "a key that is not in the source is a problem (cron sees it)"
 
 
 def _pim_config(tmp_path: Path, api_url: str, pim: PimServer) -> Path:
@@ -137,6 +138,7 @@ def test_only_with_an_item_url_fetches_just_those_items_and_writes_just_them(
     assert fetched == ["/page/products/NOPE", "/page/products/P-2", "/page/products/P-5"]
     assert (summary["updated"], summary["gone"], summary["pull"]) == (2, 0, "named")
     assert {"key": "NOPE", "line": None, "reason": "not in the source"} in summary["problems"]
+    assert result.returncode == 1, "a named key that is not in the source: exit 1"
     names = {p["sku"]: p["name"] for p in sandbox.products()}
     assert names["P-2"] == "Bolt 2, zinc plated" and names["P-5"] == "Bolt 5, zinc plated"
     assert names["P-7"] == "Bolt 7", "not named: not written"

@@ -285,6 +285,7 @@ def _records(pull: incremental.Pull | None, source: Source) -> Iterator[RawRecor
 
 
 def _report_missing(missing: list[str], summary: RunSummary) -> None:
+    summary.missing += len(missing)  # a named key that is not there is a problem: exit 1
     for key in missing:
         summary.add_problem(key, None, "not in the source")
     if missing:
