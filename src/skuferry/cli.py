@@ -116,7 +116,56 @@ class _Verbs(click.Group):
             module, name = self.lazy[cmd_name]
             found = getattr(importlib.import_module(module), name)
             self.add_command(found, cmd_name)
+        if found is not None:
+            _accept_log_options(found)
         return found
+
+
+def _to_root(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A log option given after the verb counts as if given before it."""
+    if value in (None, 0, False):
+        return value
+    root = ctx.find_root()
+    root.ensure_object(dict)
+    if param.name == "verbose":
+        root.obj["verbose"] = max(root.obj.get("verbose", 0), value)
+    elif param.name == "debug":
+        root.obj.update(debug=True, verbose=2)
+    else:
+        root.obj["log_format"] = value
+    return value
+
+
+def _accept_log_options(command: click.Command) -> None:
+    """``skuferry sync -c my.toml -v``: the log options work after the verb too."""
+    if any(p.name == "verbose" for p in command.params):
+        return
+    command.params.extend(
+        [
+            click.Option(
+                ["-v", "--verbose"],
+                count=True,
+                expose_value=False,
+                callback=_to_root,
+                help="More log output (-v info, -vv debug); also before the verb.",
+            ),
+            click.Option(
+                ["--debug"],
+                is_flag=True,
+                expose_value=False,
+                callback=_to_root,
+                help="Debug logs and tracebacks; also before the verb.",
+            ),
+            click.Option(
+                ["--log-format"],
+                type=click.Choice(["auto", "json", "console"]),
+                default=None,
+                expose_value=False,
+                callback=_to_root,
+                help="Log rendering; also before the verb.",
+            ),
+        ]
+    )
 
 
 @click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
@@ -238,9 +287,30 @@ def _named_keys(
     is_flag=True,
     help="Plan against the whole source even when it is set up for incremental pulls.",
 )
+@click.option(
+    "--only",
+    is_flag=True,
+    help="Only the KEYs named after the options, as sync --dry-run --only plans them.",
+)
+@click.option(
+    "--keys-from",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Only the keys listed in FILE, one a line (# comments); implies --only.",
+)
+@click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.pass_context
 @guarded
-def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool, full: bool) -> None:
+def plan_cmd(
+    ctx: click.Context,
+    /,
+    config_path: Path | None,
+    *,
+    as_json: bool,
+    full: bool,
+    only: bool,
+    keys_from: Path | None,
+    keys: tuple[str, ...],
+) -> None:
     """What a sync would do (same as sync --dry-run); changes nothing."""
     _sync(
         ctx,
@@ -252,7 +322,7 @@ def plan_cmd(ctx: click.Context, config_path: Path | None, as_json: bool, full: 
         force=False,
         allow_empty_source=False,
         full=full,
-        only=None,
+        only=_named_keys(only=only, keys=keys, keys_from=keys_from),
     )
 
 
