@@ -16,7 +16,7 @@ import traceback
 import types
 from collections.abc import Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, cast
 
 from skuferry.redact import SECRET_FIELDS
 
@@ -157,7 +157,7 @@ def configure(
     *, level: str = "info", json: bool | None = None, stream: TextIO | None = None
 ) -> None:
     """Configure structlog; ``json=None`` picks JSON unless the stream is a terminal."""
-    out = stream if stream is not None else sys.stderr
+    out = stream if stream is not None else cast(TextIO, _StderrNow())
     use_json = (not out.isatty()) if json is None else json
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -180,6 +180,24 @@ def configure(
         logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+
+
+class _StderrNow:
+    """``sys.stderr`` as it is at each write, not as it was when the logs were configured.
+
+    While the progress bar is shown, rich puts its own stderr in place, which prints a
+    line above the bar; a log line written to the stderr of before would be glued to the
+    bar's ``21/90 0:00:00 left``.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
 
 
 class Logger(Protocol):

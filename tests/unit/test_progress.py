@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import re
+import sys
 import threading
 from pathlib import Path
 
+import pytest
+
+from skuferry import logs
 from skuferry.remote.budget import Budget
-from skuferry.service.progress import PacedProgress
+from skuferry.service.progress import PacedProgress, progress_bar
 from skuferry.state.schema import open_state
 from tests.fakes import FakeClock
 
@@ -70,3 +76,30 @@ def test_the_bar_stays_on_one_line_in_an_80_column_terminal() -> None:
     assert drawn, "the bar was drawn"
     assert all(line.startswith("syncing") for line in drawn), drawn  # no wrapped tails
     assert any("waiting for the write budget" in line for line in drawn)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_log_line_while_the_bar_is_shown_starts_on_a_line_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A warning used to be printed straight after ``21/90 0:00:00 left``."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    logs.configure(level="warning", json=True)  # configured before the bar, as the CLI does
+    try:
+        with progress_bar(enabled=True, file=terminal, force_terminal=True, width=80) as update:
+            assert update is not None
+            update(21, 90)
+            logs.get("test").warning("source.row.bad", line=3)
+            update(22, 90)
+    finally:
+        logs.configure(level="warning", stream=io.StringIO())
+    visible = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())  # ANSI codes out
+    lines = [line.strip("\r") for line in re.split(r"[\r\n]", visible)]
+    logged = [line for line in lines if "source.row.bad" in line]
+    assert logged, visible
+    assert all(line.startswith('{"') for line in logged), logged
