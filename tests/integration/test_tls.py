@@ -92,6 +92,29 @@ def test_without_the_ca_nothing_is_sent(
     assert https_pim.requests == [], "the token never left: the handshake failed first"
 
 
+def test_an_untrusted_certificate_fails_at_once_and_names_ca_bundle(
+    https_pim: PimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trying again meets the same certificate: no retries, and the fix in the message."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    waits: list[float] = []
+    settings = HttpSourceSettings.model_validate(
+        {
+            "type": "http",
+            "url": https_url(https_pim),
+            "pagination": "page",
+            "items_path": "items",
+            "max_retries": 4,
+        }
+    )
+    with pytest.raises(SourceError) as caught:
+        list(HttpSource(settings, sleep=waits.append).records())
+    message = str(caught.value)
+    assert "not trusted" in message and "[source] ca_bundle" in message
+    assert waits == [], "a certificate the client does not trust is not retried"
+
+
 def test_ssl_cert_file_is_honoured(
     https_pim: PimServer, ca_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

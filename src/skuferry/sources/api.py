@@ -150,6 +150,9 @@ class ApiConnection:
                 finally:
                     response.close()
             except httpx.TransportError as exc:
+                untrusted = tls.untrusted(exc, key="source.ca_bundle")
+                if untrusted is not None:  # the same certificate next time: no retry
+                    raise SourceError(f"{where}: {untrusted}") from None
                 return Failed(transport_problem(exc))
             status = response.status_code
             if status == 429 or status >= 500:

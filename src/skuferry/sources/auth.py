@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from skuferry import canonical, logs
+from skuferry import canonical, logs, tls
 from skuferry.config.schema import ApiSourceSettings
 from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
@@ -259,6 +259,11 @@ class OAuth2(httpx.Auth):
             try:
                 response = self._client.send(request)
             except httpx.TransportError as exc:
+                untrusted = tls.untrusted(exc, key="source.ca_bundle")
+                if untrusted is not None:  # the same certificate next time: no retry
+                    raise SourceError(
+                        f"the token endpoint {_where(self._token_url)}: {untrusted}"
+                    ) from None
                 return Failed(transport_problem(exc))
             if response.status_code != 429 and response.status_code < 500:
                 return response

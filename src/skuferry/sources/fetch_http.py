@@ -42,7 +42,8 @@ def download_http(
             finally:
                 response.close()
     except httpx.HTTPError as exc:
-        raise SourceError(f"downloading {shown} failed: {_reason(exc)}") from None
+        reason = tls.untrusted(exc, key="source.ca_bundle") or _reason(exc)
+        raise SourceError(f"downloading {shown} failed: {reason}") from None
 
 
 def probe_http(
