@@ -1,6 +1,6 @@
 """The worked examples in examples/connectors/, run as a user runs them, against the test servers.
 
-Each test starts one system's local server (tests/servers/) and the sandbox CMS, then runs
+Each test starts one system's local stand-in (skuferry.sandbox.pims) and the sandbox CMS, then runs
 ``python -m skuferry sync --config examples/connectors/<system>.toml`` with only what a
 deployment changes set from the environment: the addresses (``SKUFERRY_SOURCE__URL``,
 ``SKUFERRY_API__BASE_URL``), the API key, the state path and the source's secret under the
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 
 from skuferry.sandbox import Sandbox
+from skuferry.sandbox.pims import business_central
+from skuferry.sandbox.pims.base import ApiServer, Fault, Request
+from skuferry.sandbox.pims.standins import stand_in
 from tests.integration.conftest import FAST, KEY, assert_each_once
-from tests.servers import akeneo, business_central, magento, odoo, shopify, woocommerce
-from tests.servers.base import ApiServer, Fault, Request, https_context
 
 pytestmark = pytest.mark.integration
 
@@ -39,12 +39,12 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @dataclass
 class System:
-    """One system: its server, the environment its example needs, and how to tell things."""
+    """One system's stand-in, and how a test tells its secrets and its filtered listings."""
 
     name: str
     server: ApiServer
     keys: list[str]  # the SKUs the CMS should end up with
-    env: dict[str, str]  # the example's secret (and addresses beyond url)
+    env: dict[str, str]  # what the example needs: addresses, secrets, CA
     secret_var: str  # the variable holding the secret a wrong-secret test replaces
     secrets: list[str]  # every credential value, for leak checks
     touch: Callable[[str, datetime], None]
@@ -59,108 +59,37 @@ def _list_requests(srv: ApiServer) -> list[Request]:
     return [r for r in srv.requests if "token" not in r.path]
 
 
+# A listing that carries the incremental filter, as each system's API spells it.
+_FILTERED: dict[str, Callable[[Request], bool]] = {
+    "akeneo": lambda r: '"updated"' in (r.arg("search") or ""),
+    "business-central": lambda r: (r.arg("$filter") or "").startswith("lastModifiedDateTime gt "),
+    "shopify": lambda r: "updated_at:>" in str(r.json().get("variables", {}).get("query")),
+    "odoo": lambda r: any(t[:2] == ["write_date", ">"] for t in r.json().get("domain", [])),
+    "woocommerce": lambda r: r.arg("modified_after") is not None,
+    "magento": lambda r: (
+        r.arg("searchCriteria[filter_groups][0][filters][0][field]") == "updated_at"
+    ),
+}
+
+
 @contextmanager
 def start(name: str, tmp_path: Path) -> Iterator[System]:
-    """The system ``name`` serving N products on 127.0.0.1 (Business Central: two origins)."""
-    if name == "akeneo":
-        srv: Any = akeneo.AkeneoServer(akeneo.make_products(N))
-        system = System(
+    """The stand-in of ``name`` serving N products on loopback, as ``sandbox --pim`` starts it."""
+    standin = stand_in(name, products=N, workdir=tmp_path)
+    with standin.running():
+        env = standin.environment()
+        secret_var = next(iter(standin.secrets))
+        yield System(
             name,
-            srv,
-            [p["identifier"] for p in srv.products],
-            {
-                "AKENEO_CLIENT_SECRET": akeneo.SECRET,
-                "AKENEO_PASSWORD": akeneo.PASSWORD,
-                "SKUFERRY_SOURCE__CLIENT_ID": akeneo.CLIENT_ID,
-                "SKUFERRY_SOURCE__USERNAME": akeneo.USERNAME,
-            },
-            "AKENEO_CLIENT_SECRET",
-            [akeneo.SECRET, akeneo.PASSWORD],
-            srv.touch,
-            lambda r: '"updated"' in (r.arg("search") or ""),
+            standin.server,
+            standin.keys,
+            env,
+            secret_var,
+            list(standin.secrets.values()),
+            standin.touch,
+            _FILTERED[name],
+            standin.servers(),
         )
-    elif name == "business-central":
-        srv = business_central.BusinessCentralServer(
-            business_central.make_items(N), identity_host="127.0.0.2"
-        )
-        system = System(
-            name,
-            srv,
-            [i["number"] for i in srv.items],
-            {"BC_CLIENT_SECRET": business_central.SECRET},
-            "BC_CLIENT_SECRET",
-            [business_central.SECRET],
-            srv.touch,
-            lambda r: (r.arg("$filter") or "").startswith("lastModifiedDateTime gt "),
-        )
-    elif name == "shopify":
-        srv = shopify.ShopifyServer(shopify.make_variants(N))
-        system = System(
-            name,
-            srv,
-            [v["sku"] for v in srv.variants],
-            {"SHOPIFY_TOKEN": shopify.TOKEN},
-            "SHOPIFY_TOKEN",
-            [shopify.TOKEN],
-            srv.touch,
-            lambda r: "updated_at:>" in str(r.json().get("variables", {}).get("query")),
-        )
-    elif name == "odoo":
-        srv = odoo.OdooServer(odoo.make_records(N))
-        system = System(
-            name,
-            srv,
-            [r["default_code"] for r in srv.records if r["active"]],  # search_read: active only
-            {
-                "ODOO_API_KEY": odoo.API_KEY,
-                "SKUFERRY_SOURCE__HEADERS": json.dumps({"X-Odoo-Database": odoo.DATABASE}),
-            },
-            "ODOO_API_KEY",
-            [odoo.API_KEY],
-            srv.touch,
-            lambda r: any(t[:2] == ["write_date", ">"] for t in r.json().get("domain", [])),
-        )
-    elif name == "woocommerce":
-        ca = trustme.CA()
-        ca_file = tmp_path / "woo-ca.pem"
-        ca.cert_pem.write_to_path(str(ca_file))
-        products, variations = woocommerce.make_catalog(N)
-        srv = woocommerce.WooCommerceServer(products, variations, ssl_context=https_context(ca))
-        system = System(
-            name,
-            srv,
-            [p["sku"] for p in products],
-            {
-                "WOO_SECRET": woocommerce.CONSUMER_SECRET,
-                "SKUFERRY_SOURCE__USERNAME": woocommerce.CONSUMER_KEY,
-                "SKUFERRY_SOURCE__CA_BUNDLE": str(ca_file),
-            },
-            "WOO_SECRET",
-            [woocommerce.CONSUMER_SECRET],
-            srv.touch,
-            lambda r: r.arg("modified_after") is not None,
-        )
-    elif name == "magento":
-        srv = magento.MagentoServer(magento.make_products(N))
-        system = System(
-            name,
-            srv,
-            [p["sku"] for p in srv.products],
-            {"MAGENTO_TOKEN": magento.TOKEN},
-            "MAGENTO_TOKEN",
-            [magento.TOKEN],
-            srv.touch,
-            lambda r: r.arg("searchCriteria[filter_groups][0][filters][0][field]") == "updated_at",
-        )
-    else:  # pragma: no cover - a typo in a parametrize list
-        raise ValueError(name)
-    with srv:
-        system.servers = [srv, srv.identity] if name == "business-central" else [srv]
-        url = srv.items_url if name == "business-central" else srv.url
-        system.env["SKUFERRY_SOURCE__URL"] = url
-        if name == "business-central":
-            system.env["SKUFERRY_SOURCE__TOKEN_URL"] = srv.token_url
-        yield system
 
 
 SYSTEMS = ["akeneo", "business-central", "shopify", "odoo", "woocommerce", "magento"]

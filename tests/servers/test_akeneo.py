@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import akeneo
-from tests.servers.akeneo import AkeneoServer, make_products
-from tests.servers.catalog import BASE_TIME, STEP
+from skuferry.sandbox.pims import akeneo
+from skuferry.sandbox.pims.akeneo import AkeneoServer, make_products
+from skuferry.sandbox.pims.catalog import BASE_TIME, STEP
 
 pytestmark = pytest.mark.integration
 

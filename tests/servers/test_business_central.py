@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import business_central as bc
-from tests.servers.business_central import BusinessCentralServer, make_items
-from tests.servers.catalog import BASE_TIME, STEP
+from skuferry.sandbox.pims import business_central as bc
+from skuferry.sandbox.pims.business_central import BusinessCentralServer, make_items
+from skuferry.sandbox.pims.catalog import BASE_TIME, STEP
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import magento
-from tests.servers.catalog import BASE_TIME, STEP
-from tests.servers.magento import MagentoServer, make_products
+from skuferry.sandbox.pims import magento
+from skuferry.sandbox.pims.catalog import BASE_TIME, STEP
+from skuferry.sandbox.pims.magento import MagentoServer, make_products
 
 pytestmark = pytest.mark.integration
 

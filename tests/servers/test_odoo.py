@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import odoo
-from tests.servers.catalog import BASE_TIME, STEP
-from tests.servers.odoo import OdooServer, make_records
+from skuferry.sandbox.pims import odoo
+from skuferry.sandbox.pims.catalog import BASE_TIME, STEP
+from skuferry.sandbox.pims.odoo import OdooServer, make_records
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import shopify
-from tests.servers.catalog import BASE_TIME, STEP
-from tests.servers.shopify import ShopifyServer, make_variants
+from skuferry.sandbox.pims import shopify
+from skuferry.sandbox.pims.catalog import BASE_TIME, STEP
+from skuferry.sandbox.pims.shopify import ShopifyServer, make_variants
 
 pytestmark = pytest.mark.integration
 

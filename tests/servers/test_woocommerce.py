@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import woocommerce as woo
-from tests.servers.base import https_context
-from tests.servers.catalog import BASE_TIME, STEP
-from tests.servers.woocommerce import WooCommerceServer, make_catalog
+from skuferry.sandbox.pims import woocommerce as woo
+from skuferry.sandbox.pims.base import https_context
+from skuferry.sandbox.pims.catalog import BASE_TIME, STEP
+from skuferry.sandbox.pims.woocommerce import WooCommerceServer, make_catalog
 
 trustme = pytest.importorskip("trustme")
 

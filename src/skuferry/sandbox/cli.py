@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from types import FrameType
@@ -9,6 +10,7 @@ from typing import Any
 
 import click
 
+from skuferry import files
 from skuferry.errors import UsageError
 from skuferry.sandbox.config import (
     DEFAULT_KEY,
@@ -19,6 +21,7 @@ from skuferry.sandbox.config import (
 )
 from skuferry.sandbox.faults import FAULT_KINDS, Faults
 from skuferry.sandbox.limits import MODES, Mode, default_limits
+from skuferry.sandbox.pims.standins import SYSTEMS, stand_in, try_lines, try_workdir
 from skuferry.sandbox.server import Sandbox
 
 _DEFAULTS = default_limits()
@@ -152,8 +155,24 @@ def _parse_faults(values: tuple[str, ...], *, slow_s: float) -> Faults:
     help="A field every product must carry, else 422 (repeatable; default sku and name; "
     "change it live with POST /_sandbox/required).",
 )
+@click.option(
+    "--pim",
+    type=click.Choice(SYSTEMS),
+    default=None,
+    help="Also serve a connector's stand-in (a local PIM, ERP or shop API with a generated "
+    "catalog) and print the lines that sync its example from it.",
+)
+@click.option(
+    "--pim-products",
+    type=click.IntRange(min=1),
+    default=250,
+    show_default=True,
+    help="How many products the stand-in serves.",
+)
 def sandbox_command(
     *,
+    pim: str | None,
+    pim_products: int,
     host: str,
     port: int,
     mode: str,
@@ -195,19 +214,44 @@ def sandbox_command(
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     sandbox = Sandbox(config)
     try:
-        url = sandbox.start()
-        shape = f"mode bucket, burst {burst}" if burst is not None else f"mode {mode}"
-        served = "PATCH/PUT: 405 (--strict)" if strict else f"updates: {updates}"
-        click.echo(f"sandbox CMS API at {url}  ({shape}, {served}, admin {url}/_sandbox/stats)")
-        for key, workspace in key_map.items():
-            click.echo(f"  key {key} -> workspace {workspace}")
-        click.echo("Ctrl-C to stop")
-        while not stop.wait(0.5):
-            pass
+        with contextlib.ExitStack() as stack:
+            url = sandbox.start()
+            stack.callback(sandbox.stop)
+            shape = f"mode bucket, burst {burst}" if burst is not None else f"mode {mode}"
+            served = "PATCH/PUT: 405 (--strict)" if strict else f"updates: {updates}"
+            click.echo(f"sandbox CMS API at {url}  ({shape}, {served}, admin {url}/_sandbox/stats)")
+            for key, workspace in key_map.items():
+                click.echo(f"  key {key} -> workspace {workspace}")
+            if pim is not None:
+                _serve_stand_in(
+                    stack,
+                    pim,
+                    products=pim_products,
+                    host=host,
+                    api_url=url,
+                    key=next(iter(key_map)),
+                )
+            click.echo("Ctrl-C to stop")
+            while not stop.wait(0.5):
+                pass
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from exc
     finally:
-        sandbox.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("sandbox stopped")
+
+
+def _serve_stand_in(
+    stack: contextlib.ExitStack, name: str, *, products: int, host: str, api_url: str, key: str
+) -> None:
+    """Start ``name``'s stand-in on its docs' port; print how to sync its example from it."""
+    workdir = files.private_dir(try_workdir())
+    standin = stand_in(name, products=products, host=host, port=None, workdir=workdir)
+    stack.enter_context(standin.running())
+    click.echo(
+        f"{name} stand-in at {standin.server.url} ({len(standin.keys)} products); "
+        "to sync its example, in another terminal, from the repository root:"
+    )
+    for line in try_lines(standin, api_url=api_url, api_key=key, workdir=workdir):
+        click.echo(f"  {line}")

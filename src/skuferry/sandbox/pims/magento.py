@@ -21,7 +21,7 @@ collections do, so clients must stop by ``total_count``.
 ``extension_attributes.stock_item`` is in every listed product (``stock_in_list=False``
 leaves it to the single-product answer, as stores without a stock plugin do).
 
-By hand: ``python -m tests.servers.magento --port 8786``.
+By hand: ``python -m skuferry.sandbox.pims.magento --port 8786``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import unquote
 
-from tests.servers.base import ApiServer, Request, Response, run_main
-from tests.servers.catalog import Article, articles
+from skuferry.sandbox.pims.base import ApiServer, Request, Response, run_main
+from skuferry.sandbox.pims.catalog import Article, articles
 
 TOKEN = "mg2-integration-tok3n-8h2kq9x4v7"  # test value
 _ROUTE = re.compile(r"^/rest/(?:(?:default|all)/)?V1/products(?:/(?P<sku>[^/]+))?$")

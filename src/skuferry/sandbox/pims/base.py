@@ -335,7 +335,7 @@ def run_main(
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
     ready: Callable[[str], None] = print,
 ) -> None:
-    """``python -m tests.servers.<system> --port N --products M``: serve until Ctrl-C.
+    """``python -m skuferry.sandbox.pims.<system> --port N --products M``: serve until Ctrl-C.
 
     Prints one JSON line saying where the server is and which credentials it accepts
     (test values, made up for the demo).

@@ -22,7 +22,7 @@ Token errors answer 422 with the message of Akeneo's OAuth layer (the REST API d
 required" (no token), "The access token provided is invalid." (unknown), "The access
 token provided has expired." (expired, or ``srv.tokens.expire_after`` reached).
 
-By hand: ``python -m tests.servers.akeneo --port 8781`` (prints the demo credentials).
+By hand: ``python -m skuferry.sandbox.pims.akeneo --port 8781`` (prints the demo credentials).
 """
 
 from __future__ import annotations
@@ -38,8 +38,17 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from tests.servers.base import ApiServer, Request, Response, Tokens, b64, run_main, unb64, utc
-from tests.servers.catalog import Article, articles
+from skuferry.sandbox.pims.base import (
+    ApiServer,
+    Request,
+    Response,
+    Tokens,
+    b64,
+    run_main,
+    unb64,
+    utc,
+)
+from skuferry.sandbox.pims.catalog import Article, articles
 
 PRODUCTS = "/api/rest/v1/products"
 TOKEN_PATH = "/api/oauth/v1/token"

@@ -17,7 +17,7 @@ gives ``rest_invalid_param`` for an out-of-range ``per_page``.
 Every 6th product is ``variable`` with two variations (sizes S and L) whose SKUs extend
 the parent's. Serve it with ``ssl_context=https_context(trustme.CA())``.
 
-By hand: ``python -m tests.servers.woocommerce --port 8785`` writes the throwaway CA to
+By hand: ``python -m skuferry.sandbox.pims.woocommerce --port 8785`` writes the throwaway CA to
 a file and prints its path (use it as the source's ``ca_bundle``).
 """
 
@@ -32,8 +32,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.servers.base import ApiServer, Request, Response, https_context, run_main, utc
-from tests.servers.catalog import Article, articles
+from skuferry.sandbox.pims.base import ApiServer, Request, Response, https_context, run_main, utc
+from skuferry.sandbox.pims.catalog import Article, articles
 
 CONSUMER_KEY = "ck_5e1b7c9d3f2a4e6b8c0d1f3a5b7c9e2d4f6a8b0c"  # test values
 CONSUMER_SECRET = "cs_9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b"

@@ -13,7 +13,7 @@ names ``active``; ``fields``: an empty value reads as ``false``, a many2one as `
     POST /json/2/product.product/search_count  {"domain"}
     POST /json/2/product.product/read          {"ids", "fields"}
 
-By hand: ``python -m tests.servers.odoo --port 8784``.
+By hand: ``python -m skuferry.sandbox.pims.odoo --port 8784``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from tests.servers.base import ApiServer, Request, Response, run_main
-from tests.servers.catalog import Article, articles
+from skuferry.sandbox.pims.base import ApiServer, Request, Response, run_main
+from skuferry.sandbox.pims.catalog import Article, articles
 
 API_KEY = "7f3e9a1c5b2d8e4f6a0c3b9d1e7f5a2c4b8d0e6f"  # test value: 160 bits in hex, as Odoo makes
 DATABASE = "nordhafen"

@@ -16,7 +16,7 @@ The query is read by ``graphql.py``, a small parser of GraphQL's selection synta
 answers hold exactly the fields asked for, and unknown fields or bad syntax get GraphQL
 ``errors``.
 
-By hand: ``python -m tests.servers.shopify --port 8783``.
+By hand: ``python -m skuferry.sandbox.pims.shopify --port 8783``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from tests.servers.base import ApiServer, Request, Response, b64, run_main, unb64, utc
-from tests.servers.catalog import Article, articles
-from tests.servers.graphql import Field, GraphQLError, Parser, error_json
+from skuferry.sandbox.pims.base import ApiServer, Request, Response, b64, run_main, unb64, utc
+from skuferry.sandbox.pims.catalog import Article, articles
+from skuferry.sandbox.pims.graphql import Field, GraphQLError, Parser, error_json
 
 VERSION = "2025-10"
 TOKEN = "shpat_0d3m0t0k3nSkuferry7f"  # test value, shaped like an Admin API token

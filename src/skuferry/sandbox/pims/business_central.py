@@ -24,7 +24,7 @@ Two origins, as in production (login.microsoftonline.com and api.businesscentral
 ``identity_host="127.0.0.2"`` for another host); ``srv.token_url`` and ``srv.items_url``
 are the two URLs a connector is configured with.
 
-By hand: ``python -m tests.servers.business_central --port 8782 --token-port 8792``.
+By hand: ``python -m skuferry.sandbox.pims.business_central --port 8782 --token-port 8792``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,17 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-from tests.servers.base import ApiServer, Request, Response, Tokens, b64, run_main, unb64, utc
-from tests.servers.catalog import Article, articles
+from skuferry.sandbox.pims.base import (
+    ApiServer,
+    Request,
+    Response,
+    Tokens,
+    b64,
+    run_main,
+    unb64,
+    utc,
+)
+from skuferry.sandbox.pims.catalog import Article, articles
 
 TENANT = "5f0c8a2e-6b1d-4f3e-9a7c-2d4b6e8f0a1c"  # made-up GUIDs
 CLIENT_ID = "3c9e1f7a-0b2d-4c6e-8f1a-5d7b9c2e4f60"
@@ -201,7 +210,12 @@ class BusinessCentralServer(ApiServer):
         self.tenant = tenant
         self.tokens = Tokens(lifetime=3599)
         self.identity = IdentityServer(
-            self.tokens, tenant=tenant, client_id=client_id, secret=secret, host=identity_host
+            self.tokens,
+            tenant=tenant,
+            client_id=client_id,
+            secret=secret,
+            host=identity_host,
+            port=identity_port,
         )
 
     @property
