@@ -183,10 +183,12 @@ def test_the_runs_ledger_alone_decides_whether_a_missing_partner_may_be_null(
     (incomplete,) = open_joins([_spec(broken)], tmp_path / "b")
 
     # a complete join, and a ledger that knows better (another reader said no): held
-    assert _shape(list(_pieces([complete], "A", "B", ledger=_Says(False)).records())) == [
-        ("A", {"sku": "A"}),
-        ("held", "B"),
-    ]
+    records = list(_pieces([complete], "A", "B", ledger=_Says(False)).records())
+    assert _shape(records) == [("A", {"sku": "A"}), ("held", "B")]
+    assert isinstance(records[1], BadRecord) and records[1].reason == (
+        "erp.csv line 3: its partner in join 'pim' (key 'B') is missing, and the join's read "
+        "is not complete"
+    )
     # a join with an unreadable record, and a ledger that says yes: null
     says = _Says(True)
     assert _shape(list(_pieces([incomplete], "A", "B", ledger=says).records())) == [

@@ -139,6 +139,11 @@ class Join:
                 f"which could not be read: {why}"
             )
         facts = self.facts
+        if facts.unreadable_line is None:  # another reader of the run said it is not whole
+            return (
+                f"its partner in join {self.name!r} (key {key!r}) is missing, and the join's "
+                "read is not complete"
+            )
         others = f", one of {facts.unreadable} such record(s)" if facts.unreadable > 1 else ""
         return (
             f"its partner in join {self.name!r} (key {key!r}) may be in "
