@@ -192,7 +192,9 @@ def test_a_where_field_no_record_has_fails_the_pull_naming_file_and_field() -> N
     assert len(out) == 2 and all(isinstance(r, BadRecord) for r in out), "raised at the end"
 
 
-def test_where_may_give_a_missing_field_a_fallback_and_reads_a_null_partner_as_null() -> None:
+def test_where_may_give_a_missing_field_a_fallback_and_reads_under_a_null_as_null() -> None:
+    """`pim` is no join here: a field under its null reads null (through a join it is
+    unknown: test_join_completeness.py)."""
     rows = _raw({"sku": "A"}, {"sku": "B", "status": "active"}, {"sku": "C", "pim": None})
     fallback = assemble(
         ListSource(rows), MappingSettings(), where="(status || 'draft') == 'active'", joins=[]

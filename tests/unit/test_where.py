@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jmespath.exceptions
@@ -13,8 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skuferry.config.load import settings_from_dict
+from skuferry.sync.engine import Adapters, run_once
 from skuferry.sync.functions import Refused, compiler
 from skuferry.sync.where import Lacking, Unpartnered, Where, reads
+from tests.fakes import FakeRemote
 
 Chain = tuple[str, ...]
 
@@ -197,3 +202,34 @@ def test_where_knows_every_field_a_generated_expression_reads(expr: Expr) -> Non
             keep.keeps(unpartnered)
     else:
         _keeps(keep, unpartnered)  # no field read through the join: decided as it is
+
+
+def test_a_product_whose_record_lacks_a_field_read_as_at_dot_is_held_not_gone(
+    tmp_path: Path,
+) -> None:
+    """Found 2: `@.enabled` was not seen as reading `enabled`, so a record without it was
+    filtered out, and its product archived."""
+    rows = [
+        {"sku": "A", "name": "a", "enabled": "yes"},
+        {"sku": "B", "name": "b", "enabled": "yes"},
+    ]
+    path = tmp_path / "products.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    settings = settings_from_dict(
+        {
+            "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test"},
+            "source": {"type": "jsonl", "path": "products.jsonl", "where": "@.enabled == 'yes'"},
+            "mapping": {"key": "sku"},
+            "state": {"path": "state.db"},
+            "gone": {"action": "patch", "patch": {"status": "archived"}},
+            "safety": {"max_gone_ratio": 1},
+        },
+        base_dir=tmp_path,
+    )
+    remote = FakeRemote()
+    assert run_once(settings, adapters=Adapters(client=remote)).created == 2
+    del rows[1]["enabled"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    summary = run_once(settings, adapters=Adapters(client=remote))
+    assert (summary.archived, summary.gone, summary.rejected) == (0, 0, 1)
+    assert [p["key"] for p in summary.problems] == ["B"]
