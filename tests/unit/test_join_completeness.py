@@ -5,11 +5,14 @@ and the run's ledger (``completeness.py``) is the one place that decides it."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from skuferry.completeness import Ledger, Reader, Verdict
 from skuferry.config.load import settings_from_dict
@@ -262,3 +265,51 @@ def test_a_run_reports_each_join_to_its_summary_and_refuses_an_empty_one(tmp_pat
         run_once(settings, adapters=Adapters(client=remote))
     forced = run_once(settings, adapters=Adapters(client=remote), allow_empty_source=True)
     assert forced.exit_code == 0 and forced.created == 1, "B is created with its default"
+
+
+# --- generated PIM exports: a record is joined to its partner, held, or proven partnerless ----
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["A", "B", "C", "D", "E"]), st.sampled_from(["ok", "bad", "gone"])
+        ),
+        max_size=6,
+    ),
+    st.lists(st.sampled_from(["A", "B", "C", "D", "E", "F"]), min_size=1, max_size=6),
+)
+def test_every_record_is_joined_held_or_proven_without_a_partner(
+    pim: list[tuple[str, str]], skus: list[str]
+) -> None:
+    """Whatever the PIM holds (records, lines that are not JSON, records left out), a
+    primary record gets its partner's whole record, or is held, or (only when every line
+    of the PIM was read) has no partner."""
+    lines = []
+    for sku, kind in pim:
+        if kind == "ok":
+            lines.append(_pim(sku, name=f"name {sku}"))
+        elif kind == "bad":
+            lines.append('{"sku": "' + sku + '", "name": ')  # a record that is not JSON
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "pim.jsonl"
+        _lines(path, *lines)
+        if not lines:
+            with pytest.raises(EmptySourceRefused):
+                open_joins([_spec(path)], Path(folder))
+            return
+        (join,) = open_joins([_spec(path)], Path(folder))
+        try:
+            records = list(_pieces([join], *skus).records())
+        finally:
+            join.close()
+    whole = all(kind != "bad" for _, kind in pim)
+    found = {sku for sku, kind in pim if kind == "ok"}  # a whole record is used when found
+    for sku, (state, partner) in zip(skus, _shape(records), strict=True):
+        if sku in found:
+            assert (state, partner) == (sku, {"sku": sku, "name": f"name {sku}"})
+        elif whole:
+            assert (state, partner) == (sku, None), "every line read: no partner, proven"
+        else:
+            assert (state, partner) == ("held", sku), "a line unread: the partner is unknown"
