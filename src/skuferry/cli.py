@@ -227,7 +227,7 @@ json_option = click.option(
 @click.option(
     "--allow-empty-source",
     is_flag=True,
-    help="Accept an empty source while the mirror holds products.",
+    help="Accept an empty source while the mirror holds products, and an empty [[join]].",
 )
 @click.option(
     "--full",

@@ -130,9 +130,9 @@ def test_a_product_whose_join_partner_may_be_a_broken_record_is_held(
     letters = [letter for letter in json.loads(listed.stdout) if letter["key"] == "10002"]
     assert [(letter["stage"], letter["line"]) for letter in letters] == [("map", 3)]
     assert letters[0]["reason"] == (
-        "erp.csv line 3: join 'pim' (pim.jsonl): its record with key '10002' could not be "
-        "used (line 2: pim.jsonl line 2: not valid JSON "
-        "(Unterminated string starting at at character 36))"
+        "erp.csv line 3: its partner in join 'pim' (key '10002') is pim.jsonl:2, which could "
+        "not be read: pim.jsonl line 2: not valid JSON "
+        "(Unterminated string starting at at character 36)"
     )
 
     # The PIM is put right: 10002 syncs again, nothing is left rejected.

@@ -192,7 +192,9 @@ def test_a_where_field_no_record_has_fails_the_pull_naming_file_and_field() -> N
     assert len(out) == 2 and all(isinstance(r, BadRecord) for r in out), "raised at the end"
 
 
-def test_where_may_give_a_missing_field_a_fallback_and_reads_a_null_partner_as_null() -> None:
+def test_where_may_give_a_missing_field_a_fallback_and_reads_under_a_null_as_null() -> None:
+    """`pim` is no join here: a field under its null reads null (through a join it is
+    unknown: test_join_completeness.py)."""
     rows = _raw({"sku": "A"}, {"sku": "B", "status": "active"}, {"sku": "C", "pim": None})
     fallback = assemble(
         ListSource(rows), MappingSettings(), where="(status || 'draft') == 'active'", joins=[]
@@ -257,24 +259,26 @@ def test_join_adds_the_partner_first_record_wins_and_a_missing_partner_is_null(
     held = [r for r in out if isinstance(r, BadRecord)]
     assert [(r.key, r.line, r.stage) for r in held] == [("B", 3, "map"), ("7", 4, "map")]
     assert held[0].reason == (
-        "products.jsonl line 3: join 'pim' (pim.jsonl) has no record with key 'B', and 1 of "
-        "its record(s) could not be used (first: line 3: no key at 'sku'): "
-        "the partner may be one of them"
+        "products.jsonl line 3: its partner in join 'pim' (key 'B') may be in pim.jsonl:3, "
+        "which could not be read: no key at 'sku'"
     )
     assert isinstance(source, Pieces)
     assert source.notes() == [
         "join 'pim': 1 record(s) repeat a key (e.g. 'A' on lines 1 and 2); "
         "the first record of a key wins",
         "join 'pim': 1 record(s) could not be used (first: line 3: no key at 'sku')",
-        "join 'pim' (pim.jsonl): 2 record(s) held: their partner is (or may be) one of the "
-        "records the join could not use",
+        "join 'pim' (pim.jsonl): 2 record(s) held: their partner is missing and may be one "
+        "of the records the join could not read",
     ]
     join.close()
 
 
-def test_a_join_record_unreadable_with_a_sure_key_holds_its_partner_only(
+def test_any_unreadable_join_record_holds_every_product_whose_partner_is_missing(
     tmp_path: Path,
 ) -> None:
+    """A record the join could not read makes the join incomplete: a missing partner is
+    then unknown, not null, even when the broken record's own key could be read (C's),
+    since a reader that lost one record may have lost others (D's)."""
     pim = tmp_path / "pim.csv"
     pim.write_bytes(b"sku,name\nA,Drill\nC,Caf\xe9 mug\n")  # C's name: not UTF-8
     spec = JoinSettings.model_validate(
@@ -288,13 +292,17 @@ def test_a_join_record_unreadable_with_a_sure_key_holds_its_partner_only(
     assert [(type(r).__name__, getattr(r, "key", None)) for r in out] == [
         ("RawRecord", None),
         ("BadRecord", "C"),
-        ("RawRecord", None),
-    ], "C's own record is unusable: C is held; D has none, and none could be D's: null"
+        ("BadRecord", "D"),
+    ], "A has its partner; C's is unreadable and D's may be: both held"
     assert isinstance(out[1], BadRecord) and out[1].reason == (
-        "products.jsonl line 3: join 'pim' (pim.csv): its record with key 'C' could not be "
-        "used (line 3: pim.csv line 3, column 'name': invalid utf-8 (byte 0xe9))"
+        "products.jsonl line 3: its partner in join 'pim' (key 'C') is pim.csv:3, which could "
+        "not be read: pim.csv line 3, column 'name': invalid utf-8 (byte 0xe9)"
     )
-    assert isinstance(out[2], RawRecord) and out[2].fields["pim"] is None
+    assert isinstance(out[2], BadRecord) and out[2].reason == (
+        "products.jsonl line 4: its partner in join 'pim' (key 'D') may be in pim.csv:3, which "
+        "could not be read: pim.csv line 3, column 'name': invalid utf-8 (byte 0xe9)"
+    )
+    assert isinstance(source, Pieces) and not source.ledger.may_default("pim")
     join.close()
 
 
@@ -314,9 +322,19 @@ def test_a_join_where_lacking_its_field_makes_the_record_unusable(tmp_path: Path
     use_keys(source, lambda record: str(record.fields["SKU"]))
     out = _read(source)
     assert isinstance(out[0], BadRecord) and out[0].key == "A"
-    assert "its record with key 'A' could not be used" in out[0].reason
+    assert "its partner in join 'pim' (key 'A') is pim.jsonl:1" in out[0].reason
     assert "reads 'enabled', which this record lacks" in out[0].reason
-    assert isinstance(out[1], RawRecord) and out[1].fields["pim"] is None, "B is disabled"
+    assert isinstance(out[1], BadRecord) and out[1].key == "B", "the join is not complete"
+    join.close()
+
+    _pim(pim, [{"sku": "A", "enabled": True, "name": "Drill"}, {"sku": "B", "enabled": False}])
+    (join,) = open_joins([spec], tmp_path)
+    source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
+    out = _read(source)
+    assert [r.fields["pim"] for r in out if isinstance(r, RawRecord)] == [
+        {"sku": "A", "enabled": True, "name": "Drill"},
+        None,
+    ], "complete again: B, left out by the join's filter, has no partner"
     join.close()
 
 

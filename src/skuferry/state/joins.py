@@ -14,9 +14,14 @@ for the run's note.
 
 Records the join could not use (unreadable, without a key, refused by its filter)
 are kept too, as what they say about the partners they may have been: the key,
-when it could be read for sure (``held_many``), else a count (``BuildFacts.unkeyed``:
-any missing partner may be one of them). A primary record whose partner is missing
-is then held rather than sent without it (``sync/pieces.py``).
+when it could be read for sure (``held_many``), else a count (``BuildFacts.unkeyed``),
+and the first one's line and reason. A join with any such record is not complete:
+a primary record whose partner is missing is held rather than given the join's
+default (``sync/pieces.py``). These facts are kept in the index, so a run that reuses
+it says the same as the run that built it.
+
+An index also counts the records its source gave (``BuildFacts.read``): a source that
+gave none is an empty export, refused like an empty primary source.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from skuferry import files
 
-LAYOUT = "2"  # the file's layout: an index of another layout is rebuilt
+LAYOUT = "3"  # the file's layout: an index of another layout is rebuilt
 BATCH = 5000  # records per insert batch while building
 LOOKUP = 500  # keys per lookup query (well under SQLite's variable limit)
 
@@ -42,13 +48,22 @@ class BuildFacts:
     duplicates: int = 0
     duplicate_example: str | None = None  # "'K' on lines 3 and 9"
     unreadable: int = 0  # records the source could not read, or without a key
-    unreadable_example: str | None = None
+    unreadable_line: int | None = None  # the first of them
+    unreadable_reason: str | None = None
     unkeyed: int = 0  # of those, the ones whose key is not known: any partner may be one
+    read: int = 0  # every record the source gave, its filter's skips included
+
+    @property
+    def unreadable_example(self) -> str | None:
+        """The first record the join could not use: "line N: reason"."""
+        if self.unreadable_line is None:
+            return None
+        return f"line {self.unreadable_line}: {self.unreadable_reason}"
 
 
 # (key, line, fields as JSON, True) of a usable record; (key or None, line, reason, False)
-# of one the join could not use
-Entry = tuple[str | None, int, str, bool]
+# of one the join could not use; (None, line, "", None) of one its filter left out
+Entry = tuple[str | None, int, str, bool | None]
 
 
 def scratch_dir(state_path: Path) -> Path:
@@ -105,7 +120,8 @@ class JoinIndex:
         index at ``path``.
 
         A record not usable (or without a key) is counted as unreadable, its third item
-        being the reason; its key, when known, is kept for ``held_many``.
+        being the reason; its key, when known, is kept for ``held_many``. One left out
+        (usable None) is only counted as read.
         """
         fresh = path.with_name(path.name + ".new")
         fresh.unlink(missing_ok=True)
@@ -143,20 +159,21 @@ class JoinIndex:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         """The fields (JSON text) of each of ``keys`` the index holds."""
-        return self._many("SELECT key, fields FROM rows", keys)
+        return {key: fields for key, fields in self._many("SELECT key, fields FROM rows", keys)}
 
-    def held_many(self, keys: Sequence[str]) -> dict[str, str]:
-        """For each of ``keys`` whose record the join could not use: "line N: reason"."""
-        return self._many("SELECT key, 'line ' || line || ': ' || reason FROM bad", keys)
+    def held_many(self, keys: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """For each of ``keys`` whose record the join could not use: (its line, why)."""
+        rows = self._many("SELECT key, line, reason FROM bad", keys)
+        return {key: (int(line), str(reason)) for key, line, reason in rows}
 
-    def _many(self, select: str, keys: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
+    def _many(self, select: str, keys: Sequence[str]) -> list[Any]:
+        found: list[Any] = []
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), LOOKUP):
             part = unique[start : start + LOOKUP]
             marks = ",".join("?" * len(part))
             query = f"{select} WHERE key IN ({marks})"
-            found.update(self._conn.execute(query, part).fetchall())
+            found.extend(self._conn.execute(query, part).fetchall())
         return found
 
     def close(self) -> None:
@@ -169,15 +186,17 @@ def _facts_dict(facts: BuildFacts) -> dict[str, object]:
         "duplicates": facts.duplicates,
         "duplicate_example": facts.duplicate_example,
         "unreadable": facts.unreadable,
-        "unreadable_example": facts.unreadable_example,
+        "unreadable_line": facts.unreadable_line,
+        "unreadable_reason": facts.unreadable_reason,
         "unkeyed": facts.unkeyed,
+        "read": facts.read,
     }
 
 
 def _fill(conn: sqlite3.Connection, records: Iterable[Entry]) -> BuildFacts:
-    count = duplicates = unreadable = unkeyed = 0
+    count = duplicates = unreadable = unkeyed = read = 0
     duplicate_example: str | None = None
-    unreadable_example: str | None = None
+    first: tuple[int, str] | None = None  # the first record the join could not use
     batch: list[tuple[str, int, str]] = []
 
     def flush() -> None:
@@ -192,9 +211,12 @@ def _fill(conn: sqlite3.Connection, records: Iterable[Entry]) -> BuildFacts:
         batch.clear()
 
     for key, line, fields, usable in records:
+        read += 1
+        if usable is None:  # left out by the join's filter
+            continue
         if key is None or not usable:
             unreadable += 1
-            unreadable_example = unreadable_example or f"line {line}: {fields}"
+            first = first or (line, fields)
             if key is None:
                 unkeyed += 1
             else:  # the first reason of a key is kept
@@ -206,7 +228,8 @@ def _fill(conn: sqlite3.Connection, records: Iterable[Entry]) -> BuildFacts:
             flush()
     if batch:
         flush()
-    return BuildFacts(count, duplicates, duplicate_example, unreadable, unreadable_example, unkeyed)
+    at, why = first if first else (None, None)
+    return BuildFacts(count, duplicates, duplicate_example, unreadable, at, why, unkeyed, read)
 
 
 def _first_duplicate(conn: sqlite3.Connection, batch: list[tuple[str, int, str]]) -> str | None:

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from skuferry import errors, logs
+from skuferry.completeness import Ledger
 from skuferry.config.keys import fingerprint
 from skuferry.config.schema import Settings
 from skuferry.models import (
@@ -176,7 +177,13 @@ def _run(
     stack: ExitStack,
 ) -> None:
     base, source, mapper = _open_source(
-        settings, adapters, stack, dry_run=options.dry_run, stop=stop
+        settings,
+        adapters,
+        stack,
+        dry_run=options.dry_run,
+        stop=stop,
+        ledger=summary.completeness,  # each join's verdict
+        allow_empty=options.allow_empty_source,  # ... and an empty join refused, unless
     )
     named = NamedPull(options.only, mapper) if options.only is not None else None
     pull = (
@@ -520,11 +527,21 @@ def _open_source(
     *,
     dry_run: bool,
     stop: threading.Event,
+    ledger: Ledger | None = None,
+    allow_empty: bool = False,
 ) -> tuple[Source, Source, Mapper]:
     """The source as read, the same in pieces (sync/pieces.py), and the mapping."""
     base = adapters.source or open_source(settings.source, stop=stop)  # stop ends its waits
     # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
-    source, tables = open_pieces(settings, stack, base=base, readonly=dry_run, stop=stop)
+    source, tables = open_pieces(
+        settings,
+        stack,
+        base=base,
+        readonly=dry_run,
+        stop=stop,
+        ledger=ledger,
+        allow_empty=allow_empty,
+    )
     joins = [join.name for join in settings.join]
     mapper = Mapper(
         settings.mapping,

@@ -6,6 +6,12 @@ together: per join, the index is reused when the source's signature (its change
 token, ``sources/signature.py``: the one the primary source's unchanged check uses) did
 not change since it was built (the source is then not read at all), else rebuilt from
 the source. Combining a primary record with its partner happens in ``sync/pieces.py``.
+
+What a join's pull proved is its ``Verdict`` (``completeness.py``), kept with its index
+so a reused index proves the same: complete when every record its source gave could be
+used, else not, naming the first one that could not. A join whose source gave no record
+at all is an empty export: refused (``EmptySourceRefused``) like an empty primary
+source, since every product would otherwise take the join's default.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from typing import Any
 
 import jmespath.exceptions
 
-from skuferry import canonical, logs
+from skuferry import canonical, completeness, logs
 from skuferry.config.schema import FileSourceSettings, JoinSettings
+from skuferry.errors import EmptySourceRefused
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.signature import source_signature
@@ -96,25 +103,53 @@ class Join:
     index: JoinIndex
     read: bool  # whether its source was read (and the index rebuilt) in this run
     facts: BuildFacts
-    label: str = ""  # "join 'pim' (pim.jsonl)", for a held record's reason
+    label: str = ""  # "join 'pim' (pim.jsonl)", for the run's notes
     token: str | None = None  # its source's change token, taken before reading; None: unknown
+    file: str = ""  # "pim.jsonl": its source's file name (or type), for a held record's reason
 
-    def missing(self, key: str, held: dict[str, str]) -> str | None:
-        """Why a primary record whose partner (``key``) is missing is held; None: it is not.
-
-        Its partner may be a record the join could not use: the one with that key
-        (``held``: ``JoinIndex.held_many``), or any of those whose key is unknown.
-        """
+    @property
+    def verdict(self) -> completeness.Verdict:
+        """What its pull proved: complete when the join could use every record it read."""
         facts = self.facts
+        if not facts.unreadable:
+            return completeness.Verdict(completeness.Reader.JOIN, self.name, complete=True)
+        return completeness.Verdict(
+            completeness.Reader.JOIN,
+            self.name,
+            complete=False,
+            reason=(
+                f"{facts.unreadable} record(s) of {self.file} could not be read (first: "
+                f"{self.file}:{facts.unreadable_line}: {facts.unreadable_reason}); a product "
+                "whose partner is missing is held"
+            ),
+        )
+
+    def report(self, ledger: completeness.Ledger) -> None:
+        """Tell the run's ledger what this join's pull proved."""
+        ledger.report(self.verdict)
+
+    def unknown(self, key: str, held: dict[str, tuple[int, str]]) -> str:
+        """Why a primary record whose partner (``key``) is missing, in a join that is not
+        complete, is held: the record with that key, when the join could not use it
+        (``held``: ``JoinIndex.held_many``), else the first record it could not use."""
         if key in held:
-            return f"{self.label}: its record with key {key!r} could not be used ({held[key]})"
-        if facts.unkeyed:
+            line, why = held[key]
             return (
-                f"{self.label} has no record with key {key!r}, and {facts.unkeyed} of its "
-                f"record(s) could not be used (first: {facts.unreadable_example}): "
-                "the partner may be one of them"
+                f"its partner in join {self.name!r} (key {key!r}) is {self.file}:{line}, "
+                f"which could not be read: {why}"
             )
-        return None
+        facts = self.facts
+        if facts.unreadable_line is None:  # another reader of the run said it is not whole
+            return (
+                f"its partner in join {self.name!r} (key {key!r}) is missing, and the join's "
+                "read is not complete"
+            )
+        others = f", one of {facts.unreadable} such record(s)" if facts.unreadable > 1 else ""
+        return (
+            f"its partner in join {self.name!r} (key {key!r}) may be in "
+            f"{self.file}:{facts.unreadable_line}, which could not be read: "
+            f"{facts.unreadable_reason}{others}"
+        )
 
     def notes(self) -> list[str]:
         """The run's remarks on this join: duplicate keys, records it could not use."""
@@ -142,14 +177,36 @@ def open_joins(
     *,
     build_in: Path | None = None,
     stop: threading.Event | None = None,
+    allow_empty: bool = False,
 ) -> list[Join]:
     """Every join, its index current (read again only when its source changed).
 
     Indexes are kept in ``scratch``; with ``build_in``, a stale one is built there
     instead and ``scratch`` is only read (a dry run). ``stop`` (the engine's stop event)
     ends a join source's waits between retries, as it does the primary source's.
+    A join whose source gave no record raises ``EmptySourceRefused`` unless
+    ``allow_empty`` (``sync --allow-empty-source``).
     """
-    return [_open(spec, scratch, build_in, stop) for spec in specs]
+    joins: list[Join] = []
+    try:
+        for spec in specs:
+            joins.append(_open(spec, scratch, build_in, stop))
+            _refuse_empty(joins[-1], allow_empty)
+    except BaseException:
+        for join in joins:
+            join.close()
+        raise
+    return joins
+
+
+def _refuse_empty(join: Join, allow_empty: bool) -> None:
+    if join.facts.read or allow_empty:
+        return
+    raise EmptySourceRefused(
+        f"join {join.name!r} ({join.file}) is empty: it gave no record, so every product "
+        "would lose its partner (and take the join's default); nothing was written "
+        "(a failed export?). Pass --allow-empty-source if this is intended."
+    )
 
 
 def _open(
@@ -175,9 +232,12 @@ def _open(
         index = JoinIndex.build(path, _entries(spec, source.records()), signature=signature)
     else:
         log.info("join.reused", join=spec.name, why="its source did not change")
-    label = f"join {spec.name!r} ({_file_name(spec)})"
+    file = _file_name(spec)
     facts = index.facts()
-    return Join(spec.name, column_or_path(spec.on), spec.on, index, read, facts, label, found)
+    on = column_or_path(spec.on)
+    return Join(
+        spec.name, on, spec.on, index, read, facts, f"join {spec.name!r} ({file})", found, file
+    )
 
 
 def _file_name(spec: JoinSettings) -> str:
@@ -202,6 +262,7 @@ def _entries(spec: JoinSettings, records: Iterator[RawRecord | BadRecord]) -> It
         if keep is not None:
             try:
                 if not keep.keeps(record.fields):
+                    yield None, record.line, "", None  # read, left out
                     continue
             except (Lacking, Refused, jmespath.exceptions.JMESPathError) as exc:
                 yield found, record.line, f"where = {where}: {exc}", False

@@ -9,15 +9,18 @@ In this order, for every source type:
    the enclosing record is its ``parent``. A problem names both: "record 12 (line
    40), item 3".
 3. ``[[join]]``: the partner of each record, found in the join's index by the
-   record's ``on`` value, is added under the join's name (null when it has none).
-   A missing partner that may be a record the join could not use (unreadable, no
-   key) holds the record instead: it is refused, naming the join's file and key, so
-   its product keeps its last state rather than being sent without the join's fields.
+   record's ``on`` value, is added under the join's name. A missing partner is null
+   (so the mapping gives the join's fields their ``default``) only when the run's
+   ledger says the join's pull was complete (``Ledger.may_default``, the one place
+   that decides it); else the partner is unknown and the record is held instead:
+   refused, naming its product's key, the join and the record the partner may be,
+   so its product keeps its last state rather than being sent without the join.
 4. ``[source] where``: a record the filter does not hold true for is skipped and
    counted; its product is then one that left the source (``[gone]`` applies). A
-   record lacking a field the filter reads is refused (held), not skipped
-   (``sync/where.py``): a renamed column must not make every product gone. When no
-   record has it, the pull fails (``SourceError``) naming the file and the field.
+   record lacking a field the filter reads, or reading one through a join in which
+   it has no partner, is refused (held), not skipped (``sync/where.py``): a renamed
+   column or a lost partner must not make a product gone. When no record has the
+   field, the pull fails (``SourceError``) naming the file and the field.
 
 The records leave here exactly as the mapping's paths read them (and as
 ``skuferry check --sample`` shows them), so fingerprints cover inherited, nested
@@ -38,6 +41,7 @@ from typing import Any
 import jmespath.exceptions
 
 from skuferry import logs
+from skuferry.completeness import Ledger
 from skuferry.config.schema import MappingSettings, Settings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
@@ -47,7 +51,7 @@ from skuferry.state.joins import scratch_dir
 from skuferry.sync.functions import Refused, Table, compiler
 from skuferry.sync.joins import Join, Reader, column_or_path, decode, key_text, open_joins
 from skuferry.sync.tables import load_tables
-from skuferry.sync.where import Lacking, Where
+from skuferry.sync.where import Lacking, Unpartnered, Where
 
 log = logs.get(__name__)
 
@@ -71,21 +75,28 @@ class Pieces(Source):
         where: str | None = None,
         joins: list[Join] | None = None,
         tables: dict[str, Table] | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.inner = inner
         compile_path = compiler(tables)
         self._group = column_or_path(mapping.group_by, compile_path) if mapping.group_by else None
         self._inherit = tuple(mapping.inherit) if mapping.inherit is not None else None
         self._each = compile_path(mapping.each) if mapping.each else None
-        self._where = Where(where, compile_path) if where else None
-        self._where_text = where
         self.joins = list(joins or [])
+        names = [join.name for join in self.joins]
+        self._where = Where(where, compile_path, names) if where else None
+        self._where_text = where
         self.key_of: Callable[[RawRecord], str | None] = lambda _record: None
         self.skipped = 0  # records the filter left out in the last pull
         self.without_items = 0  # records whose `each` found no element
         self.lacking: dict[str, int] = {}  # records held: a field the filter reads -> count
         self._complete = 0
         self.unpartnered: dict[str, int] = {}  # records held: join name -> count
+        self.unknown: dict[str, int] = {}  # held: a field `where` reads through a join -> count
+        # the run's ledger (else one of its own): each join's verdict, asked per record
+        self.ledger = ledger if ledger is not None else Ledger()
+        for join in self.joins:
+            join.report(self.ledger)
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -109,18 +120,23 @@ class Pieces(Source):
             "(a renamed or dropped column?)"
             for name, count in self.lacking.items()
         )
+        found.extend(
+            f"{count} record(s) held: [source] where reads {name!r}, and they have no "
+            f"partner in join {name.split('.', 1)[0]!r}"
+            for name, count in self.unknown.items()
+        )
         for join in self.joins:
             found.extend(join.notes())
             if self.unpartnered.get(join.name):
                 found.append(
                     f"{join.label}: {self.unpartnered[join.name]} record(s) held: their partner "
-                    "is (or may be) one of the records the join could not use"
+                    "is missing and may be one of the records the join could not read"
                 )
         return found
 
     def _shape(self, records: Records) -> Records:
         self.skipped = self.without_items = 0
-        self.lacking, self.unpartnered = {}, {}
+        self.lacking, self.unpartnered, self.unknown = {}, {}, {}
         self._complete = 0  # records that had every field `where` reads
         stream = records
         if self._group is not None:
@@ -213,10 +229,13 @@ class Pieces(Source):
                 join.index.get_many([k for k in wanted if k is not None])
                 for join, wanted in zip(joins, keys, strict=True)
             ]
-            held = [  # the missing partners' keys whose records the join could not use
-                join.index.held_many([k for k in wanted if k is not None and k not in partners])
-                if join.facts.unreadable
-                else {}
+            # a join not proven complete: which missing partners' records it could not use
+            held = [
+                {}
+                if self.ledger.may_default(join.name)
+                else join.index.held_many(
+                    [k for k in wanted if k is not None and k not in partners]
+                )
                 for join, wanted, partners in zip(joins, keys, found, strict=True)
             ]
             position = 0
@@ -234,26 +253,24 @@ class Pieces(Source):
         position: int,
         keys: list[list[str | None]],
         found: list[dict[str, str]],
-        held: list[dict[str, str]],
+        held: list[dict[str, tuple[int, str]]],
     ) -> RawRecord | BadRecord:
-        """``record`` with its partners; refused (held) when a missing one may be a record
-        the join could not use (``Join.missing``)."""
+        """``record`` with its partners; refused (held) when one is missing and the run's
+        ledger does not let it be null (``Ledger.may_default``: the join was not complete)."""
         fields = dict(record.fields)
         for join, wanted, partners, doubtful in zip(self.joins, keys, found, held, strict=True):
             key = wanted[position]
             text = partners.get(key) if key is not None else None
-            if text is None and key is not None and join.facts.unreadable:
-                reason = join.missing(key, doubtful)
-                if reason is not None:
-                    self.unpartnered[join.name] = self.unpartnered.get(join.name, 0) + 1
-                    at = record.label or f"line {record.line}"
-                    # held: refused with its product's key, so it keeps its last state
-                    return BadRecord(
-                        record.line,
-                        f"{self.name} {at}: {reason}",
-                        self.key_of(record),
-                        stage="map",
-                    )
+            if text is None and key is not None and not self.ledger.may_default(join.name):
+                self.unpartnered[join.name] = self.unpartnered.get(join.name, 0) + 1
+                at = record.label or f"line {record.line}"
+                # held: refused with its product's key, so it keeps its last state
+                return BadRecord(
+                    record.line,
+                    f"{self.name} {at}: {join.unknown(key, doubtful)}",
+                    self.key_of(record),
+                    stage="map",
+                )
             fields[join.name] = decode(text) if text is not None else None
         return RawRecord(record.line, fields, record.label)
 
@@ -264,9 +281,11 @@ class Pieces(Source):
                 continue
             try:
                 ok = keep.keeps(record.fields)
-            except (Lacking, Refused, jmespath.exceptions.JMESPathError) as exc:
+            except (Lacking, Unpartnered, Refused, jmespath.exceptions.JMESPathError) as exc:
                 if isinstance(exc, Lacking):
                     self.lacking[exc.field] = self.lacking.get(exc.field, 0) + 1
+                elif isinstance(exc, Unpartnered):  # the field's column is not in question
+                    self.unknown[exc.field] = self.unknown.get(exc.field, 0) + 1
                 else:
                     self._complete += 1
                 at = record.label or f"line {record.line}"
@@ -305,13 +324,19 @@ def assemble(
     where: str | None,
     joins: list[Join],
     tables: dict[str, Table] | None = None,
+    ledger: Ledger | None = None,
 ) -> Source:
-    """``source`` in pieces when the config asks for any of it; else ``source`` itself."""
+    """``source`` in pieces when the config asks for any of it; else ``source`` itself.
+
+    Its joins report their verdicts to ``ledger`` (the run's), which decides whether a
+    missing partner may be null; without one, a ledger of its own.
+    """
     if not (mapping.group_by or mapping.each or joins or where):
         return source
+    options: dict[str, Any] = {"where": where, "joins": joins, "tables": tables, "ledger": ledger}
     if isinstance(source, IncrementalSource):
-        return IncrementalPieces(source, mapping, where=where, joins=joins, tables=tables)
-    return Pieces(source, mapping, where=where, joins=joins, tables=tables)
+        return IncrementalPieces(source, mapping, **options)
+    return Pieces(source, mapping, **options)
 
 
 def open_pieces(
@@ -321,6 +346,8 @@ def open_pieces(
     base: Source | None = None,
     readonly: bool = False,
     stop: threading.Event | None = None,
+    ledger: Ledger | None = None,
+    allow_empty: bool = False,
 ) -> tuple[Source, dict[str, Table]]:
     """The run's source as the mapping reads it, and the mapping's tables (read once).
 
@@ -328,6 +355,8 @@ def open_pieces(
     run, ``check``) uses a current one there but builds a stale one in a temporary
     folder, so it writes nothing beside the state file. ``stop`` (the engine's stop
     event) ends the waits between retries of the source and of every join source.
+    Each join reports its verdict to ``ledger`` (the run's); an empty one is refused
+    unless ``allow_empty``.
     """
     tables = load_tables(settings.mapping.tables)
     source = base or open_source(settings.source, stop=stop)
@@ -339,11 +368,18 @@ def open_pieces(
             build_in = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="skuferry-")))
         else:
             scratch = scratch_dir(settings.state.path)
-        joins = open_joins(settings.join, scratch, build_in=build_in, stop=stop)
+        joins = open_joins(
+            settings.join, scratch, build_in=build_in, stop=stop, allow_empty=allow_empty
+        )
         for join in joins:
             stack.callback(join.close)
     shaped = assemble(
-        source, settings.mapping, where=settings.source.where, joins=joins, tables=tables
+        source,
+        settings.mapping,
+        where=settings.source.where,
+        joins=joins,
+        tables=tables,
+        ledger=ledger,
     )
     return shaped, tables
 
