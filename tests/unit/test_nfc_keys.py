@@ -8,6 +8,7 @@ a walk of the CMS) and finds the NFC key there.
 
 from __future__ import annotations
 
+import sqlite3
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from skuferry.sync.mapping import Mapper
 from skuferry.sync.named import NamedPull, read_keys, unique
 from skuferry.sync.plan import plan
 from tests.fakes import FakeRemote
-from tests.unit.test_engine import make_settings
+from tests.unit.test_engine import make_settings, sync
 
 
 def nfc(text: str) -> str:
@@ -282,3 +283,44 @@ def test_an_nfd_record_is_the_nfc_row_unchanged_and_nothing_is_gone() -> None:
         )
     )
     assert [(a.kind, a.key) for a in actions] == [(Kind.UNCHANGED, CAFE)]
+
+
+# -- an older state file --------------------------------------------------------------------
+
+
+def test_an_older_state_file_with_an_nfd_key_upgrades_and_syncs_without_a_create(
+    tmp_path: Path,
+) -> None:
+    """A version-6 file that stored the key as the source spelled it (NFD): after the
+    upgrade the same export writes the key field in NFC once, then nothing."""
+    remote = FakeRemote()
+    old = {"sku": CAFE_NFD, "name": "Coffee"}
+    cafe_id, tea_id = remote.seed(old, {"sku": "SKU-1", "name": "Tea"})
+    config = make_settings(tmp_path, gone={"action": "patch", "patch": {"status": "archived"}})
+    conn = sqlite3.connect(config.state.path, isolation_level=None)
+    try:
+        for migration in schema.MIGRATIONS[:6]:
+            migration(conn)
+        conn.execute("PRAGMA user_version = 6")
+        for key, rid, payload in (
+            (CAFE_NFD, cafe_id, old),
+            ("SKU-1", tea_id, {"sku": "SKU-1", "name": "Tea"}),
+        ):
+            # the fingerprint of its source row, as the version that wrote it recognised it
+            fingerprint = Mapper(config.mapping).fingerprint(RawRecord(2, payload))
+            conn.execute(
+                "INSERT INTO products (key, state, digest, sent, remote_id, first_seen, "
+                "updated_at, synced_at, source_fingerprint) "
+                "VALUES (?, 'synced', ?, ?, ?, 1, 1, 1, ?)",
+                (key, canonical.digest(payload), canonical.dumps(payload), rid, fingerprint),
+            )
+        conn.execute("INSERT INTO meta VALUES ('walked_at', '1.0')")
+    finally:
+        conn.close()
+    rows = [dict(old), {"sku": "SKU-1", "name": "Tea"}]
+    first = sync(config, remote, rows)
+    assert (first.created, first.updated, first.archived, first.exit_code) == (0, 1, 0, 0)
+    assert sorted(remote.keys()) == sorted([CAFE, "SKU-1"])
+    assert remote.products[cafe_id]["sku"] == CAFE
+    second = sync(config, remote, rows)
+    assert (second.created, second.updated, second.archived) == (0, 0, 0)

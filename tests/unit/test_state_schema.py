@@ -399,3 +399,27 @@ def test_migration_7_keeps_every_remote_id_and_leaves_only_nfc_keys(
         ids = {r for k, _s, r, _i in rows if canonical.key(k) == stored and r is not None}
         if len(ids) > 1:
             assert by_key[stored][0] == "duplicate"
+
+
+def test_a_renamed_key_is_mapped_again_and_an_ascii_key_keeps_its_fingerprint() -> None:
+    """A row whose key became NFC loses its fingerprint and line digest: the next run maps
+    its source row again (and sends its key field in NFC) instead of recognising it."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for migration in schema.MIGRATIONS[:6]:
+            migration(conn)
+        for key in (nfd("CAFÉ-001"), "SKU-1", nfc("CRÈME-002")):
+            conn.execute(
+                "INSERT INTO products (key, state, remote_id, first_seen, updated_at, "
+                "source_fingerprint, source_line_digest) VALUES (?, 'synced', ?, 0, 0, 'f', x'01')",
+                (key, key),
+            )
+        schema.MIGRATIONS[6](conn)
+        found = conn.execute(
+            "SELECT key, source_fingerprint, source_line_digest FROM products ORDER BY key"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert sorted(found) == sorted(
+        [(nfc("CAFÉ-001"), None, None), ("SKU-1", "f", b"\x01"), (nfc("CRÈME-002"), "f", b"\x01")]
+    )

@@ -203,7 +203,10 @@ def _m7_nfc_keys(conn: sqlite3.Connection) -> None:
 def _shaped(conn: sqlite3.Connection) -> bool:
     """Whether the tables that hold product keys have the columns migration 7 reads."""
     wanted = {
-        "products": {"key", "state", "remote_id", "updated_at", "last_error"},
+        "products": {
+            *("key", "state", "remote_id", "updated_at", "last_error"),
+            *("source_fingerprint", "source_line_digest"),
+        },
         "intents": {"key"},
         "dead_letters": {"slot", "key", "last_seen"},
         "meta": {"name", "value"},
@@ -216,8 +219,17 @@ def _shaped(conn: sqlite3.Connection) -> bool:
 
 
 def _rename_key(conn: sqlite3.Connection, old: str, new: str) -> None:
-    """``old`` becomes ``new`` in every table that holds a product key (none holds ``new``)."""
-    conn.execute("UPDATE products SET key = ? WHERE key = ?", (new, old))
+    """``old`` becomes ``new`` in every table that holds a product key (none holds ``new``).
+
+    The row's fingerprint and line digest go: map() now makes another key of its source
+    row, so the row is mapped once more (its key field is then sent in NFC) instead of
+    being recognised unchanged.
+    """
+    conn.execute(
+        "UPDATE products SET key = ?, source_fingerprint = NULL, source_line_digest = NULL "
+        "WHERE key = ?",
+        (new, old),
+    )
     conn.execute("UPDATE intents SET key = ? WHERE key = ?", (new, old))
     _rename_letter(conn, old, new)
 
