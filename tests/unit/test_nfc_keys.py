@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skuferry import canonical
-from skuferry.config.schema import FieldSpec, MappingSettings
+from skuferry.config.schema import FieldSpec, JoinSettings, MappingSettings
 from skuferry.models import BadRecord, Kind, MirrorRow, Product, RawLines, RawRecord, State
 from skuferry.service.hooks_http import keys_from
 from skuferry.sources.csv import CsvSource
@@ -27,11 +27,13 @@ from skuferry.state.joins import JoinIndex
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.sync import engine
 from skuferry.sync.engine import Adapters, run_once
+from skuferry.sync.joins import open_joins
 from skuferry.sync.lines import line_route
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.named import NamedPull, read_keys, unique
+from skuferry.sync.pieces import assemble, use_keys
 from skuferry.sync.plan import plan
-from tests.fakes import FakeRemote
+from tests.fakes import FakeRemote, ListSource
 from tests.unit.test_engine import make_settings, sync
 
 
@@ -324,3 +326,25 @@ def test_an_older_state_file_with_an_nfd_key_upgrades_and_syncs_without_a_create
     assert remote.products[cafe_id]["sku"] == CAFE
     second = sync(config, remote, rows)
     assert (second.created, second.updated, second.archived) == (0, 0, 0)
+
+
+def test_a_join_partner_spelled_in_nfd_is_found_and_a_held_one_is_held(tmp_path: Path) -> None:
+    """``[[join]]`` ``key`` and ``on`` values compare in NFC, through the record stream."""
+    pim = tmp_path / "pim.csv"
+    # the partner of CAFÉ in NFD; NOËL's record unreadable with its key read for sure
+    pim.write_bytes(f"sku,text\n{CAFE_NFD},coffee\n{nfd('NOËL-4')},".encode() + b"caf\xe9\n")
+    spec = JoinSettings.model_validate(
+        {"name": "pim", "type": "csv", "path": str(pim), "key": "sku", "on": "SKU"}
+    )
+    (join,) = open_joins([spec], tmp_path)
+    try:
+        rows = [{"SKU": CAFE}, {"SKU": nfc("NOËL-4")}]
+        source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
+        use_keys(source, _mapper(fields=False).key_of)
+        out = list(source.records())
+        assert isinstance(out[0], RawRecord)
+        assert out[0].fields["pim"] == {"sku": CAFE_NFD, "text": "coffee"}
+        assert isinstance(out[1], BadRecord)
+        assert out[1].key == nfc("NOËL-4")  # held: its partner could not be read
+    finally:
+        join.close()
