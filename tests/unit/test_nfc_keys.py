@@ -332,13 +332,15 @@ def test_a_join_partner_spelled_in_nfd_is_found_and_a_held_one_is_held(tmp_path:
     """``[[join]]`` ``key`` and ``on`` values compare in NFC, through the record stream."""
     pim = tmp_path / "pim.csv"
     # the partner of CAFÉ in NFD; NOËL's record unreadable with its key read for sure
-    pim.write_bytes(f"sku,text\n{CAFE_NFD},coffee\n{nfd('NOËL-4')},".encode() + b"caf\xe9\n")
+    # CRÈME's partner in NFC, found from an NFD `on` value
+    text = f"sku,text\n{CAFE_NFD},coffee\n{nfc('CRÈME-2')},cream\n{nfd('NOËL-4')},"
+    pim.write_bytes(text.encode() + b"caf\xe9\n")
     spec = JoinSettings.model_validate(
         {"name": "pim", "type": "csv", "path": str(pim), "key": "sku", "on": "SKU"}
     )
     (join,) = open_joins([spec], tmp_path)
     try:
-        rows = [{"SKU": CAFE}, {"SKU": nfc("NOËL-4")}]
+        rows = [{"SKU": CAFE}, {"SKU": nfc("NOËL-4")}, {"SKU": nfd("CRÈME-2")}]
         source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
         use_keys(source, _mapper(fields=False).key_of)
         out = list(source.records())
@@ -346,5 +348,7 @@ def test_a_join_partner_spelled_in_nfd_is_found_and_a_held_one_is_held(tmp_path:
         assert out[0].fields["pim"] == {"sku": CAFE_NFD, "text": "coffee"}
         assert isinstance(out[1], BadRecord)
         assert out[1].key == nfc("NOËL-4")  # held: its partner could not be read
+        assert isinstance(out[2], RawRecord)
+        assert out[2].fields["pim"] == {"sku": nfc("CRÈME-2"), "text": "cream"}
     finally:
         join.close()
