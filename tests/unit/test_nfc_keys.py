@@ -69,6 +69,13 @@ def test_every_normal_form_of_a_text_is_one_key(text: str) -> None:
     assert canonical.key(nfd(text)) == canonical.key(nfc(text)) == key
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=8), st.sampled_from([" A-1 ", "", CAFE_NFD]))))
+def test_a_batch_of_keys_is_each_key(texts: list[str]) -> None:
+    assert canonical.keys(texts) == [canonical.key(t) or None for t in texts]
+    assert canonical.keys([" A-1", "  ", CAFE_NFD]) == ["A-1", None, CAFE]
+
+
 # -- the mapping ----------------------------------------------------------------------------
 
 

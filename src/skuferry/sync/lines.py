@@ -75,7 +75,7 @@ class LineRoute:
                 parts[index] if len(parts := text.split(delimiter, index + 1)) > index else ""
                 for text in texts
             ]
-        return [canonical.key(cell) or None for cell in cells]
+        return canonical.keys(cells)
 
     def digester(self) -> Callable[[str, str], bytes]:
         """digest(fingerprint, line text) -> the line digest (once the header is read)."""
