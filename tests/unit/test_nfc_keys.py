@@ -359,3 +359,33 @@ def test_a_join_partner_spelled_in_nfd_is_found_and_a_held_one_is_held(tmp_path:
         assert out[2].fields["pim"] == {"sku": nfc("CRÈME-2"), "text": "cream"}
     finally:
         join.close()
+
+
+def test_two_rows_whose_keys_differ_only_in_form_are_one_key_twice() -> None:
+    """The same export holding both spellings: one product, a duplicate key when they differ."""
+    mapper = _mapper()
+    same = list(
+        plan(
+            [
+                RawRecord(2, {"SKU": CAFE, "N": "Coffee"}),
+                RawRecord(3, {"SKU": CAFE_NFD, "N": "Coffee"}),
+            ],
+            {},
+            walked=True,
+            mapper=mapper,
+        )
+    )
+    assert [(a.kind, a.key) for a in same] == [(Kind.CREATE, CAFE)]
+    differ = list(
+        plan(
+            [
+                RawRecord(2, {"SKU": CAFE, "N": "Coffee"}),
+                RawRecord(3, {"SKU": CAFE_NFD, "N": "Tea"}),
+            ],
+            {},
+            walked=True,
+            mapper=mapper,
+        )
+    )
+    assert differ[-1].kind is Kind.REJECT and differ[-1].key == CAFE
+    assert "duplicate key" in (differ[-1].reason or "")
