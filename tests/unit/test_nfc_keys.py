@@ -24,6 +24,7 @@ from skuferry.service.hooks_http import keys_from
 from skuferry.sources.csv import CsvSource
 from skuferry.state import schema
 from skuferry.state.joins import JoinIndex
+from skuferry.state.mirror import Mirror
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.sync import engine
 from skuferry.sync.engine import Adapters, run_once
@@ -389,3 +390,13 @@ def test_two_rows_whose_keys_differ_only_in_form_are_one_key_twice() -> None:
     )
     assert differ[-1].kind is Kind.REJECT and differ[-1].key == CAFE
     assert "duplicate key" in (differ[-1].reason or "")
+
+
+def test_a_walk_recorded_in_the_mirror_stores_its_keys_in_nfc(tmp_path: Path) -> None:
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        mirror.mark_walked(1.0, [(CAFE_NFD, "p1"), ("SKU-1", "p2")])
+        assert mirror.known()[CAFE].remote_id == "p1"
+        assert sorted(mirror.keys(exclude_gone=False)) == sorted([CAFE, "SKU-1"])
+    finally:
+        mirror.close()
