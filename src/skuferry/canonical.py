@@ -1,8 +1,14 @@
-"""Canonical JSON: one byte string per payload, for hashing and for the wire.
+"""Canonical forms: one byte string per payload, one text per product key.
 
 Decimals (``decimal.Decimal``) are written as JSON numbers with exactly the
 digits the source gave ("19.90" stays 19.90): json.dumps would go through
 float and round. Keys are sorted, separators compact, text is UTF-8.
+
+A product key (``key``) is its text stripped and in Unicode NFC: ``CAFÉ-001``
+with a precomposed ``É`` and with ``E`` plus a combining accent (NFD, as some
+macOS tools and PIMs write it) are one product. Every key that enters skuferry
+(a source record, a join, a walk of the CMS, the command line, a hook) goes
+through it, so keys are compared and stored in one form.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from decimal import Decimal
 from typing import Any
 
@@ -51,6 +58,30 @@ def dumps(value: Any) -> str:
             raise ValueError(f"not a finite number: {value}")
         return repr(value)
     return _encode_str(value)
+
+
+def key(text: str) -> str:
+    """A product key as skuferry compares and stores it: stripped, in Unicode NFC.
+
+    Runs once per source row: ASCII text (most keys) is NFC already, and
+    ``unicodedata.normalize`` returns text that passes its quick check unchanged.
+    An undecodable byte (a lone surrogate) is kept: NFC leaves it as it is.
+    """
+    text = text.strip()
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFC", text)
+
+
+def keys(texts: list[str]) -> list[str | None]:
+    """``key`` of each text, None for one that is empty: a batch of keys read together.
+
+    A batch that is all ASCII (most catalogs' keys) is told in one pass in C, so the
+    keys of a million unparsed lines cost what stripping them did.
+    """
+    if "".join(texts).isascii():
+        return [text.strip() or None for text in texts]
+    return [key(text) or None for text in texts]
 
 
 def digest(payload: dict[str, Any]) -> str:

@@ -2,19 +2,25 @@
 
 ``tests/data/state-schema-N.sql`` are ``sqlite3 state.db .dump`` of state files at schema
 version N (1: the first release; 4: before dead letters; 5: today's main before sqlite-utils
-built the schema), each with a few rows. Opened by this code, each keeps its rows and ends
-with the tables, columns and indexes of a fresh file, which are those main created.
+built the schema; 6: before keys were stored in Unicode NFC), each with a few rows. Opened by
+this code, each keeps its rows and ends with the tables, columns and indexes of a fresh file,
+which are those main created.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
+from skuferry import canonical
 from skuferry.errors import StateError
 from skuferry.models import MirrorRow, Product, State
 from skuferry.state import schema
@@ -22,7 +28,7 @@ from skuferry.state.mirror import Mirror
 from tests.fakes import FakeClock
 
 DATA = Path(__file__).parent.parent / "data"
-RELEASED = (1, 4, 5)
+RELEASED = (1, 4, 5, 6)
 
 
 def fixture_sql(version: int, *, with_version: bool = True) -> str:
@@ -119,7 +125,7 @@ def test_main_s_file_keeps_its_rows_and_gets_the_line_digest(tmp_path: Path) -> 
     path = released(tmp_path, 5)
     m = Mirror(path, readonly=False)
     try:
-        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 6
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 7
         assert m.known()["SKU-1"] == MirrorRow("SKU-1", State.SYNCED, digest="d1", remote_id="101")
         assert m.payload("SKU-1") == {"name": "Kettle", "price": "19.90", "sku": "SKU-1"}
         assert m.open_intents() == [("SKU-3", "d3")]
@@ -247,3 +253,173 @@ def test_an_up_to_date_file_opens_without_sqlite_utils(
     old = released(tmp_path, 4, name="old.db")
     with pytest.raises(ImportError):  # an old file does need it
         schema.open_state(old)
+
+
+# -- migration 7: keys in Unicode NFC -----------------------------------------------------
+
+
+def nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+def nfd(text: str) -> str:
+    return unicodedata.normalize("NFD", text)
+
+
+def keys_in(path: Path) -> dict[str, list[str]]:
+    """Every product key the file holds, by table (lane meta rows without their prefix)."""
+    conn = sqlite3.connect(path)
+    try:
+        return {
+            "products": [k for (k,) in conn.execute("SELECT key FROM products ORDER BY key")],
+            "intents": [k for (k,) in conn.execute("SELECT key FROM intents ORDER BY key")],
+            "dead_letters": [
+                k for (k,) in conn.execute("SELECT slot FROM dead_letters ORDER BY slot")
+            ],
+            "lanes": [
+                n.removeprefix("lane.")
+                for (n,) in conn.execute("SELECT name FROM meta WHERE name GLOB 'lane.*'")
+            ],
+        }
+    finally:
+        conn.close()
+
+
+def remote_ids(path: Path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {r for (r,) in conn.execute("SELECT remote_id FROM products") if r is not None}
+    finally:
+        conn.close()
+
+
+def test_version_6_keys_become_nfc_and_spellings_of_one_key_collapse_safely(
+    tmp_path: Path,
+) -> None:
+    path = released(tmp_path, 6)
+    before = keys_in(path)
+    # the fixture holds NFD keys (a tool that normalised it would make this test moot)
+    assert nfd("CAFÉ-001") in before["products"]
+    spellings = [k for k in before["products"] if nfc(k) == nfc("CRÈME-002")]
+    assert sorted(spellings) == sorted([nfc("CRÈME-002"), nfd("CRÈME-002")])
+    ids_before = remote_ids(path)
+    with capture_logs() as events:
+        m = Mirror(path)
+    try:
+        after = keys_in(path)
+        for table, keys in after.items():
+            assert all(unicodedata.is_normalized("NFC", k) for k in keys), (table, keys)
+        assert after["products"] == sorted(
+            nfc(k) for k in ("SKU-1", "CAFÉ-001", "CRÈME-002", "ÅNGSTRÖM-003", "NOËL-004")
+        )
+        known = m.known()
+        # one spelling: renamed, nothing else changes (what was sent stays as it was sent)
+        assert known[nfc("CAFÉ-001")] == MirrorRow(
+            nfc("CAFÉ-001"), State.SYNCED, digest=known[nfc("CAFÉ-001")].digest, remote_id="101"
+        )
+        assert m.payload(nfc("CAFÉ-001")) == {"name": "Coffee", "sku": nfd("CAFÉ-001")}
+        assert m.open_intents() == [(nfc("NOËL-004"), m.intent_product(nfc("NOËL-004")).digest)]  # type: ignore[union-attr]
+        assert known[nfc("NOËL-004")].state is State.PENDING
+        # two spellings that cannot both be on the CMS (the other never had a remote id):
+        # the synced row is kept as it is
+        assert known[nfc("ÅNGSTRÖM-003")].state is State.SYNCED
+        assert known[nfc("ÅNGSTRÖM-003")].remote_id == "103"
+        # two spellings each with its product on the CMS: DUPLICATE, looked up before any
+        # write; no remote id lost: the row keeps one, the reason names both
+        creme = known[nfc("CRÈME-002")]
+        assert (creme.state, creme.remote_id) == (State.DUPLICATE, "102")
+        assert "102" in (creme.last_error or "") and "202" in (creme.last_error or "")
+        letters = {d.key: d for d in m.dead_letters()}
+        assert letters[nfc("CRÈME-002")].stage == "check"
+        assert "202" in letters[nfc("CRÈME-002")].reason
+        assert letters[nfc("ÉTÉ-005")].stage == "map"  # a refusal without a row: renamed
+        assert after["lanes"] == [nfc("CAFÉ-001")]
+    finally:
+        m.close()
+    kept = remote_ids(path)
+    assert kept | {"202"} == ids_before
+    merged = [e for e in events if e["event"] == "state.keys.merged"]
+    assert sorted((e["key"], e["duplicate"], e["remote_ids"]) for e in merged) == [
+        (nfc("CRÈME-002"), True, ["102", "202"]),
+        (nfc("ÅNGSTRÖM-003"), False, ["103"]),
+    ]
+
+
+_LETTERS = st.sampled_from(["É", nfd("É"), "Ö", nfd("Ö"), "A"])
+_STATES = st.sampled_from([s.value for s in State])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.lists(_LETTERS, min_size=1, max_size=2).map("".join),
+            _STATES,
+            st.one_of(st.none(), st.sampled_from(["1", "2", "3"])),
+            st.booleans(),  # an open intent
+        ),
+        max_size=8,
+        unique_by=lambda r: r[0],
+    )
+)
+def test_migration_7_keeps_every_remote_id_and_leaves_only_nfc_keys(
+    rows: list[tuple[str, str, str | None, bool]],
+) -> None:
+    """Whatever rows older versions left: afterwards every key is NFC, one row per key,
+    and each remote id is on the key's row or, for a DUPLICATE, named in its reason."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for migration in schema.MIGRATIONS[:6]:
+            migration(conn)
+        for i, (key, state, rid, intent) in enumerate(rows):
+            conn.execute(
+                "INSERT INTO products (key, state, remote_id, first_seen, updated_at) "
+                "VALUES (?, ?, ?, 0, ?)",
+                (key, state, rid, float(i)),
+            )
+            if intent:
+                conn.execute(
+                    "INSERT INTO intents (key, digest, payload, started_at) "
+                    "VALUES (?, 'd', '{}', 0)",
+                    (key,),
+                )
+        schema.MIGRATIONS[6](conn)
+        found = conn.execute("SELECT key, state, remote_id, last_error FROM products").fetchall()
+    finally:
+        conn.close()
+    assert all(unicodedata.is_normalized("NFC", k) for k, *_ in found)
+    assert sorted(k for k, *_ in found) == sorted({canonical.key(k) for k, *_ in rows})
+    by_key = {k: (state, rid, error or "") for k, state, rid, error in found}
+    for key, _state, rid, _intent in rows:
+        if rid is None:
+            continue
+        state, kept, error = by_key[canonical.key(key)]
+        assert rid == kept or (state == "duplicate" and rid in error), (key, rid, by_key)
+    for stored in by_key:
+        ids = {r for k, _s, r, _i in rows if canonical.key(k) == stored and r is not None}
+        if len(ids) > 1:
+            assert by_key[stored][0] == "duplicate"
+
+
+def test_a_renamed_key_is_mapped_again_and_an_ascii_key_keeps_its_fingerprint() -> None:
+    """A row whose key became NFC loses its fingerprint and line digest: the next run maps
+    its source row again (and sends its key field in NFC) instead of recognising it."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for migration in schema.MIGRATIONS[:6]:
+            migration(conn)
+        for key in (nfd("CAFÉ-001"), "SKU-1", nfc("CRÈME-002")):
+            conn.execute(
+                "INSERT INTO products (key, state, remote_id, first_seen, updated_at, "
+                "source_fingerprint, source_line_digest) VALUES (?, 'synced', ?, 0, 0, 'f', x'01')",
+                (key, key),
+            )
+        schema.MIGRATIONS[6](conn)
+        found = conn.execute(
+            "SELECT key, source_fingerprint, source_line_digest FROM products ORDER BY key"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert sorted(found) == sorted(
+        [(nfc("CAFÉ-001"), None, None), ("SKU-1", "f", b"\x01"), (nfc("CRÈME-002"), "f", b"\x01")]
+    )

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skuferry import logs
+from skuferry import canonical, logs
 from skuferry.config.schema import DaemonSettings
 from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError
@@ -121,7 +121,7 @@ def keys_from(body: bytes) -> list[str]:
         raise BadHookError("every key must be a non-empty string")
     if len(keys) > MAX_KEYS:
         raise BadHookError(f"at most {MAX_KEYS} keys per request")
-    return list(dict.fromkeys(keys))
+    return list(dict.fromkeys(k for k in map(canonical.key, keys) if k))  # as keys are stored
 
 
 def _identifier(event: Any) -> str | None:

@@ -10,7 +10,8 @@ the source is not read again.
 A rebuild writes a new file and renames it over the old one, so a run that fails
 halfway leaves the last good index (and its signature) in place. The first record
 of a key wins; later ones are counted as duplicates, with the first example kept
-for the run's note.
+for the run's note. Keys are stored, and looked up, as ``canonical.key`` makes them
+(Unicode NFC): a partner whose key is spelled in another form is the same partner.
 
 Records the join could not use (unreadable, without a key, refused by its filter)
 are kept too, as what they say about the partners they may have been: the key,
@@ -33,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skuferry import files
+from skuferry import canonical, files
 
-LAYOUT = "3"  # the file's layout: an index of another layout is rebuilt
+LAYOUT = "4"  # the file's layout: an index of another is rebuilt (3: verdicts, 4: NFC keys)
 BATCH = 5000  # records per insert batch while building
 LOOKUP = 500  # keys per lookup query (well under SQLite's variable limit)
 
@@ -167,13 +168,23 @@ class JoinIndex:
         return {key: (int(line), str(reason)) for key, line, reason in rows}
 
     def _many(self, select: str, keys: Sequence[str]) -> list[Any]:
+        """Rows by the caller's keys, looked up as stored (``canonical.key``).
+
+        A row's first column is the key as the caller spelled it (one row per spelling).
+        """
         found: list[Any] = []
-        unique = list(dict.fromkeys(keys))
+        asked: dict[str, list[str]] = {}  # stored form -> the caller's spellings of it
+        for key in keys:
+            spellings = asked.setdefault(canonical.key(key), [])
+            if key not in spellings:
+                spellings.append(key)
+        unique = list(asked)
         for start in range(0, len(unique), LOOKUP):
             part = unique[start : start + LOOKUP]
             marks = ",".join("?" * len(part))
             query = f"{select} WHERE key IN ({marks})"
-            found.extend(self._conn.execute(query, part).fetchall())
+            for stored, *rest in self._conn.execute(query, part).fetchall():
+                found.extend((spelling, *rest) for spelling in asked[stored])
         return found
 
     def close(self) -> None:
@@ -210,10 +221,11 @@ def _fill(conn: sqlite3.Connection, records: Iterable[Entry]) -> BuildFacts:
                 duplicate_example = _first_duplicate(conn, batch)
         batch.clear()
 
-    for key, line, fields, usable in records:
+    for raw_key, line, fields, usable in records:
         read += 1
         if usable is None:  # left out by the join's filter
             continue
+        key = None if raw_key is None else canonical.key(raw_key) or None  # stored as NFC
         if key is None or not usable:
             unreadable += 1
             first = first or (line, fields)

@@ -60,6 +60,12 @@ LANE_META = "lane."  # meta rows "lane.<key>": keys another process handed to th
 _IN_SOURCE = "state NOT IN ('gone', 'remote_only', 'archived')"  # the source holds (or held)
 
 
+def _stored_keys(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """(key, remote id) pairs with each key as the mirror stores it (``canonical.key``)."""
+    key = canonical.key
+    return ((key(k), rid) for k, rid in pairs)
+
+
 def _open_readonly(path: Path) -> sqlite3.Connection:
     """The state file, read-only and unmigrated; an empty in-memory schema when it is missing.
 
@@ -186,7 +192,8 @@ class Mirror:
         with self._write() as conn:
             conn.execute("DROP TABLE IF EXISTS temp.walked")
             conn.execute("CREATE TEMP TABLE walked (key TEXT NOT NULL, remote_id TEXT NOT NULL)")
-            conn.executemany("INSERT INTO walked VALUES (?, ?)", remote)
+            # keys as the mirror stores them (NFC), whoever walked
+            conn.executemany("INSERT INTO walked VALUES (?, ?)", _stored_keys(remote))
             conn.execute(
                 "INSERT INTO products (key, state, remote_id, first_seen, updated_at) "
                 "SELECT key, 'remote_only', min(remote_id), ?, ? FROM walked "

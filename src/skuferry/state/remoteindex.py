@@ -3,7 +3,9 @@
 The API lists no lookup filter, so check-then-create reads the whole remote
 catalog (1 read per 100 products) into a TEMP table of the mirror's
 connection, indexed by natural key and by remote id. Products whose key field
-is missing are counted and skipped: skuferry cannot have made them.
+is missing are counted and skipped: skuferry cannot have made them. Keys are
+indexed as the mirror stores them (``canonical.key``: NFC), so a product whose
+key the CMS holds in another Unicode form is found, not created again.
 """
 
 from __future__ import annotations
@@ -56,10 +58,11 @@ class RemoteIndex:
             rows = []
             for item in items:
                 rid, key = item.get("id"), item.get(self._key_field)
-                if rid is None or key is None or str(key).strip() == "":
+                text = "" if key is None else canonical.key(str(key))  # NFC, as the mirror's
+                if rid is None or not text:
                     self.keyless += 1
                     continue
-                rows.append((str(key).strip(), str(rid), canonical.dumps(item)))
+                rows.append((text, str(rid), canonical.dumps(item)))
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR REPLACE INTO remote_index VALUES (?,?,?)", rows)
             self._conn.execute("COMMIT")

@@ -20,11 +20,12 @@ more. Connections, pragmas and the file mode are plain ``sqlite3`` (``connect``)
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skuferry import files, logs
+from skuferry import canonical, files, logs
 from skuferry.errors import StateError
 
 if TYPE_CHECKING:
@@ -159,6 +160,155 @@ def _m6_source_line_digest(conn: sqlite3.Connection) -> None:
         products.add_column("source_line_digest", bytes)
 
 
+# Text holding a character outside ASCII: only such a key can be in another Unicode form
+# (GLOB's classes compare code points; a filter in C before any row reaches Python).
+_NON_ASCII = "*[^\x01-\x7f]*"
+# A row in these states may stand for a product on the remote that its row cannot point to.
+_MAY_EXIST = ("pending", "duplicate", "remote_only")
+
+
+def _m7_nfc_keys(conn: sqlite3.Connection) -> None:
+    # Keys compare and are stored in Unicode NFC (canonical.key); older versions stored them
+    # as the source spelled them. Data only, so plain SQL. A key whose rows collapse into one
+    # keeps one row: see _merge_keys.
+    if not _shaped(conn):
+        return  # not a state file (found at version 0): the shape check refuses it
+    rows = conn.execute("SELECT key FROM products WHERE key GLOB ?", (_NON_ASCII,)).fetchall()
+    spellings: dict[str, list[str]] = {}
+    for (key,) in rows:
+        if (stored := canonical.key(key)) != key:
+            spellings.setdefault(stored, []).append(key)
+    merged = renamed = 0
+    for stored, olds in spellings.items():
+        held = conn.execute("SELECT 1 FROM products WHERE key = ?", (stored,)).fetchone()
+        keys = [stored, *olds] if held else olds
+        if len(keys) > 1:
+            _merge_keys(conn, stored, keys)
+            merged += 1
+        else:
+            _rename_key(conn, keys[0], stored)
+            renamed += 1
+    letters = conn.execute(  # refused before they had a row (read, map, check stages)
+        "SELECT key FROM dead_letters WHERE key GLOB ?", (_NON_ASCII,)
+    ).fetchall()
+    for (key,) in letters:
+        if (stored := canonical.key(key)) != key:
+            _rename_letter(conn, key, stored)
+            renamed += 1
+    _nfc_lane_keys(conn)
+    if merged or renamed:
+        log.info("state.keys.normalised", renamed=renamed, merged=merged)
+
+
+def _shaped(conn: sqlite3.Connection) -> bool:
+    """Whether the tables that hold product keys have the columns migration 7 reads."""
+    wanted = {
+        "products": {
+            *("key", "state", "remote_id", "updated_at", "last_error"),
+            *("source_fingerprint", "source_line_digest"),
+        },
+        "intents": {"key"},
+        "dead_letters": {"slot", "key", "last_seen"},
+        "meta": {"name", "value"},
+    }
+    for table, columns in wanted.items():
+        found = {row[1] for row in conn.execute(f"PRAGMA table_info('{table}')")}
+        if not columns <= found:
+            return False
+    return True
+
+
+def _rename_key(conn: sqlite3.Connection, old: str, new: str) -> None:
+    """``old`` becomes ``new`` in every table that holds a product key (none holds ``new``).
+
+    The row's fingerprint and line digest go: map() now makes another key of its source
+    row, so the row is mapped once more (its key field is then sent in NFC) instead of
+    being recognised unchanged.
+    """
+    conn.execute(
+        "UPDATE products SET key = ?, source_fingerprint = NULL, source_line_digest = NULL "
+        "WHERE key = ?",
+        (new, old),
+    )
+    conn.execute("UPDATE intents SET key = ? WHERE key = ?", (new, old))
+    _rename_letter(conn, old, new)
+
+
+def _rename_letter(conn: sqlite3.Connection, old: str, new: str) -> None:
+    """The dead letter of ``old`` becomes ``new``'s; of two, the one seen last is kept."""
+    conn.execute(
+        "DELETE FROM dead_letters WHERE slot IN (?, ?) AND slot != (SELECT slot FROM "
+        "dead_letters WHERE slot IN (?, ?) ORDER BY last_seen DESC, slot = ? DESC LIMIT 1)",
+        (old, new, old, new, new),
+    )
+    conn.execute("UPDATE dead_letters SET slot = ?, key = ? WHERE slot = ?", (new, new, old))
+
+
+def _merge_keys(conn: sqlite3.Connection, stored: str, keys: list[str]) -> None:
+    """Rows of several spellings of one key: one row is kept, no remote id is lost.
+
+    The row kept holds a remote id when any does (the latest updated of those). When
+    another row may stand for a product on the remote (a remote id of its own, an open
+    intent, or a state that may exist there), the kept row becomes DUPLICATE: the next
+    run looks the key up on the remote before it sends anything (one product there:
+    adopted; several: reported, never deleted), and the reason names every spelling and
+    remote id, in the row and in a dead letter (``skuferry rejected``).
+    """
+    marks = ",".join("?" * len(keys))
+    found = conn.execute(
+        f"SELECT key, state, remote_id, updated_at, "  # noqa: S608 - placeholders only
+        f"key IN (SELECT key FROM intents) FROM products WHERE key IN ({marks})",
+        keys,
+    ).fetchall()
+    found.sort(key=lambda r: (r[2] is not None, r[1] != "remote_only", r[3]), reverse=True)
+    kept, others = found[0], found[1:]
+    ids = sorted({r[2] for r in found if r[2] is not None})
+    doubt = any(
+        (r[2] is not None and r[2] != kept[2]) or r[4] or r[1] in _MAY_EXIST for r in others
+    )
+    gone = [r[0] for r in others]
+    conn.executemany("DELETE FROM products WHERE key = ?", ((k,) for k in gone))
+    conn.executemany("DELETE FROM intents WHERE key = ?", ((k,) for k in gone))
+    conn.executemany("DELETE FROM dead_letters WHERE slot = ?", ((k,) for k in gone))
+    if kept[0] != stored:
+        _rename_key(conn, kept[0], stored)
+    shown = ", ".join(ascii(k) for k in sorted(keys))
+    remote = f"remote id(s) {', '.join(ids)}" if ids else "no remote id"
+    reason = (
+        f"{len(keys)} spellings of this key ({shown}) are one key in Unicode NFC; "
+        f"they held {remote}: the remote is looked up before anything is sent"
+    )
+    log.warning(
+        "state.keys.merged", key=stored, spellings=sorted(keys), remote_ids=ids,
+        kept=kept[2], duplicate=doubt,
+    )  # fmt: skip
+    if not doubt:
+        return
+    now = time.time()
+    conn.execute("DELETE FROM intents WHERE key = ?", (stored,))  # looked up instead
+    conn.execute(
+        "UPDATE products SET state = 'duplicate', last_error = ?, updated_at = ? WHERE key = ?",
+        (reason, now, stored),
+    )
+    conn.execute(
+        "INSERT OR REPLACE INTO dead_letters (slot, key, stage, reason, first_seen, last_seen) "
+        "VALUES (?, ?, 'check', ?, ?, ?)",
+        (stored, stored, reason, now, now),
+    )
+
+
+def _nfc_lane_keys(conn: sqlite3.Connection) -> None:
+    """Keys handed to a running run (meta rows ``lane.<key>``) in NFC too."""
+    found = conn.execute(
+        "SELECT name, value FROM meta WHERE name GLOB 'lane.*' AND name GLOB ?", (_NON_ASCII,)
+    ).fetchall()
+    for name, value in found:
+        new = "lane." + canonical.key(name.removeprefix("lane."))
+        if new != name:
+            conn.execute("DELETE FROM meta WHERE name = ?", (name,))
+            conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (new, value))
+
+
 MIGRATIONS: list[Migration] = [
     _m1_initial,
     _m2_rejected_digest,
@@ -166,6 +316,7 @@ MIGRATIONS: list[Migration] = [
     _m4_last_sent,
     _m5_dead_letters,
     _m6_source_line_digest,
+    _m7_nfc_keys,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

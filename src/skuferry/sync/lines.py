@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 
+from skuferry import canonical
 from skuferry.models import BadRecord, RawLines, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.csv import CsvLines, CsvSource
@@ -60,20 +61,21 @@ class LineRoute:
 
     def keys(self, block: RawLines) -> list[str | None]:
         """The key of each line as ``Mapper.key_reader`` reads it from the parsed record
-        (the key column's text, stripped; None when empty or absent)."""
+        (the key column's text as ``canonical.key`` makes it: stripped, NFC; None when
+        empty or absent). A line whose key is written in NFD is then found by its row."""
         texts = block.texts
         index = self._key_index()
         delimiter = self._delimiter
         if index is None:
             return [None] * len(texts)
         if index == 0:
-            return [text.partition(delimiter)[0].strip() or None for text in texts]
-        return [
-            cells[index].strip() or None
-            if len(cells := text.split(delimiter, index + 1)) > index
-            else None
-            for text in texts
-        ]
+            cells = [text.partition(delimiter)[0] for text in texts]
+        else:
+            cells = [
+                parts[index] if len(parts := text.split(delimiter, index + 1)) > index else ""
+                for text in texts
+            ]
+        return canonical.keys(cells)
 
     def digester(self) -> Callable[[str, str], bytes]:
         """digest(fingerprint, line text) -> the line digest (once the header is read)."""

@@ -230,9 +230,10 @@ def _picker(columns: list[str]) -> Callable[[Mapping[str, Any]], list[Any]]:
 
 
 def _key_text(value: Any) -> str | None:
-    """The key as stripped text; None when the value cannot be a key (bool, object, ...)."""
+    """The key as skuferry stores it (``canonical.key``: stripped, NFC); None when the value
+    cannot be a key (bool, object, ...)."""
     if type(value) is str:
-        return value.strip()
+        return canonical.key(value)
     if type(value) is int or type(value) is Decimal:
         return str(value)
     if type(value) is float and math.isfinite(value):
@@ -410,12 +411,12 @@ class Mapper:
         """``key_of`` as one function, fast for a key read from a column of text."""
         if self._key_search is not None:
             return self.key_of
-        column, slow = self._key_column, self.key_of
+        column, slow, canonical_key = self._key_column, self.key_of, canonical.key
 
         def key_of(record: RawRecord) -> str | None:
             value = record.fields.get(column)
             if type(value) is str:
-                return value.strip() or None
+                return canonical_key(value) or None
             return slow(record)
 
         return key_of
@@ -429,7 +430,7 @@ class Mapper:
         it names cannot be told.
         """
         if record.key is not None:
-            return record.key
+            return canonical.key(record.key) or None  # a source's own, maybe not yet NFC
         if record.fields is None:
             return None
         fields = record.fields if isinstance(record.fields, dict) else dict(record.fields)

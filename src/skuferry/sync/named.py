@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from skuferry import canonical
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sync.mapping import Mapper
@@ -35,15 +36,16 @@ def read_keys(path: Path) -> list[str]:
     """``--keys-from FILE``: one key a line; blank lines and ``#`` comments skipped."""
     keys: list[str] = []
     for raw in path.read_text(encoding="utf-8-sig").splitlines():
-        line = raw.strip()
+        line = canonical.key(raw)
         if line and not line.startswith("#"):
             keys.append(line)
     return keys
 
 
 def unique(keys: Iterable[str]) -> list[str]:
-    """The keys in their first order, each once."""
-    return list(dict.fromkeys(k for k in keys if k))
+    """The keys as skuferry stores them (``canonical.key``: NFC), in their first order,
+    each once: ``sync --only``, ``retry`` and the lanes name products through it."""
+    return list(dict.fromkeys(k for k in map(canonical.key, keys) if k))
 
 
 class NamedPull:
@@ -71,7 +73,7 @@ class NamedPull:
 
     def _key(self, record: RawRecord | BadRecord) -> str | None:
         if isinstance(record, BadRecord):
-            return record.key
+            return None if record.key is None else canonical.key(record.key)
         return self._mapper.key_of(record)
 
     @property
