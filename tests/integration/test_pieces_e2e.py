@@ -206,7 +206,8 @@ def test_shopify_csv_continuation_and_image_only_rows_with_the_shipped_example(
 ) -> None:
     _write_csv(tmp_path / "products_export.csv", SHOPIFY_CSV_HEADER, SHOPIFY_CSV_ROWS)
     example = (Path(__file__).parents[2] / "examples" / "shopify.toml").read_text("utf-8")
-    example = example.replace("http://127.0.0.1:8765", sandbox.url).replace("sandbox-key", KEY)
+    example = example.replace('base_url = "http://127.0.0.1:8765"', f'base_url = "{sandbox.url}"')
+    example = example.replace("[api]\n", f'[api]\napi_key = "{KEY}"  # the test\'s key\n', 1)
     example = example.replace("/tmp/skuferry-example-shopify.db", "state/skuferry.db")
     config = tmp_path / "shopify.toml"
     config.write_text(example, encoding="utf-8")

@@ -213,7 +213,7 @@ def test_a_join_index_stores_nfc_keys_and_answers_by_the_callers_spelling(
             CAFE_NFD: '{"text": "coffee"}',
             CAFE: '{"text": "coffee"}',
         }
-        assert index.held_many([nfc("NOËL-4")]) == {nfc("NOËL-4"): "line 4: unreadable"}
+        assert index.held_many([nfc("NOËL-4")]) == {nfc("NOËL-4"): (4, "unreadable")}
     finally:
         index.close()
 
