@@ -63,6 +63,7 @@ from skuferry.errors import (
 from skuferry.models import Progress, ProgressPoints, RunOptions, RunSummary
 from skuferry.service import hooks_http
 from skuferry.service.http_endpoint import Board, Endpoint
+from skuferry.service.http_server import Limits
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.service.runner import run_watched
@@ -484,7 +485,10 @@ class Daemon:
                     on_keys=self.push_keys,
                     on_run=lambda: self.request_run("POST /hooks/run"),
                 )
-            self._endpoint = Endpoint(settings.daemon.listen, self.board, desk).start()
+            limits = Limits.of(settings.daemon, max_body_bytes=hooks_http.MAX_BODY_BYTES)
+            self._endpoint = Endpoint(
+                settings.daemon.listen, self.board, desk, limits=limits
+            ).start()
         self._restart_watch(settings)
 
     def _restart_watch(self, settings: Settings) -> None:
