@@ -48,10 +48,11 @@ def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 30.0) 
 class Board:
     """What an Endpoint asks of the daemon's board; ``gate`` holds /metrics back."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics_lines: int = 50) -> None:
         self.gate = threading.Event()
         self.gate.set()
         self.scrapes = 0
+        self.lines = metrics_lines
 
     def health(self) -> tuple[int, dict[str, Any]]:
         return 200, {"status": "ok", "problems": []}
@@ -59,7 +60,7 @@ class Board:
     def metrics_text(self) -> str:
         self.scrapes += 1
         assert self.gate.wait(30)
-        return "skuferry_up 1\n" * 50
+        return "skuferry_up 1\n" * self.lines
 
 
 @pytest.fixture
@@ -338,20 +339,23 @@ def test_waitress_s_own_log_lines_become_events_without_tracebacks(
     assert capfd.readouterr().err == ""
 
 
-def test_stop_lets_a_request_in_flight_finish_and_closes_the_port() -> None:
-    board = Board()
+def test_stop_lets_an_answer_in_flight_finish_and_closes_the_port() -> None:
+    board = Board(metrics_lines=600_000)  # 8.4 MB: more than a socket takes at once
     endpoint = served(board)
     host, port = address(endpoint.url)
     board.gate.clear()
     answers: list[int] = []
-    asking = threading.Thread(
-        target=lambda: answers.append(httpx.get(f"{endpoint.url}/metrics", timeout=30).status_code)
-    )
+
+    def scrape() -> None:
+        answer = httpx.get(f"{endpoint.url}/metrics", timeout=30)
+        answers.append(len(answer.content))
+
+    asking = threading.Thread(target=scrape)
     asking.start()
     wait_until(lambda: board.scrapes == 1, "the scrape to start")
     threading.Timer(0.3, board.gate.set).start()
     endpoint.stop()
     asking.join(30)
-    assert answers == [200]
+    assert answers == [len(Board.metrics_text(board))]
     with pytest.raises(OSError):
         socket.create_connection((host, port), timeout=5).close()

@@ -174,6 +174,9 @@ class HttpServer:
 
     def _close(self) -> None:
         self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        for channel in list(self._server.active_channels.values()):
+            if isinstance(channel, _Channel):
+                channel.shut()  # its buffers too, which may be temporary files
         wasyncore.close_all(self._map)
 
 
@@ -230,6 +233,11 @@ class _Channel(HTTPChannel):  # type: ignore[misc]  # waitress has no type hints
         if self.requests:
             self._path = self.requests[0].path
         super().service()
+
+    def shut(self) -> None:
+        """Close on the server's stop: the client did not leave, so no event."""
+        self._gone_told = True
+        self.handle_close()
 
     def handle_close(self) -> None:
         unsent = self.total_outbufs_len
