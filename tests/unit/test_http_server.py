@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 
 from skuferry import logs
 from skuferry.service import hooks_http
@@ -67,11 +68,12 @@ class Board:
 def log_lines() -> Iterator[io.StringIO]:
     """The structlog events of the test, as JSON lines (and not on stderr)."""
     stream = io.StringIO()
+    saved = structlog.get_config()
     logs.configure(level="info", json=True, stream=stream)
     try:
         yield stream
     finally:
-        logs.configure(level="warning")
+        structlog.configure(**saved)
 
 
 def events(stream: io.StringIO, name: str | None = None) -> list[dict[str, Any]]:

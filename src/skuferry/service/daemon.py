@@ -353,11 +353,11 @@ class Daemon:
             watched_files(old),
         ):
             self._restart_watch(new)
-        if new.daemon.listen != old.daemon.listen:
+        if _http_side(new) != _http_side(old):
             log.warning(
                 "daemon.reload.listen_kept",
                 listen=old.daemon.listen,
-                hint="a new [daemon] listen takes effect on restart",
+                hint="a new [daemon] listen or http_* limit takes effect on restart",
             )
         rescheduled = new.schedule != old.schedule
         if rescheduled:
@@ -485,7 +485,7 @@ class Daemon:
                     on_keys=self.push_keys,
                     on_run=lambda: self.request_run("POST /hooks/run"),
                 )
-            limits = Limits.of(settings.daemon, max_body_bytes=hooks_http.MAX_BODY_BYTES)
+            _listen, limits = _http_side(settings)
             self._endpoint = Endpoint(
                 settings.daemon.listen, self.board, desk, limits=limits
             ).start()
@@ -598,6 +598,12 @@ class Daemon:
                 mirror.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
             log.warning("daemon.state.publish_failed", error=str(exc))
+
+
+def _http_side(settings: Settings) -> tuple[str | None, Limits]:
+    """What the HTTP side was started with; a reload does not restart it."""
+    daemon = settings.daemon
+    return daemon.listen, Limits.of(daemon, max_body_bytes=hooks_http.MAX_BODY_BYTES)
 
 
 def release_memory() -> bool:

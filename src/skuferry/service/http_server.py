@@ -47,7 +47,8 @@ WsgiApp = Callable[[Mapping[str, Any], Callable[..., Any]], Iterable[bytes]]
 FD_RESERVE = 128  # descriptors kept for everything else: the state file, HTTPS, the watcher
 MIN_CONNECTIONS = 8
 LOOP_TICK_S = 0.25  # how often the I/O thread looks at the clock when nothing happens
-DRAIN_S = 5.0  # on stop, how long the answers being made may take to finish and be sent
+STOP_WAIT_S = 2.0  # on stop, how long a request still being worked on may take
+DRAIN_S = 2.0  # on stop, how long the answers being made may take to finish and be sent
 
 
 @dataclass(frozen=True)
@@ -107,21 +108,11 @@ class HttpServer:
         self.max_connections = cap
         sock = _bind(listen)
         self._map: dict[int, Any] = {}
-        self._server: BaseWSGIServer = create_server(
-            app,
-            map=self._map,
-            sockets=[sock],
-            threads=limits.threads,
-            # waitress counts its listening socket and its wake-up pipe among the connections
-            connection_limit=cap + 2,
-            channel_timeout=limits.read_timeout_s,
-            cleanup_interval=1,
-            max_request_body_size=limits.max_body_bytes,
-            max_request_header_size=limits.max_header_bytes,
-            asyncore_use_poll=True,  # select() fails on descriptors past 1024
-            ident="skuferry",
-            expose_tracebacks=False,
-        )
+        try:
+            self._server: BaseWSGIServer = _waitress(app, self._map, sock, limits, cap)
+        except BaseException:
+            sock.close()
+            raise
         self._server.channel_class = _Channel
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="skuferry-http", daemon=True)
@@ -146,7 +137,7 @@ class HttpServer:
             return
         self._stopping.set()
         self._server.pull_trigger()  # wakes the I/O thread out of poll
-        self._thread.join(10.0)
+        self._thread.join(DRAIN_S + 2 * STOP_WAIT_S)
 
     def _serve(self) -> None:
         deadline = float(self.limits.read_timeout_s)
@@ -173,11 +164,32 @@ class HttpServer:
         )
 
     def _close(self) -> None:
-        self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=STOP_WAIT_S)
         for channel in list(self._server.active_channels.values()):
             if isinstance(channel, _Channel):
                 channel.shut()  # its buffers too, which may be temporary files
         wasyncore.close_all(self._map)
+
+
+def _waitress(
+    app: WsgiApp, socket_map: dict[int, Any], sock: socket.socket, limits: Limits, cap: int
+) -> BaseWSGIServer:
+    server: BaseWSGIServer = create_server(
+        app,
+        map=socket_map,
+        sockets=[sock],
+        threads=limits.threads,
+        # waitress counts its listening socket and its wake-up pipe among the connections
+        connection_limit=cap + 2,
+        channel_timeout=limits.read_timeout_s,
+        cleanup_interval=1,
+        max_request_body_size=limits.max_body_bytes,
+        max_request_header_size=limits.max_header_bytes,
+        asyncore_use_poll=True,  # select() fails on descriptors past 1024
+        ident="skuferry",
+        expose_tracebacks=False,
+    )
+    return server
 
 
 def _bind(listen: str) -> socket.socket:
