@@ -10,13 +10,14 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
 
 from skuferry.errors import AuthError, ConfigError, SourceError, StateError
 from skuferry.models import RunSummary
 from skuferry.service.daemon import Daemon
 from skuferry.service.http_endpoint import Board, Endpoint
 from skuferry.service.metrics import RunOutcome
-from tests.unit.test_daemon import FakeJob, make_settings, started, wait_until
+from tests.unit.test_daemon import FakeJob, RecordingNotifier, make_settings, started, wait_until
 
 pytestmark = pytest.mark.integration  # the daemon's HTTP endpoint on loopback
 
@@ -204,3 +205,35 @@ def test_constant_labels_are_on_every_sample_of_metrics_too(
         for s in family.samples
     }
     assert from_file <= set(found)  # the same samples, the same labels
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"listen": "127.0.0.1:1"}, {"http_read_timeout_s": 3}, {"http_max_connections": 64}],
+)
+def test_a_reload_keeps_the_http_side_and_says_a_change_needs_a_restart(
+    tmp_path: Path, change: dict[str, Any]
+) -> None:
+    first = {"listen": "127.0.0.1:0"}
+    configs = [
+        make_settings(tmp_path, schedule={"run_at_start": False}, daemon=first),
+        make_settings(tmp_path, schedule={"run_at_start": False}, daemon=first),
+        make_settings(tmp_path, schedule={"run_at_start": False}, daemon=first | change),
+    ]
+    daemon = Daemon(
+        None, job=FakeJob(), load=lambda _p: configs.pop(0), notifier=RecordingNotifier()
+    )
+    daemon.start()
+    try:
+        url = daemon.endpoint_url
+        with capture_logs() as same:
+            assert daemon.reload()
+        assert not [e for e in same if e["event"] == "daemon.reload.listen_kept"]
+        with capture_logs() as changed:
+            assert daemon.reload()
+        (kept,) = [e for e in changed if e["event"] == "daemon.reload.listen_kept"]
+        assert "http_* limit" in kept["hint"]
+        assert daemon.endpoint_url == url
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+    finally:
+        daemon.shutdown()

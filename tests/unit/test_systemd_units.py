@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from skuferry.service.http_server import FD_RESERVE, Limits
+
 UNITS_DIR = Path(__file__).resolve().parents[2] / "systemd"
 UNITS = sorted(p.name for p in UNITS_DIR.iterdir() if p.suffix in (".service", ".timer", ".path"))
 SERVICES = [u for u in UNITS if u.endswith(".service")]
@@ -126,6 +128,13 @@ def test_daemon_units_are_notify_services_with_a_watchdog() -> None:
         assert values(unit, "Restart") == ["on-failure"]
         assert values(unit, "ExecStart") == [f"{BINARY} run"]
         assert values(unit, "ExecReload") == ["/bin/kill -HUP $MAINPID"]
+
+
+def test_daemon_units_leave_descriptors_for_the_http_side_s_connection_cap() -> None:
+    needed = Limits().max_connections + FD_RESERVE  # what the default cap holds, and the rest
+    for unit in ("skuferry.service", "skuferry@.service"):
+        (limit,) = values(unit, "LimitNOFILE")
+        assert int(limit) >= needed, unit
 
 
 def test_sync_units_are_oneshots_where_a_held_lock_is_success() -> None:

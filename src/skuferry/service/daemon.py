@@ -63,6 +63,7 @@ from skuferry.errors import (
 from skuferry.models import Progress, ProgressPoints, RunOptions, RunSummary
 from skuferry.service import hooks_http
 from skuferry.service.http_endpoint import Board, Endpoint
+from skuferry.service.http_server import Limits
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.service.runner import run_watched
@@ -352,11 +353,11 @@ class Daemon:
             watched_files(old),
         ):
             self._restart_watch(new)
-        if new.daemon.listen != old.daemon.listen:
+        if _http_side(new) != _http_side(old):
             log.warning(
                 "daemon.reload.listen_kept",
                 listen=old.daemon.listen,
-                hint="a new [daemon] listen takes effect on restart",
+                hint="a new [daemon] listen or http_* limit takes effect on restart",
             )
         rescheduled = new.schedule != old.schedule
         if rescheduled:
@@ -484,7 +485,10 @@ class Daemon:
                     on_keys=self.push_keys,
                     on_run=lambda: self.request_run("POST /hooks/run"),
                 )
-            self._endpoint = Endpoint(settings.daemon.listen, self.board, desk).start()
+            _listen, limits = _http_side(settings)
+            self._endpoint = Endpoint(
+                settings.daemon.listen, self.board, desk, limits=limits
+            ).start()
         self._restart_watch(settings)
 
     def _restart_watch(self, settings: Settings) -> None:
@@ -594,6 +598,12 @@ class Daemon:
                 mirror.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
             log.warning("daemon.state.publish_failed", error=str(exc))
+
+
+def _http_side(settings: Settings) -> tuple[str | None, Limits]:
+    """What the HTTP side was started with; a reload does not restart it."""
+    daemon = settings.daemon
+    return daemon.listen, Limits.of(daemon, max_body_bytes=hooks_http.MAX_BODY_BYTES)
 
 
 def release_memory() -> bool:

@@ -11,25 +11,27 @@ a JSON body saying why (a refused API key is named as such: the auth check of
 Neither says anything about secrets or products (no error messages, no keys):
 exit codes, error classes and counts only.
 
-A stdlib ``ThreadingHTTPServer`` in a daemon thread: two read-only routes do not
-need a framework, and a slow scraper never holds up a run.
+The routes are a small WSGI application (``http_app``) served by ``http_server``,
+which gives every client a read timeout, caps open connections and answers from a
+bounded pool of threads: no client, slow or silent, can starve the others, and a
+slow scraper never holds up a run.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
 from skuferry import logs
 from skuferry.config.schema import Settings
-from skuferry.errors import AuthError, ConfigError
+from skuferry.errors import AuthError
 from skuferry.service import freshness, hooks, hooks_http, metrics
+from skuferry.service.http_app import Request, Response, Router
+from skuferry.service.http_server import HttpServer, Limits
 from skuferry.service.metrics import RunOutcome
 
 log = logs.get(__name__)
@@ -115,24 +117,22 @@ class Board:
 
 
 class Endpoint:
-    """The HTTP server for a ``Board`` on ``host:port``; ``port`` 0 picks a free one."""
+    """``/metrics``, ``/healthz`` and the hooks of a ``Board`` on ``host:port`` (port 0
+    picks a free one), served within ``limits`` (``http_server``)."""
 
-    def __init__(self, listen: str, board: Board, hooks: hooks_http.Desk | None = None) -> None:
-        host, _, port = listen.rpartition(":")
-        host = host.strip("[]")
-        try:
-            self._httpd = ThreadingHTTPServer((host, int(port)), _handler_for(board, hooks))
-        except OSError as exc:
-            raise ConfigError(
-                [f"at 'daemon.listen': cannot listen on {listen}: {exc.strerror or exc}"]
-            ) from None
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name="skuferry-http",
-            daemon=True,
+    def __init__(
+        self,
+        listen: str,
+        board: Board,
+        hooks: hooks_http.Desk | None = None,
+        *,
+        limits: Limits | None = None,
+        open_files: int | None = None,
+    ) -> None:
+        self._server = HttpServer(
+            listen, routes(board, hooks), limits or Limits(), open_files=open_files
         )
+        host = listen.rpartition(":")[0].strip("[]")
         if not _is_loopback(host):
             log.warning(
                 "daemon.listen.public",
@@ -142,19 +142,25 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url
+
+    @property
+    def server(self) -> HttpServer:
+        return self._server
 
     def start(self) -> Endpoint:
-        self._thread.start()
-        log.info("daemon.listen.started", url=self.url)
+        self._server.start()
+        log.info(
+            "daemon.listen.started",
+            url=self.url,
+            max_connections=self._server.max_connections,
+            read_timeout_s=self._server.limits.read_timeout_s,
+            threads=self._server.limits.threads,
+        )
         return self
 
     def stop(self) -> None:
-        if self._thread.is_alive():  # shutdown() waits for serve_forever: only when started
-            self._httpd.shutdown()
-            self._thread.join(2.0)
-        self._httpd.server_close()
+        self._server.stop()
 
 
 def _is_loopback(host: str) -> bool:
@@ -166,49 +172,25 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _handler_for(board: Board, desk: hooks_http.Desk | None) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "skuferry"
-        sys_version = ""
+def routes(board: Board, desk: hooks_http.Desk | None) -> Router:
+    """The WSGI application: health and metrics, and the hooks when a secret is set."""
+    router = Router(Response.json(404, {"error": "not found; try /metrics or /healthz"}))
+    router.add(
+        "GET", "/metrics", lambda _r: Response(200, board.metrics_text().encode(), CONTENT_TYPE)
+    )
+    router.add("GET", "/healthz", lambda _r: Response.json(*board.health()))
+    if desk is not None:
+        for path in hooks_http.PATHS:
+            router.add("POST", path, _hook(desk))
+    return router
 
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("daemon.http.request", line=format % args)
 
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                self._send(200, board.metrics_text().encode(), CONTENT_TYPE)
-            elif path == "/healthz":
-                status, body = board.health()
-                self._send(status, json.dumps(body).encode(), "application/json")
-            else:
-                self._send(
-                    404, b'{"error": "not found; try /metrics or /healthz"}', "application/json"
-                )
+def _hook(desk: hooks_http.Desk) -> Callable[[Request], Response]:
+    def answer(request: Request) -> Response:  # never logs the body
+        # A longer body never gets here: the server answers 413 from its headers alone.
+        length = request.headers.get("content-length", "")
+        if not length.isdigit() or int(length) > hooks_http.MAX_BODY_BYTES:
+            return Response.json(413, {"error": "send a Content-Length up to 1 MiB"})
+        return Response.json(*desk.handle(request.path, request.headers, request.body))
 
-        def do_POST(self) -> None:  # the hooks (service/hooks_http.py); never logs the body
-            path = self.path.split("?", 1)[0]
-            if desk is None or path not in hooks_http.PATHS:
-                self._send(404, b'{"error": "not found"}', "application/json")
-                return
-            length = self.headers.get("Content-Length", "")
-            if not length.isdigit() or int(length) > hooks_http.MAX_BODY_BYTES:
-                self.close_connection = True
-                self._send(
-                    413, b'{"error": "send a Content-Length up to 1 MiB"}', "application/json"
-                )
-                return
-            body = self.rfile.read(int(length))
-            headers = {name.lower(): value for name, value in self.headers.items()}
-            status, answer = desk.handle(path, headers, body)
-            self._send(status, json.dumps(answer).encode(), "application/json")
-
-        def _send(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(body)
-
-    return Handler
+    return answer

@@ -743,6 +743,28 @@ class DaemonSettings(Strict):
         description="The environment variable holding the hook secret, instead of "
         "`hook_secret_file`.",
     )
+    # the limits of the HTTP side (service/http_server.py): no client can starve the others
+    http_read_timeout_s: int = Field(
+        10,
+        ge=1,
+        le=3600,
+        description="Seconds a client of `listen` has to send a whole request, and that an "
+        "idle connection is kept; past them the connection is closed.",
+    )
+    http_max_connections: int = Field(
+        512,
+        ge=8,
+        le=1_000_000,
+        description="Connections `listen` holds open at once; more wait in the kernel's queue "
+        "until one closes. Kept 128 below the open-file limit (`LimitNOFILE`).",
+    )
+    http_threads: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Threads that answer requests once they have arrived whole; a slow or "
+        "silent client holds none.",
+    )
 
     @model_validator(mode="before")
     @classmethod
