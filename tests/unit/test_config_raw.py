@@ -135,9 +135,11 @@ def test_a_key_file_written_anew_is_no_change(tmp_path: Path) -> None:
     key.write_text("sk-2 rotated\n", encoding="utf-8")
     key.chmod(0o600)
     after = _read(tmp_path, text, env)
-    assert (after.identity, after.file_facts) == (before.identity, before.file_facts)
-    key.chmod(0o644)
-    assert _read(tmp_path, text, env).file_facts != before.file_facts
+    assert (after.identity, after.refused, after.problems) == (before.identity, (), [])
+    key.chmod(0o640)  # the group may read it: the load allows that
+    assert _read(tmp_path, text, env).refused == ()
+    key.chmod(0o644)  # every user: the load refuses it
+    assert _read(tmp_path, text, env).refused == (f"{key}: readable by every user",)
     key.write_text("", encoding="utf-8")
     assert _read(tmp_path, text, env).problems == [f"at 'api.api_key_file': '{key}' is empty"]
     key.unlink()
@@ -158,3 +160,17 @@ def test_the_reading_needs_no_pydantic(tmp_path: Path, module: str) -> None:
         [sys.executable, "-c", child], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_source_secret_the_load_cannot_read_is_refused(tmp_path: Path) -> None:
+    """``token_env = "NAME"`` with NAME unset, a ``token_file`` not there: the load fails."""
+    text = CONFIG.replace("[source]", '[source]\nsftp_password_env = "SFTP_PW"')
+    assert _read(tmp_path, text, {"EXPORT": "/srv"}).refused == ("$SFTP_PW: not set",)
+    assert _read(tmp_path, text, {"EXPORT": "/srv", "SFTP_PW": "pw"}).refused == ()
+    text = CONFIG.replace("[source]", '[source]\nsftp_password_file = "pw.txt"')
+    assert _read(tmp_path, text, {"EXPORT": "/srv"}).refused == (
+        f"{tmp_path / 'pw.txt'}: cannot be read",
+    )
+    (tmp_path / "pw.txt").write_text("pw\n", encoding="utf-8")
+    (tmp_path / "pw.txt").chmod(0o600)
+    assert _read(tmp_path, text, {"EXPORT": "/srv"}).refused == ()

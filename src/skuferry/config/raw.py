@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from skuferry.config import overlay, presets
 from skuferry.config.keys import resolve_api_keys
 from skuferry.errors import ConfigError
 from skuferry.net.paths import url_scheme
-from skuferry.redact import SECRET_KEYS, is_secret_header
+from skuferry.redact import SECRET_KEYS, SOURCE_SECRET_KEYS, is_secret_header
 
 ENV_CONFIG = "SKUFERRY_CONFIG"
 ENV_API_KEY = "SKUFERRY_API_KEY"
@@ -62,7 +61,6 @@ SECRET_FILE_KEYS = (
     "sftp_password_file",
     "hook_secret_file",
 )
-CREDENTIAL_FILES = ("api_key", "api_keys")  # in $CREDENTIALS_DIRECTORY (systemd)
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 _URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
@@ -87,8 +85,10 @@ class RawConfig:
     file: Path | None = None  # absolute; None: data built in code
     from_env: dict[str, Any] = field(default_factory=dict)  # what SKUFERRY_* variables set
     problems: list[str] = field(default_factory=list)
-    # what of each file the load checks (key files, CA bundles) may make it fail or warn
-    file_facts: dict[str, str] = field(default_factory=dict)
+    # what else the load refuses, checked by the loader in its own words once validated:
+    # a secret file readable by everyone, a source secret's file or variable not there
+    refused: tuple[str, ...] = ()
+    bundles: dict[str, str] = field(default_factory=dict)  # each CA bundle: size, time
 
     @property
     def identity(self) -> str:
@@ -165,10 +165,8 @@ def resolve(
         file=file,
         from_env=from_env,
         problems=found,
-        file_facts={
-            f"{kind} {path}": _file_fact(kind, path)
-            for kind, path in _checked_files(data, base_dir=base_dir, env=env)
-        },
+        refused=tuple(_refused(data, base_dir=base_dir, env=env)),
+        bundles={str(path): _bundle(path) for path in _files(data, ("ca_bundle",), base_dir)},
     )
 
 
@@ -400,46 +398,56 @@ def _default_state_path(data: dict[str, Any], *, base_dir: Path, env: Mapping[st
     state["path"] = (Path(first) if first else base_dir) / DEFAULT_STATE_FILE
 
 
-# --- the files a load checks -----------------------------------------------------------
+# --- what else a load refuses -----------------------------------------------------------
 
 
-def _checked_files(
-    data: Mapping[str, Any], *, base_dir: Path, env: Mapping[str, str]
-) -> Iterator[tuple[str, Path]]:
-    """Every secret file and CA bundle named in any table (relative: to the config's folder,
-    as the settings anchor them), and systemd's credentials."""
-    tables = [table for table in data.values() if isinstance(table, dict)]
-    tables += [table for _, table in _sources(data)[1:]]  # the [[join]] tables
-    for table in tables:
-        for kind, keys in (("secret", SECRET_FILE_KEYS), ("bundle", ("ca_bundle",))):
+def _files(data: Mapping[str, Any], keys: Sequence[str], base_dir: Path) -> Iterator[Path]:
+    """The files ``keys`` name in any table of the settings (relative: to the config's
+    folder, as the settings anchor them)."""
+    for table in data.values():
+        if isinstance(table, dict):
             for key in keys:
                 value = table.get(key)
                 if isinstance(value, str | Path) and str(value).strip():
                     path = Path(value).expanduser()
-                    yield kind, path if path.is_absolute() else base_dir / path
-    credentials = env.get("CREDENTIALS_DIRECTORY")
-    if credentials:
-        for name in CREDENTIAL_FILES:
-            yield "secret", Path(credentials) / name
+                    yield path if path.is_absolute() else base_dir / path
 
 
-def _file_fact(kind: str, path: Path) -> str:
-    """What of a file the load checks may make it fail or warn. A secret file: there,
-    readable, empty, readable by others; never its content, size, inode or times (systemd's
-    ``LoadCredential=`` writes the same key anew for every run: no change). A CA bundle:
-    also its size and time, as its certificates decide whether the load accepts it."""
+def _refused(data: Mapping[str, Any], *, base_dir: Path, env: Mapping[str, str]) -> Iterator[str]:
+    """What makes the load refuse this config beyond its data: a secret file that holds
+    something and every user may read; a source secret's file that cannot be read, or its
+    variable unset. Never a value. (The API key's files are read above: their problems are
+    the reading's own.)"""
+    for path in _files(data, SECRET_FILE_KEYS, base_dir):
+        if files.world_readable(path) and _holds_something(path):
+            yield f"{path}: readable by every user"
+    source = data.get("source")
+    if not isinstance(source, dict):
+        return
+    for key in SOURCE_SECRET_KEYS:
+        name = source.get(f"{key}_env")
+        if isinstance(name, str):
+            if not env.get(name, "").strip():
+                yield f"${name}: not set"
+        elif source.get(f"{key}_file") is not None:
+            for path in _files({"source": source}, (f"{key}_file",), base_dir):
+                if read_secret_file(path)[1]:
+                    yield f"{path}: cannot be read"
+
+
+def _holds_something(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return bool(f.read(4096).strip())
+    except OSError:
+        return False
+
+
+def _bundle(path: Path) -> str:
+    """A CA bundle's size and time: its certificates decide whether the load accepts it,
+    and checking them needs OpenSSL, which a quick look does not load."""
     try:
         st = path.stat()
-        with path.open("rb") as f:
-            holds = bool(f.read(4096).strip())
     except OSError:
-        return "missing" if not path.exists() else "unreadable"
-    mode = st.st_mode
-    parts = [
-        "holds" if holds else "empty",
-        "world" if mode & stat.S_IROTH else "",
-        "group" if mode & stat.S_IRGRP else "",
-    ]
-    if kind == "bundle":
-        parts += [str(st.st_size), str(st.st_mtime_ns)]
-    return ":".join(parts)
+        return "missing"
+    return f"{st.st_size}:{st.st_mtime_ns}"

@@ -14,8 +14,9 @@ unchanged check would:
 - the argument list is plain: ``sync`` with ``--config``, ``--json``, ``--quiet`` and
   the global ``-v`` / ``--log-format`` (no ``--full``, ``--verify``, ``--dry-run``,
   ``--only``, keys), and stderr is not a terminal (no progress bar to draw);
-- the reading found no problem, its identity is the record's, and the files the load
-  checks (key files, CA bundles) would pass as they did;
+- the reading found no problem, nothing the load checks beyond it would refuse the
+  config (a secret file readable by everyone, a secret's variable unset), its CA bundles
+  are as they were, and its identity is the record's;
 - the stored change token, built from that identity and each file's ``stat()`` exactly as
   the engine builds it, is the one the last committed run stored;
 - nothing is pending, and the auth check is not due.
@@ -197,8 +198,10 @@ def mismatch(record: Any, config: raw.RawConfig) -> str | None:
         return "another state file"
     if record.get("identity") != config.identity:
         return "the config or its environment changed"
-    if record.get("files_checked") != config.file_facts:
-        return "a key file or CA bundle changed"
+    if config.refused:
+        return "the load would refuse it: " + "; ".join(config.refused)
+    if record.get("bundles") != config.bundles:
+        return "a CA bundle changed"
     return None
 
 
@@ -288,7 +291,7 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
         "identity": unchanged.identity(settings),
         "state": str(settings.state.path),
         "files": [str(source.path), *map(str, tables)],
-        "files_checked": found.file_facts,
+        "bundles": found.bundles,
         "states": [str(s) for s in unchanged.pending_states(settings)],
         "archiving": GonePolicy.from_settings(settings.gone).archiving,
         "auth": settings.api.auth_check_minutes,
