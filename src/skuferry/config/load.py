@@ -37,12 +37,6 @@ from skuferry.net.paths import is_remote
 
 __all__ = ["load_settings", "settings_from_dict"]
 
-ENV_CONFIG = raw.ENV_CONFIG
-ENV_API_KEY = raw.ENV_API_KEY
-ENV_STATE_PATH = raw.ENV_STATE_PATH
-ENV_SOURCE_PATH = raw.ENV_SOURCE_PATH
-DEFAULT_STATE_FILE = raw.DEFAULT_STATE_FILE
-
 
 # --- loading -----------------------------------------------------------------------
 
@@ -77,7 +71,7 @@ def settings_from_dict(
 
 
 def _build(found: raw.RawConfig, *, env: Mapping[str, str], read_secrets: bool) -> Settings:
-    """Validate what the raw reading found (config/raw.py), and run the rules across fields."""
+    """Validate what the raw reading found, and run the rules across fields."""
     data, problems, base_dir = found.data, list(found.problems), found.base_dir
     try:
         settings = Settings.model_validate(data, context={"config_dir": base_dir})
