@@ -344,9 +344,8 @@ def _sync(
 
     _configure_logs(ctx, quiet=quiet)
     plain = not dry_run and only is None  # a run that leaves the quick lane its record
-    text = quick.config_text(config_path) if plain else None  # as the load reads it
     settings = _settings(config_path)
-    prepared = quick.prepare(settings, text) if plain else None
+    prepared = quick.prepare(settings) if plain else None
     options = RunOptions(
         dry_run=dry_run,
         verify=verify,

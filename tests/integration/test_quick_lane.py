@@ -226,6 +226,57 @@ def test_a_variable_in_the_source_path_is_part_of_the_record(
     assert _summary(moved)["created"] == 1
 
 
+def test_a_mapping_changed_through_a_variable_in_any_case_is_read(
+    synced: Path, sandbox: Sandbox, run_cli: Run
+) -> None:
+    """The loader takes ``SKUFERRY_*`` names in any case; so does the lane's reading (it is
+    the same one): the changed mapping lands, as with the lane off."""
+    config = synced
+
+    def sync(env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return run_cli("-vv", "sync", "--json", "--config", str(config), env=env)
+
+    assert _taken(sync())
+    # every product's name is its SKU now (and the guard lets every product change)
+    env = {"skuferry_mapping__fields__name": "SKU", "Skuferry_Safety__Max_Change_Ratio": "1"}
+    changed = sync(env)
+    assert not _taken(changed)
+    assert (_summary(changed)["pull"], _summary(changed)["updated"]) == ("full", 20)
+    assert {p["name"] for p in sandbox.products()} >= {"SKU-00001", "SKU-00020"}
+    assert _taken(sync(env)), "the run that read it left the record for it"
+    back = sync({"SKUFERRY_SAFETY__MAX_CHANGE_RATIO": "1"})  # the variable gone: "Name" again
+    assert not _taken(back) and _summary(back)["updated"] == 20
+
+
+def test_a_variable_inside_a_variable_s_value_is_part_of_the_record(
+    sandbox: Sandbox,
+    tmp_path: Path,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Run,
+) -> None:
+    """``SKUFERRY_SOURCE__PATH=${CAT_DIR}/catalog.csv``: the loader expands ``$CAT_DIR``
+    inside the variable's value; moved, the other file is read."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = write_catalog(catalog_rows(5), name="a/catalog.csv")
+    second = write_catalog(catalog_rows(6), name="b/catalog.csv")
+    config = write_config(sandbox.url, catalog="not-this.csv")  # the variable says where
+    _settle(first)
+    _settle(second)
+
+    def sync(folder: str) -> subprocess.CompletedProcess[str]:
+        env = {"SKUFERRY_SOURCE__PATH": "${CAT_DIR}/catalog.csv", "CAT_DIR": str(tmp_path / folder)}
+        return run_cli("-vv", "sync", "--json", "--config", str(config), env=env)
+
+    assert _summary(sync("a"))["created"] == 5
+    assert _taken(sync("a"))
+    moved = sync("b")  # the same config bytes and variable names, another file
+    assert not _taken(moved)
+    assert (_summary(moved)["pull"], _summary(moved)["created"]) == ("full", 1)
+    assert _taken(sync("b"))
+
+
 def _samples(textfile: Path) -> dict[str, str]:
     """The textfile's samples, the ones that tell a run's time left out."""
     timed = ("_duration_seconds", "last_success_timestamp")

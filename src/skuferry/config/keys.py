@@ -23,9 +23,10 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
+if TYPE_CHECKING:  # the raw reading finds keys without pydantic
+    from pydantic import SecretStr
 
 ENV_API_KEYS = "SKUFERRY_API_KEYS"
 ENV_API_KEY = "SKUFERRY_API_KEY"
@@ -35,7 +36,7 @@ _SPLIT = re.compile(r"[,\r\n]")
 
 def fingerprint(key: SecretStr | str) -> str:
     """A key's short public name: the first 8 hex digits of its SHA-256."""
-    text = key.get_secret_value() if isinstance(key, SecretStr) else key
+    text = key if isinstance(key, str) else key.get_secret_value()
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
 
 

@@ -1,8 +1,8 @@
 """Configuration: a TOML file plus environment overrides, every problem reported at once.
 
-``load_settings(path)`` reads the file, applies the environment (API key, state
-and source paths), resolves relative paths against the config file's folder,
-validates, runs the cross-field rules, and raises one ``ConfigError`` listing
+``load_settings(path)`` takes the config's raw reading (the file, the environment,
+``$VAR``s, key files and paths: the one reading, which the quick lane shares),
+validates it, runs the cross-field rules, and raises one ``ConfigError`` listing
 every problem as ``<file>: at 'a.b': message``. ``settings_from_dict`` does the
 same for configs built in code (tests, the demo) and reads no environment
 unless given one.
@@ -13,7 +13,6 @@ message built here ever contains a config value, so it cannot leak the key.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from collections.abc import Mapping
@@ -23,11 +22,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from skuferry.config import overlay, presets, secrets, security
-from skuferry.config.keys import resolve_api_keys
+from skuferry.config import overlay, raw, secrets, security
 from skuferry.config.schedule import schedule_problems
 from skuferry.config.schema import (
-    FILE_SOURCE_TYPES,
     SOURCE_MODELS,
     SOURCE_TYPES,
     CsvSourceSettings,
@@ -36,15 +33,9 @@ from skuferry.config.schema import (
     SourceSettings,
 )
 from skuferry.errors import ConfigError
-from skuferry.net.paths import is_remote, url_scheme
+from skuferry.net.paths import is_remote
 
 __all__ = ["load_settings", "settings_from_dict"]
-
-ENV_CONFIG = "SKUFERRY_CONFIG"
-ENV_API_KEY = "SKUFERRY_API_KEY"
-ENV_STATE_PATH = "SKUFERRY_STATE_PATH"
-ENV_SOURCE_PATH = "SKUFERRY_SOURCE_PATH"
-DEFAULT_STATE_FILE = "skuferry.db"
 
 
 # --- loading -----------------------------------------------------------------------
@@ -57,24 +48,7 @@ def load_settings(path: Path | str | None, env: Mapping[str, str] | None = None)
     Problems name the file as the user gave it.
     """
     environ: Mapping[str, str] = os.environ if env is None else env
-    given = str(path) if path is not None and str(path) else environ.get(ENV_CONFIG, "")
-    if not given:
-        raise ConfigError([f"no config file: pass --config PATH or set {ENV_CONFIG}"])
-    file = Path(given).expanduser().absolute()
-    data = overlay.read_toml(file, given)
-    problems = []
-    if "config_path" in data:  # a field of the model, not a key of the file
-        data.pop("config_path")
-        problems.append(f"at 'config_path': {_unknown_key('config_path', _known_keys((), {}))}")
-    return _build(
-        data,
-        origin=given,
-        base_dir=file.parent,
-        config_path=file,
-        env=environ,
-        problems=problems,
-        read_secrets=True,
-    )
+    return _build(raw.read(path, environ), env=environ, read_secrets=True)
 
 
 def settings_from_dict(
@@ -92,44 +66,13 @@ def settings_from_dict(
     are source secrets read at load (else when the source opens).
     """
     base = (base_dir or Path.cwd()).absolute()
-    return _build(
-        data,
-        origin=origin,
-        base_dir=base,
-        config_path=None,
-        env=env or {},
-        problems=[],
-        read_secrets=env is not None,
-    )
+    found = raw.resolve(data, origin=origin, base_dir=base, env=env or {})
+    return _build(found, env=env or {}, read_secrets=env is not None)
 
 
-def _build(
-    raw: Mapping[str, Any],
-    *,
-    origin: str,
-    base_dir: Path,
-    config_path: Path | None,
-    env: Mapping[str, str],
-    problems: list[str],
-    read_secrets: bool,
-) -> Settings:
-    from_env = overlay.env_tables(env)  # SKUFERRY_<TABLE>__<KEY> wins over the file
-    data: dict[str, Any] = overlay.overlay(copy.deepcopy(dict(raw)), from_env)
-    data["source"], preset_problems = presets.apply(data.get("source"))  # before validation
-    problems.extend(preset_problems)
-    if data["source"] is None:
-        del data["source"]
-    _resolve_paths(data, base_dir=base_dir, env=env, problems=problems)
-    _apply_env_paths(data, env=env, problems=problems)
-    _default_state_path(data, base_dir=base_dir, env=env)
-    api = data.get("api")
-    if isinstance(api, dict):
-        key_from_env = from_env.get("api", {}).get("api_key")
-        if isinstance(key_from_env, str) and not env.get(ENV_API_KEY, "").strip():
-            env = {**env, ENV_API_KEY: key_from_env}  # SKUFERRY_API__API_KEY: still the environment
-        _resolve_api_key(api, env=env, problems=problems)
-    if config_path is not None:
-        data["config_path"] = config_path
+def _build(found: raw.RawConfig, *, env: Mapping[str, str], read_secrets: bool) -> Settings:
+    """Validate what the raw reading found, and run the rules across fields."""
+    data, problems, base_dir = found.data, list(found.problems), found.base_dir
     try:
         settings = Settings.model_validate(data, context={"config_dir": base_dir})
     except ValidationError as exc:
@@ -142,9 +85,11 @@ def _build(
         if read_secrets:  # every unreadable secret now, with the rest (config/secrets.py)
             problems.extend(secrets.source_secret_problems(settings.source, env))
         if not problems:
-            security.after_load(settings, raw)
+            security.after_load(settings, found.toml)
+            settings._read_identity = found.identity  # the unchanged check's, and the lane's
             return settings
-    set_by = overlay.env_names(from_env)
+    set_by = overlay.env_names(found.from_env)
+    origin = found.origin
     raise ConfigError([f"{_origin(problem, origin, set_by)}: {problem}" for problem in problems])
 
 
@@ -164,130 +109,6 @@ def _origin(problem: str, origin: str, set_by: Mapping[str, str]) -> str:
     found = _AT.match(problem)
     variable = set_by.get(found.group(1)) if found else None
     return f"${variable}" if variable else origin
-
-
-# --- paths and environment ---------------------------------------------------------
-
-_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
-
-
-def _path_fields(data: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
-    """(table, key, dotted name) of every path value present in ``data``."""
-    found = []
-    for section, key in (
-        ("state", "path"),
-        ("api", "api_key_file"),
-        ("metrics", "textfile"),
-        ("api", "ca_bundle"),
-        ("api", "api_keys_file"),
-    ):
-        table = data.get(section)
-        if isinstance(table, dict) and key in table:
-            found.append((table, key, f"{section}.{key}"))
-    sources = [("source", data.get("source"))]
-    joins = data.get("join")
-    if isinstance(joins, list):  # [[join]] tables: any source keys beside name, key, on
-        sources += [(f"join.{n}", join) for n, join in enumerate(joins)]
-    for dotted, source in sources:
-        if (
-            isinstance(source, dict)
-            and source.get("type") in FILE_SOURCE_TYPES
-            and "path" in source
-            and url_scheme(source["path"]) is None  # a URL stays as written
-        ):
-            found.append((source, "path", f"{dotted}.path"))
-    return found
-
-
-def _resolve_paths(
-    data: dict[str, Any], *, base_dir: Path, env: Mapping[str, str], problems: list[str]
-) -> None:
-    for table, key, dotted in _path_fields(data):
-        value = table[key]
-        if not isinstance(value, str | Path):
-            continue  # the model reports the wrong type
-        resolved, problem = _expand_path(str(value), base_dir=base_dir, env=env)
-        if problem:
-            problems.append(f"at '{dotted}': {problem}")
-        else:
-            table[key] = resolved
-
-
-def _expand_path(text: str, *, base_dir: Path, env: Mapping[str, str]) -> tuple[Path, str]:
-    """``$VAR``/``${VAR}`` and ``~`` expanded, relative paths anchored at ``base_dir``."""
-    if not text.strip():
-        return base_dir, "must not be empty"
-    unset = [a or b for a, b in _VARIABLE.findall(text) if (a or b) not in env]
-    if unset:
-        names = ", ".join(f"${name}" for name in dict.fromkeys(unset))
-        return base_dir, f"environment variable {names} is not set"
-    expanded = _VARIABLE.sub(lambda m: env[m.group(1) or m.group(2)], text)
-    if (expanded == "~" or expanded.startswith("~/")) and env.get("HOME"):
-        expanded = env["HOME"] + expanded[1:]
-    path = Path(expanded).expanduser()
-    return (path if path.is_absolute() else base_dir / path), ""
-
-
-def _apply_env_paths(data: dict[str, Any], *, env: Mapping[str, str], problems: list[str]) -> None:
-    """SKUFERRY_STATE_PATH / SKUFERRY_SOURCE_PATH win over the file (relative: to the cwd)."""
-    state_path = env.get(ENV_STATE_PATH)
-    if state_path:
-        state = data.setdefault("state", {})
-        if isinstance(state, dict):
-            state["path"] = Path(state_path).expanduser().absolute()
-    source_path = env.get(ENV_SOURCE_PATH)
-    source = data.get("source")
-    if source_path and isinstance(source, dict):
-        if source.get("type") in FILE_SOURCE_TYPES:
-            url = url_scheme(source_path) is not None  # an http(s):// or sftp:// URL stays
-            source["path"] = source_path if url else Path(source_path).expanduser().absolute()
-        elif source.get("type") in SOURCE_TYPES:
-            problems.append(
-                f"at 'source.path': {ENV_SOURCE_PATH} is set, but a {source['type']!r} "
-                "source has no path; unset it"
-            )
-
-
-def _default_state_path(data: dict[str, Any], *, base_dir: Path, env: Mapping[str, str]) -> None:
-    """Omitted state.path: systemd's StateDirectory= if set, else beside the config file."""
-    state = data.setdefault("state", {})
-    if not isinstance(state, dict) or "path" in state:
-        return
-    state_dirs = env.get("STATE_DIRECTORY", "")
-    first = state_dirs.split(":", 1)[0]  # StateDirectory= may list several, colon-separated
-    state["path"] = (Path(first) if first else base_dir) / DEFAULT_STATE_FILE
-
-
-def _resolve_api_key(api: dict[str, Any], *, env: Mapping[str, str], problems: list[str]) -> None:
-    """Put the key found first into ``api_key``: environment > file > inline (config/secrets.py).
-
-    ``SKUFERRY_API_KEY`` > ``api_key_file`` > ``$CREDENTIALS_DIRECTORY/api_key`` > ``api_key``.
-    """
-    if resolve_api_keys(api, env=env, problems=problems):  # several keys (config/keys.py)
-        return
-    inline = api.get("api_key")
-    if isinstance(inline, str) and not inline.strip():
-        problems.append("at 'api.api_key': is empty; set the key, or remove the line")
-        return
-    files: list[tuple[str, Path]] = []
-    key_file = api.get("api_key_file")
-    if isinstance(key_file, Path):  # a bad path's problem is already reported
-        files.append(("at 'api.api_key_file'", key_file))
-    credentials = env.get("CREDENTIALS_DIRECTORY")
-    if credentials and (Path(credentials) / "api_key").exists():
-        where = "at 'api.api_key': $CREDENTIALS_DIRECTORY/api_key"
-        files.append((where, Path(credentials) / "api_key"))
-    places = secrets.SecretPlaces(env_var=ENV_API_KEY, files=files)
-    key, found = secrets.resolve(places, env)
-    problems.extend(found)
-    if key is not None:
-        api["api_key"] = key
-    elif inline is None and key_file is None and not found:
-        problems.append(
-            f"at 'api.api_key': no API key: set {ENV_API_KEY}, or [api] api_key, or "
-            "[api] api_key_file (under systemd, LoadCredential=api_key:PATH is found in "
-            "$CREDENTIALS_DIRECTORY/api_key)"
-        )
 
 
 # --- translating pydantic's errors -------------------------------------------------

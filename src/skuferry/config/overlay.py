@@ -4,13 +4,13 @@ The file is read with ``tomllib`` (a broken file is named with its line); the
 environment gives ``SKUFERRY_<TABLE>__<KEY>[__<KEY>...]`` (case-insensitive:
 ``SKUFERRY_BUDGET__WRITE_PER_MINUTE=30``, ``SKUFERRY_MAPPING__FIELDS__PRICE__COLUMN=Preis``)
 and ``SKUFERRY_<TABLE>`` holding a whole table as JSON, its nested variables winning.
-The result is plain data: ``load.py`` validates it against ``Settings`` and words every
-problem itself, so messages stay ``file: at 'a.b': message`` whichever source a value
-came from.
+The result is plain data, read without pydantic: the loader validates it against
+``Settings`` and words every problem itself, so messages stay ``file: at 'a.b': message``
+whichever source a value came from.
 
 The older single names (``SKUFERRY_API_KEY``, ``SKUFERRY_STATE_PATH``,
 ``SKUFERRY_SOURCE_PATH``, ``SKUFERRY_CONFIG``) hold no ``__``, match no table,
-and keep their meaning in ``load.py``.
+and keep their meaning in the raw reading.
 
 Written here rather than through pydantic-settings: its public sources read the
 process environment (``load_settings(env=...)`` passes its own), and importing it
@@ -28,14 +28,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skuferry.config.schema import Settings
 from skuferry.errors import ConfigError
 
 ENV_PREFIX = "SKUFERRY_"
 ENV_NESTED_DELIMITER = "__"
 
-# The tables a variable may set (config_path is the model's, not the file's).
-_TABLES = frozenset(name for name in Settings.model_fields if name != "config_path")
+# The tables of a config, which a variable may set: the settings' own fields but
+# config_path (the model's, not the file's), written out so that reading the raw
+# config needs no models (a test holds them equal).
+TABLES = (
+    "api",
+    "source",
+    "mapping",
+    "budget",
+    "schedule",
+    "state",
+    "safety",
+    "gone",
+    "metrics",
+    "monitor",
+    "daemon",
+    "join",
+)
 
 
 def read_toml(file: Path, name: str) -> dict[str, Any]:
@@ -64,7 +78,7 @@ def env_tables(env: Mapping[str, str]) -> dict[str, Any]:
         if not name.startswith(ENV_PREFIX.lower()):
             continue
         table, *path = name[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER)
-        if table not in _TABLES:
+        if table not in TABLES:
             continue
         if not path:
             whole[table] = _table(value)

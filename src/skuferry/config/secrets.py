@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, SecretStr
 
-from skuferry import logs
+from skuferry.config.raw import find_secret
 from skuferry.errors import ConfigError
 from skuferry.redact import SOURCE_SECRET_KEYS
 
@@ -39,34 +39,10 @@ class SecretPlaces:
 
 def resolve(places: SecretPlaces, env: Mapping[str, str]) -> tuple[SecretStr | None, list[str]]:
     """The secret from the first place given (environment > file > inline), or the problem."""
-    if places.env_var is not None:
-        value = env.get(places.env_var, "").strip()
-        if value:
-            logs.add_secrets([value])
-            return SecretStr(value), []
-        if places.env_where is not None:
-            problem = f"environment variable {places.env_var} is not set or empty"
-            return None, [f"{places.env_where}: {problem}"]
-    for where, path in places.files:
-        text, problem = read_secret_file(path)
-        if problem:
-            return None, [f"{where}: {problem}"]
-        logs.add_secrets([text])
-        return SecretStr(text), []
-    return places.inline, []
-
-
-def read_secret_file(path: Path) -> tuple[str, str]:
-    """(the file's text stripped, "") or ("", the problem); files usually end with a newline."""
-    try:
-        text = path.expanduser().read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        return "", f"cannot read '{path}': {exc.strerror or exc}"
-    except UnicodeDecodeError:
-        return "", f"'{path}' is not UTF-8 text"
-    if not text:
-        return "", f"'{path}' is empty"
-    return text, ""
+    text, problems = find_secret(places.env_var, places.env_where, places.files, env)
+    if problems:
+        return None, problems
+    return (places.inline if text is None else SecretStr(text)), []
 
 
 def source_places(

@@ -20,29 +20,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, SecretStr
 
 from skuferry import files, logs
+from skuferry.config.raw import SECRET_FILE_KEYS, inline_secret_warning
+from skuferry.config.raw import url_password as _url_password
 from skuferry.config.schema import ApiSourceSettings, Settings
 from skuferry.net.origins import insecure_http_problem, parse_allowed
-from skuferry.redact import SECRET_KEYS, is_secret_header
+from skuferry.redact import is_secret_header
+
+__all__ = ["SECRET_FILE_KEYS", "after_load", "inline_secret_warning", "problems"]
 
 log = logs.get(__name__)
-
-# Keys whose value is the path of a file holding a secret, in any table.
-SECRET_FILE_KEYS = (
-    "api_key_file",
-    "api_keys_file",
-    "token_file",
-    "password_file",
-    "client_secret_file",
-    "sftp_key_file",
-    "sftp_password_file",
-    "hook_secret_file",
-)
-# Keys whose value is a secret written into the config file itself.
 
 
 def problems(settings: Settings) -> list[str]:
@@ -169,38 +159,3 @@ def _header_secret(text: str) -> Iterator[str]:
     scheme, _, credential = text.partition(" ")  # "Bearer abc": abc alone is the secret too
     if credential and scheme.isalpha():
         yield credential
-
-
-def _url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
-
-
-def inline_secret_warning(config_path: Path, raw: Mapping[str, Any]) -> str | None:
-    """A warning when the config file holds a secret inline and others may read it."""
-    where = [f"{table}.{key}" for table, key in _inline_secrets(raw)]
-    if not where or not files.others_can_read(config_path):
-        return None
-    return (
-        f"config file {config_path} holds a secret ({', '.join(where)}) and is readable by "
-        f"other users (mode {files.mode_text(config_path)}); run: chmod 600 {config_path}, "
-        "or move the secret to a *_file, the environment or a systemd credential"
-    )
-
-
-def _inline_secrets(raw: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for table, section in raw.items():
-        if not isinstance(section, Mapping):
-            continue
-        for key, value in section.items():
-            inline = key in SECRET_KEYS and bool(value)
-            header = (
-                key == "headers"
-                and isinstance(value, Mapping)
-                and any(is_secret_header(str(name)) for name in value)
-            )
-            in_url = isinstance(value, str) and key.endswith("url") and bool(_url_password(value))
-            if inline or header or in_url:
-                yield table, key

@@ -1,24 +1,24 @@
 """The quick lane: ``skuferry sync`` from cron or systemd on an unchanged source, decided
-without loading the config.
+without validating the config.
 
 A full start imports pydantic and builds and validates the config models (~0.2 s of
 a 0.35 s no-op) only to learn what the last run already knew: the source's ``stat()`` is
-the same and nothing is pending. So every run that reads the config leaves a *record* in
-the state file (``remember``): a digest of everything the config is made of, and the
-facts a skipped run needs (the state file, the files to ``stat()``, the pending states,
-the auth check's interval). The next ``skuferry sync`` (``attempt``) reads the TOML
-only to find the state file, takes the run lock, and skips exactly as the engine's
-unchanged check would (sync/unchanged.py) when
+the same and nothing is pending. So every run that loads the config leaves a *record* in
+the state file (``remember``): the config's identity as it was loaded, and the facts a
+skipped run needs (the files to ``stat()``, the pending states, the auth check's
+interval). The next ``skuferry sync`` (``attempt``) reads the config the way the loader
+reads it (the one raw reading: the TOML, the environment in any case, ``$VAR``s, key
+files and paths, without pydantic), takes the run lock, and skips when the engine's
+unchanged check would:
 
 - the argument list is plain: ``sync`` with ``--config``, ``--json``, ``--quiet`` and
   the global ``-v`` / ``--log-format`` (no ``--full``, ``--verify``, ``--dry-run``,
   ``--only``, keys), and stderr is not a terminal (no progress bar to draw);
-- the digest is the stored one: the config file's path, TOML data (secret values as
-  "set" only), mode and owner, the working directory, the skuferry version, every
-  ``SKUFERRY_*`` variable and every variable the file names (``$NAME``), whether the
-  API key files are there and readable, and their size;
-- the stored change token is still the state file's (no run has read the source
-  since) and each file's ``stat()`` still gives it;
+- the reading found no problem, nothing the load checks beyond it would refuse the
+  config (a secret file readable by everyone, a secret's variable unset), its CA bundles
+  are as they were, and its identity is the record's;
+- the stored change token, built from that identity and each file's ``stat()`` exactly as
+  the engine builds it, is the one the last committed run stored;
 - nothing is pending, and the auth check is not due.
 
 Otherwise it returns None and the full start runs, unchanged. The skipped run is the
@@ -26,29 +26,26 @@ engine's own: the same runs-table row, summary, log events and exit code.
 
 The record exists only for configs whose skipped run does nothing the lane cannot do
 the same way: a local file source, no ``[[join]]``, no monitor pings (a metrics
-textfile is written as service/hooks.py writes it). ``SKUFERRY_QUICK=off`` turns the
-lane off (the full start always).
+textfile is written as the run hooks write it). ``SKUFERRY_QUICK=off`` turns the lane
+off (the full start always).
 
-No secret reaches the record, not even hashed: a secret's value counts as "set".
+No secret reaches the record, not even hashed: the identity masks every secret value.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import sys
 import time
-import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skuferry import __version__, errors, logs
-from skuferry.redact import API_SECRET_KEYS, SOURCE_SECRET_KEYS, is_secret_header
+from skuferry import errors, logs
+from skuferry.config import raw
 
 if TYPE_CHECKING:
     from skuferry.config.schema import Settings
@@ -57,16 +54,13 @@ if TYPE_CHECKING:
 
 RECORD = "quick.record"  # meta row: JSON, written by remember(), read by attempt()
 OFF = "SKUFERRY_QUICK"  # "off" (or 0, no, false): always the full start
-_FORMAT = 1  # the record's layout; another number is no record
-_CONFIG_ENV = "SKUFERRY_CONFIG"
-_STATE_ENV = "SKUFERRY_STATE_PATH"
-_STATE_FILE = "skuferry.db"  # config/load.py's default name
-_ENV_ALWAYS = ("STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "HOME")
-_NAMED = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")  # $NAME / ${NAME} anywhere in the file
+_FORMAT = 2  # the record's layout; another number is no record
 _LOG_FORMATS = ("auto", "json", "console")
 
 # the engine's events, under the engine's logger: a log reader sees one kind of skipped run
 log = logs.get("skuferry.sync.engine")
+# the loader's warning about a readable config holding a secret, under the loader's logger
+_SECURITY_LOG = "skuferry.config.security"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,125 +106,26 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Call | None:
             config = arg.partition("=")[2]
         else:
             return None
-    config = config if config is not None else env.get(_CONFIG_ENV, "")
+    config = config if config is not None else env.get(raw.ENV_CONFIG, "")
     if not config:
         return None
     return Call(config, as_json=as_json, quiet=quiet, verbose=verbose, log_format=log_format)
 
 
-# --- the digest of what the config is made of ----------------------------------------
-
-
-def _masked(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The TOML data with each secret's value replaced by whether it is set: the API key(s)
-    in [api], a source's credentials and secret headers. Nothing else: a value masked by
-    mistake would hide a change."""
-    masked = dict(data)
-    api = masked.get("api")
-    if isinstance(api, dict):
-        masked["api"] = _hide(api, API_SECRET_KEYS)
-    source = masked.get("source")
-    if isinstance(source, dict):
-        masked["source"] = _hide(source, SOURCE_SECRET_KEYS)
-    return masked
-
-
-def _hide(table: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
-    hidden = {k: {"secret set": bool(v)} if k in names else v for k, v in table.items()}
-    headers = hidden.get("headers")
-    if isinstance(headers, dict):
-        hidden["headers"] = {
-            k: {"secret set": bool(v)} if is_secret_header(k) else v for k, v in headers.items()
-        }
-    return hidden
-
-
-def _secret_variable(name: str) -> bool:
-    """``SKUFERRY_API_KEY``, ``SKUFERRY_SOURCE__PASSWORD``...: a secret set from the
-    environment (config/overlay.py), by its last part's name."""
-    if not name.startswith("SKUFERRY_"):
-        return False
-    last = name[len("SKUFERRY_") :].lower().rsplit("__", 1)[-1]
-    return last in API_SECRET_KEYS or last in SOURCE_SECRET_KEYS
-
-
-def _key_file(path: str) -> str:
-    """What of a key file decides whether the config loads: there, readable, its size.
-    Not its inode or times: systemd's LoadCredential= and a pod's Secret volume write the
-    same key anew for every run, and a new key changes nothing a skipped run does."""
-    try:
-        size = Path(path).stat().st_size
-    except OSError:
-        return "missing"
-    return f"{size}:{'readable' if os.access(path, os.R_OK) else 'unreadable'}"
-
-
-def digest(
-    config: Path, data: Mapping[str, Any], text: str, env: Mapping[str, str], watched: list[str]
-) -> str:
-    """Changes with anything the loaded config depends on; no secret goes in, even hashed."""
-    st = config.stat()
-    names = {name for name in env if name.startswith("SKUFERRY_") and name not in (OFF,)}
-    names |= {*_ENV_ALWAYS, *_NAMED.findall(text)}
-    environ = {
-        name: ({"secret set": bool(env[name])} if _secret_variable(name) else env[name])
-        for name in sorted(names)
-        if name in env
-    }
-    parts = {
-        "version": __version__,
-        "config": str(config),
-        "mode": [st.st_mode, st.st_uid, st.st_gid],
-        "cwd": str(Path.cwd()),
-        "data": _masked(data),
-        "env": environ,
-        "watched": {path: _key_file(path) for path in watched},
-    }
-    blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _state_path(config: Path, data: Mapping[str, Any], env: Mapping[str, str]) -> Path | None:
-    """Where config/load.py puts the state file, in the plain cases; None: not sure."""
-    if env.get(_STATE_ENV):
-        return Path(env[_STATE_ENV]).expanduser().absolute()
-    if any(name.upper().startswith("SKUFERRY_STATE") for name in env):
-        return None  # a [state] table from the environment
-    state = data.get("state", {})
-    if not isinstance(state, dict):
-        return None
-    path = state.get("path")
-    if path is None:
-        first = env.get("STATE_DIRECTORY", "").split(":", 1)[0]
-        return (Path(first) if first else config.parent) / _STATE_FILE
-    if not isinstance(path, str) or "$" in path or not path.strip():
-        return None
-    found = Path(path).expanduser()
-    return found if found.is_absolute() else config.parent / found
-
-
-@dataclass(frozen=True, slots=True)
-class _Config:
-    path: Path
-    data: dict[str, Any]
-    text: str
-    state: Path
-
-
-def _read_config(call: Call, env: Mapping[str, str]) -> _Config | None:
-    path = Path(call.config).expanduser().absolute()
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None  # the full start words the problem
-    state = _state_path(path, data, env)
-    if state is None or not state.is_file():
-        return None
-    return _Config(path, data, text, state)
-
-
 # --- the lane ---------------------------------------------------------------------------
+
+
+def read(call: Call, env: Mapping[str, str]) -> raw.RawConfig | None:
+    """The config as the loader reads it; None when it has a problem (the full start words
+    it) or its state file is not there yet."""
+    try:
+        found = raw.read(call.config, env)
+    except errors.ConfigError:
+        return None
+    state = found.state_path
+    if found.problems or state is None or not state.is_file():
+        return None
+    return found
 
 
 def attempt(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
@@ -243,8 +138,8 @@ def attempt(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | 
     if call is None or sys.stderr.isatty():
         return None
     started = time.monotonic()
-    config = _read_config(call, environ)
-    if config is None:
+    config = read(call, environ)
+    if config is None or config.state_path is None:
         return None
     level = logs.cli_level(verbose=call.verbose, quiet=call.quiet, on_tty=False)
     fmt = call.log_format
@@ -255,23 +150,23 @@ def attempt(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | 
 
     with ExitStack() as stack:
         try:
-            stack.enter_context(run_lock(config.state))
-            mirror = Mirror(config.state)
+            stack.enter_context(run_lock(config.state_path))
+            mirror = Mirror(config.state_path)
             stack.callback(mirror.close)
-            record = _still_holds(mirror, config, environ)
+            record = _still_holds(mirror, config)
         except Exception as exc:  # noqa: BLE001 - a held lock, a state file that will not open
             log.debug("sync.quick", taken=False, why=f"{type(exc).__name__}: {exc}")
             return None  # the full start's to tell, in its words and with its hooks
         if record is None:
             return None
         try:
-            return _skip(mirror, record, call, started)
+            return _skip(mirror, record, config, call, started)
         except errors.SkuferryError as exc:  # the run's own row could not be written
             print(f"skuferry: {exc}", file=sys.stderr)
             return exc.exit_code
 
 
-def _still_holds(mirror: Mirror, config: _Config, env: Mapping[str, str]) -> dict[str, Any] | None:
+def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None:
     """The record, when the run it describes may be skipped now; else None."""
     from skuferry.models import State
     from skuferry.sources.fingerprint import file_fingerprint
@@ -281,15 +176,12 @@ def _still_holds(mirror: Mirror, config: _Config, env: Mapping[str, str]) -> dic
         record = json.loads(mirror.get_meta(RECORD) or "null")
     except ValueError:
         record = None
-    why = _mismatch(record, config, env)
+    why = mismatch(record, config)
     if why is None:
-        token = str(record["token"])
         parts = [file_fingerprint(Path(p)) for p in record["files"]]
         states = tuple(State(s) for s in record["states"])
-        if mirror.get_meta(unchanged.FINGERPRINT) != token:
-            why = "a run has read the source since the record"
-        elif None in parts or "\n".join([token.split("\n", 1)[0], *map(str, parts)]) != token:
-            why = "the source changed"
+        if unchanged.token(config.identity, parts) != mirror.get_meta(unchanged.FINGERPRINT):
+            why = "the source changed, or was read since the last commit"
         elif unchanged.has_pending_work(mirror, states, record["archiving"]):
             why = "retries, creates in doubt or drift are pending"
         elif auth_check.due(mirror.last_api_contact(), time.time(), minutes=record["auth"]):
@@ -298,24 +190,33 @@ def _still_holds(mirror: Mirror, config: _Config, env: Mapping[str, str]) -> dic
     return record if why is None else None
 
 
-def _mismatch(record: Any, config: _Config, env: Mapping[str, str]) -> str | None:
+def mismatch(record: Any, config: raw.RawConfig) -> str | None:
+    """Why ``record`` does not describe the config read now (None: it does)."""
     if not isinstance(record, dict) or record.get("format") != _FORMAT:
         return "no record of the last run"
-    if record.get("state") != str(config.state):
+    if record.get("state") != str(config.state_path):
         return "another state file"
-    watched = [str(p) for p in record.get("watched", [])]
-    if record.get("digest") != digest(config.path, config.data, config.text, env, watched):
-        return "the config, its environment or its key files changed"
+    if record.get("identity") != config.identity:
+        return "the config or its environment changed"
+    if config.refused:
+        return "the load would refuse it: " + "; ".join(config.refused)
+    if record.get("bundles") != config.bundles:
+        return "a CA bundle changed"
     return None
 
 
-def _skip(mirror: Mirror, record: dict[str, Any], call: Call, started: float) -> int:
-    """The engine's skipped run (sync/engine.py, ``_skip_unchanged``), recorded the same way."""
+def _skip(
+    mirror: Mirror, record: dict[str, Any], config: raw.RawConfig, call: Call, started: float
+) -> int:
+    """The engine's skipped run, recorded the same way."""
     from skuferry.models import RunSummary, State
     from skuferry.sync import unchanged
 
-    for warning in record.get("warnings", []):  # what loading this config warns about
-        logs.get(warning["logger"]).warning(warning["event"], **warning["fields"])
+    warning = config.readable_secret_warning()  # what loading this config warns about
+    if warning:
+        logs.get(_SECURITY_LOG).warning(
+            "config.file.readable", path=str(config.file), message=warning
+        )
     run_id = mirror.start_run()
     summary = RunSummary()
     unchanged.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
@@ -355,25 +256,13 @@ def _metrics(mirror: Mirror, record: dict[str, Any], summary: RunSummary, starte
     )
 
 
-# --- the record, left by every run that read the config ---------------------------------
+# --- the record, left by every run that loaded the config --------------------------------
 
 
-def config_text(config_path: Path | str | None, env: Mapping[str, str] | None = None) -> str | None:
-    """The config file's text as the full start is about to load it (None: unreadable)."""
-    environ = os.environ if env is None else env
-    given = str(config_path) if config_path else environ.get(_CONFIG_ENV, "")
-    try:
-        return Path(given).expanduser().absolute().read_text(encoding="utf-8") if given else None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def prepare(
-    settings: Settings, text: str | None, env: Mapping[str, str] | None = None
-) -> dict[str, Any] | None:
-    """Right after the config loaded from ``text`` (``config_text``, read before the load):
-    the record's config half, or None when this config cannot be skipped this way (or the
-    file changed around the load, so ``text`` may not be what was loaded)."""
+def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """Right after the config loaded: the record's config half, or None when this config
+    cannot be skipped this way (or it changed around the load: read again now, its
+    identity is not the one loaded)."""
     from skuferry.config.schema import FileSourceSettings, TableFile
     from skuferry.service import hooks
     from skuferry.sync import unchanged
@@ -382,30 +271,31 @@ def prepare(
     environ = os.environ if env is None else env
     source, config, monitor = settings.source, settings.config_path, settings.monitor
     if (
-        text is None
-        or config is None
+        config is None
+        or settings.read_identity is None
         or not isinstance(source, FileSourceSettings)
         or source.remote_scheme() is not None
         or settings.join  # a join's index and notes are the engine's to keep
         or any((monitor.start_url, monitor.success_url, monitor.failure_url))
-        or config_text(config, environ) != text
     ):
         return None
-    data = tomllib.loads(text)
+    try:
+        found = raw.read(config, environ)
+    except errors.ConfigError:
+        return None
+    if found.problems or found.identity != settings.read_identity:
+        return None
     tables = [t.file for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
-    watched = [str(p) for p in _key_files(settings, environ)]
     return {
         "format": _FORMAT,
-        "digest": digest(config, data, text, environ, watched),
-        "state": str(settings.state.path),
         "identity": unchanged.identity(settings),
+        "state": str(settings.state.path),
         "files": [str(source.path), *map(str, tables)],
-        "watched": watched,
+        "bundles": found.bundles,
         "states": [str(s) for s in unchanged.pending_states(settings)],
         "archiving": GonePolicy.from_settings(settings.gone).archiving,
         "auth": settings.api.auth_check_minutes,
-        "warnings": list(_warnings(config, data)),
-        "metrics": None  # what service/hooks.py writes after the run, when a textfile is set
+        "metrics": None  # what the run hooks write after the run, when a textfile is set
         if settings.metrics.textfile is None
         else {
             "textfile": str(settings.metrics.textfile),
@@ -444,23 +334,3 @@ def remember(prepared: dict[str, Any] | None, state: Path) -> None:
         return  # another run took over: it leaves its own record
     except Exception as exc:  # noqa: BLE001 - never fails the run it follows
         log.debug("sync.quick.not_recorded", error=str(exc))
-
-
-def _key_files(settings: Settings, env: Mapping[str, str]) -> Iterator[Path]:
-    """The files the API key(s) are read from at load: changed, the load may fail now."""
-    for path in (settings.api.api_key_file, settings.api.api_keys_file):
-        if path is not None:
-            yield Path(path)
-    credentials = env.get("CREDENTIALS_DIRECTORY")
-    if credentials:
-        yield Path(credentials) / "api_key"
-
-
-def _warnings(config: Path, data: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The warnings loading this config logs (config/security.py), to be logged again."""
-    from skuferry.config import security
-
-    message = security.inline_secret_warning(config, data)
-    if message:
-        fields = {"path": str(config), "message": message}
-        yield {"logger": security.__name__, "event": "config.file.readable", "fields": fields}

@@ -18,13 +18,12 @@ skipping it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from skuferry import canonical
+from skuferry.config.raw import digest
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource, Source
 
@@ -76,7 +75,7 @@ def config_identity(settings: Settings) -> str:
     }
     if settings.join:  # absent without joins: the identity of such a config is as it was
         data["join"] = [spec.model_dump(mode="json") for spec in settings.join]
-    return hashlib.sha256(canonical.dumps(data).encode()).hexdigest()[:16]
+    return digest(data)
 
 
 def choose(

@@ -29,13 +29,13 @@ a guard leaves none, so the next run reads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skuferry import __version__
+from skuferry.config.raw import digest
 from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sources.base import IncrementalSource, Source
 from skuferry.state.mirror import LANE_META
@@ -73,10 +73,23 @@ class Check:
 
 
 def identity(settings: Settings) -> str:
-    """Changes with any setting (secrets masked, so a rotated key is no change) or version."""
-    data = {"version": __version__, "config": settings.redacted()}
-    text = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """Changes with any setting (secrets masked, so a rotated key is no change) or version.
+
+    Loaded settings carry the identity of what the loader read (the raw reading's), which
+    the quick lane computes from its own reading the same way: one decision, two callers.
+    Settings built in code have no reading: theirs is their effective config's digest."""
+    read = settings.read_identity
+    if read is not None:
+        return read
+    return digest({"version": __version__, "config": settings.redacted()})
+
+
+def token(identity: str, parts: Iterable[str | None]) -> str | None:
+    """What a run that commits stores, and what the next compares: the config's identity
+    and each change token (the source's, the joins', the table files'); None: a part
+    cannot be told cheaply, so nothing can be skipped."""
+    found = list(parts)
+    return None if not found or None in found else "\n".join([identity, *map(str, found)])
 
 
 def joined(settings: Settings, joins: list[str | None] | None = None) -> list[str | None]:
@@ -134,18 +147,18 @@ def check(
     previous = stored.split("\n")[1] if stored and "\n" in stored else None
     fingerprint = source.fingerprint(previous or None)
     parts = [fingerprint, *joined(settings, joins)] if fingerprint is not None else [None]
-    token = None if None in parts else "\n".join([identity(settings), *map(str, parts)])
+    now = token(identity(settings), parts)
     if options.dry_run or options.full or options.verify:
-        return Check(token, reason="asked to read (--dry-run, --full or --verify)")
+        return Check(now, reason="asked to read (--dry-run, --full or --verify)")
     if isinstance(source, IncrementalSource) and source.incremental and full_pull:
-        return Check(token, reason="a full pull is due")
-    if token is None:
-        return Check(token, reason="the source has no cheap fingerprint")
-    if token != stored:
-        return Check(token, reason="the source or the config changed since the last commit")
+        return Check(now, reason="a full pull is due")
+    if now is None:
+        return Check(now, reason="the source has no cheap fingerprint")
+    if now != stored:
+        return Check(now, reason="the source or the config changed since the last commit")
     if pending():
-        return Check(token, reason="retries, creates in doubt or drift are pending")
-    return Check(token, skip=True, reason="source unchanged")
+        return Check(now, reason="retries, creates in doubt or drift are pending")
+    return Check(now, skip=True, reason="source unchanged")
 
 
 def carry(summary: RunSummary, metas: Metas, *, in_step: int) -> None:

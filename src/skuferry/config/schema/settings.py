@@ -18,6 +18,7 @@ from pydantic import (
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     JsonValue,
+    PrivateAttr,
     SecretStr,
     ValidationInfo,
     field_validator,
@@ -822,6 +823,12 @@ class Settings(Strict):
     daemon: DaemonSettings = DaemonSettings()
     join: list[JoinSettings] = Field(default_factory=list)
     config_path: Path | None = None  # the file these came from, for messages
+    # what the loader read, digested (RawConfig.identity); None: a model built in code
+    _read_identity: str | None = PrivateAttr(default=None)
+
+    @property
+    def read_identity(self) -> str | None:
+        return self._read_identity
 
     def api_key(self) -> SecretStr:
         """The API key, resolved at load time.
