@@ -201,3 +201,39 @@ def _int(value: str | None) -> int:
         return int(value or 0)
     except ValueError:
         return 0
+
+
+class WindowCheck:
+    """What ``skuferry check`` says about the incremental window, from one full read."""
+
+    def __init__(self, source: Source, now: datetime) -> None:
+        self.source = source
+        self.times: ChangeTimes | None = None
+        if isinstance(source, IncrementalSource) and source.incremental:
+            field = source.change_time_field
+            if field is not None:
+                self.times = ChangeTimes(field, source.since_format, now)
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        if isinstance(self.source, IncrementalSource) and self.times is not None:
+            return self.source.pull(None, self.times.observe)
+        return self.source.records()
+
+    def warnings(self) -> list[str]:
+        source = self.source
+        if not isinstance(source, IncrementalSource) or not source.incremental:
+            return []
+        if self.times is None:
+            return [
+                "the incremental window is computed from skuferry's clock, as the records "
+                "name no change time: a source whose clock or zone differs (a local time "
+                "with no zone) can miss changes; set [source] updated_path (a SQL source: "
+                "updated_column) to the field holding each record's change time"
+            ]
+        found = self.times.notes()
+        if self.times.read == 0:
+            found.append(
+                f"no record has a readable change time at {self.times.where}: every pull "
+                "will be full until one does"
+            )
+        return found
