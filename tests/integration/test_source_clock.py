@@ -156,3 +156,21 @@ def test_check_warns_of_a_window_on_skuferrys_clock(
             assert ("skuferry's clock" in done.stdout) is warned, done.stdout
             if warned:
                 assert "updated_path" in done.stdout
+
+
+def test_a_record_whose_change_time_cannot_be_read_is_synced_named_and_moves_nothing(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    with _shop() as shop:
+        shop.products[4]["date_upd"] = "0000-00-00 00:00:00"  # MySQL's zero date
+        settings = _settings(tmp_path, sandbox, _source(shop, updated_path="date_upd"))
+        first = engine.run_once(settings)
+        assert (first.created, engine.exit_code(first)) == (12, 0), "the record itself syncs"
+        (note,) = [n for n in first.notes if "change time" in n]
+        assert "record 5: updated_path 'date_upd' '0000-00-00 00:00:00' cannot be read" in note
+        latest = max(p["date_upd"] for p in shop.products if p["date_upd"][0] != "0")
+        assert _meta(settings, incremental.CURSOR) == latest, "taken from the readable ones"
+        shop.change("P-003", price="687.70")
+        second = engine.run_once(settings)
+        assert (second.pull, second.updated) == ("incremental", 1)
+        assert _prices(sandbox)["P-003"] == "687.70"

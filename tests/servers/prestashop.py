@@ -82,13 +82,21 @@ class PrestaShopServer(ApiServer):
             keep = _date_filter(wanted)
             if keep is None:
                 return Response(400, {"errors": [{"code": 34, "message": f"bad filter {wanted}"}]})
-            products = [p for p in products if keep(_stamp(p["date_upd"]))]
+            products = [p for p in products if keep(_held(p["date_upd"]))]
         self.count("products")
         return Response(200, {"products": products} if products else [])
 
 
 def _stamp(text: str) -> datetime:
     return datetime.strptime(text, STAMP)
+
+
+def _held(text: str) -> datetime:
+    """A stored ``date_upd``; MySQL's zero date sorts before every other."""
+    try:
+        return _stamp(text)
+    except ValueError:
+        return datetime.min
 
 
 def _date_filter(text: str) -> Callable[[datetime], bool] | None:
