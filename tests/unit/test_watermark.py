@@ -44,7 +44,12 @@ NOW = datetime(2026, 11, 26, 9, 13, 21, tzinfo=UTC)
             "%Y-%m-%dT%H:%M:%SZ",
             datetime(2026, 11, 26, 9, 13, 17, 120000, tzinfo=UTC),
         ),
-        ("2026-11-26T09:13:17Z", "%Y-%m-%dT%H:%M:%SZ", datetime(2026, 11, 26, 9, 13, 17)),
+        # a literal Z says UTC (Shopify, Business Central)
+        (
+            "2026-11-26T09:13:17Z",
+            "%Y-%m-%dT%H:%M:%SZ",
+            datetime(2026, 11, 26, 9, 13, 17, tzinfo=UTC),
+        ),
         (1795684397, "epoch", datetime(2026, 11, 26, 9, 13, 17, tzinfo=UTC)),
         ("1795684397", "epoch", datetime(2026, 11, 26, 9, 13, 17, tzinfo=UTC)),
         (1795684397.5, "epoch", datetime(2026, 11, 26, 9, 13, 17, 500000, tzinfo=UTC)),

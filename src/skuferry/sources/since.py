@@ -36,8 +36,8 @@ def format_since(when: datetime, fmt: str) -> str:
         return str(math.floor(aware.timestamp()))
     if fmt == "iso8601":
         return when.isoformat(timespec="seconds")
-    if when.tzinfo is not None and fmt.endswith("Z") and not fmt.endswith("%Z"):
-        when = when.astimezone(UTC)  # a literal Z: the pattern says UTC
+    if when.tzinfo is not None and _says_utc(fmt):
+        when = when.astimezone(UTC)
     return when.strftime(fmt)
 
 
@@ -59,13 +59,20 @@ def parse_change_time(value: Any, fmt: str) -> datetime | None:
     text = value.strip()
     if fmt != "iso8601":
         try:
-            return datetime.strptime(text, fmt)  # the source's clock, as written
+            when = datetime.strptime(text, fmt)  # the source's clock, as written
         except ValueError:
             pass
+        else:  # a literal Z says UTC, as it does in format_since
+            return when.replace(tzinfo=UTC) if when.tzinfo is None and _says_utc(fmt) else when
     try:
         return datetime.fromisoformat(text)
     except ValueError:
         return None
+
+
+def _says_utc(fmt: str) -> bool:
+    """A pattern ending in a literal ``Z`` (not ``%Z``) writes UTC."""
+    return fmt.endswith("Z") and not fmt.endswith("%Z")
 
 
 def _epoch(value: Any) -> datetime | None:

@@ -157,7 +157,10 @@ class IncrementalPull(SourceCommon):
     since_overlap_s: float = Field(
         300.0,
         ge=0,
-        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
+        description="Seconds each window reaches back before the watermark (the latest "
+        "change time read, else the last pull's start): edits in flight, writers whose "
+        "clocks disagree. A change time with no zone reaches back at least an hour, for "
+        "the night daylight saving time ends.",
     )
     full_every: int = Field(
         24,
