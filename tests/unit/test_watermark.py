@@ -443,3 +443,30 @@ def test_a_bad_record_passes_without_a_change_time() -> None:
     out = list(_Bad().pull(None, times.observe))
     assert [type(r) for r in out] == [BadRecord, RawRecord]
     assert (times.read, times.unread_count) == (1, 0)
+
+
+def test_the_wrappers_keep_the_change_time_of_the_source_they_wrap() -> None:
+    """``skip_if_empty`` and the pieces (where, joins, each) wrap the source: its change
+    times are still read, from its own records, or the window would fall back to
+    skuferry's clock in silence."""
+    from skuferry.config.schema import MappingSettings
+    from skuferry.sources.skip import skip_empty_rows
+    from skuferry.sync.pieces import assemble
+
+    records = [
+        {"sku": "A", "date_upd": "2026-11-26 04:08:17"},
+        {"sku": "", "date_upd": "2026-11-26 05:00:00"},
+    ]
+    mapping = MappingSettings.model_validate({"key": "sku"})
+    skipping = skip_empty_rows(_Shop(records=records), ["sku"])
+    wrapped = assemble(skipping, mapping, where="sku == 'A'", joins=[])
+    for source in (skipping, wrapped):
+        assert isinstance(source, IncrementalSource)
+        assert source.change_time_field == FIELD
+        assert source.since_format == WALL
+        metas = _Metas()
+        pull = incremental.choose(source, metas, identity="abc", force_full=False, now=NOW)
+        read = [r.fields["sku"] for r in pull.records(source) if isinstance(r, RawRecord)]
+        assert read == ["A"]
+        incremental.finish(metas, pull, committed=True)
+        assert metas[incremental.CURSOR] == "2026-11-26 05:00:00", "read, though skipped"
