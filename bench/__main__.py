@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import density, fill, keys, local, readers, soak, speed, statelib, walks
+from bench import density, fill, keys, local, readers, soak, speed, statelib, walks, watermark
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -34,6 +34,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "unchanged": speed.unchanged,  # issue 23: a no-op whose source is unchanged, vs --full
     "startup": speed.startup,  # issue 23: exec to the first useful work
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
+    "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
 }
 
 

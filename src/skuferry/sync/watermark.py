@@ -134,14 +134,20 @@ class ChangeTimes:
             if _zoned(when):
                 return None, "has a zone where the others have none"
             return None, "has no zone where the others have one"
-        if _zoned(when):
-            ahead = (when - self.now).total_seconds()
-        else:  # a wall clock somewhere: no zone is more than 14 hours ahead of UTC
-            ahead = (when - self.now.astimezone(UTC).replace(tzinfo=None)).total_seconds()
-            ahead -= ZONE_AHEAD_S
-        if ahead > FUTURE_S:
+        if self.latest is not None and when <= self.latest:
+            return when, ""  # cannot move the watermark: no need to ask more of it
+        if when > self._believable(zoned=_zoned(when)):
             return None, "lies in the future of every clock (a writer's clock is wrong?)"
         return when, ""
+
+    def _believable(self, *, zoned: bool) -> datetime:
+        """The latest change time any clock could give now (a zoneless one: UTC+14)."""
+        return self._zoned_bound if zoned else self._wall_bound
+
+    def __post_init__(self) -> None:
+        self._zoned_bound = self.now + timedelta(seconds=FUTURE_S)
+        utc = self.now.astimezone(UTC).replace(tzinfo=None)
+        self._wall_bound = utc + timedelta(seconds=ZONE_AHEAD_S + FUTURE_S)
 
     def _skip(self, unread: Unread) -> None:
         self.unread_count += 1
