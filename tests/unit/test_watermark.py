@@ -470,3 +470,33 @@ def test_the_wrappers_keep_the_change_time_of_the_source_they_wrap() -> None:
         assert read == ["A"]
         incremental.finish(metas, pull, committed=True)
         assert metas[incremental.CURSOR] == "2026-11-26 05:00:00", "read, though skipped"
+
+
+def test_naming_the_change_time_field_starts_the_window_afresh_leaving_it_unset_does_not() -> None:
+    """Setting ``updated_path`` changes what the watermark is: the next pull is full and
+    earns one from the records. A config without it keeps the identity it had, so an
+    upgrade alone does not force a full pull."""
+    import hashlib
+
+    from skuferry import canonical
+    from skuferry.config.load import settings_from_dict
+
+    def settings(**source: Any) -> Any:
+        return settings_from_dict(
+            {
+                "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-0123456789"},
+                "source": {"type": "http", "url": "http://127.0.0.1:9/p", **source},
+                "mapping": {"key": "sku"},
+                "state": {"path": "/tmp/never-opened.db"},
+            }
+        )
+
+    plain = settings(since_param="updated_since")
+    named = settings(since_param="updated_since", updated_path="date_upd")
+    assert incremental.config_identity(plain) != incremental.config_identity(named)
+    before = plain.source.model_dump(
+        mode="json", exclude={"full_every", "since_overlap_s", "updated_path"}
+    )
+    data = {"source": before, "mapping": plain.mapping.model_dump(mode="json")}
+    earlier = hashlib.sha256(canonical.dumps(data).encode()).hexdigest()[:16]
+    assert incremental.config_identity(plain) == earlier
