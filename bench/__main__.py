@@ -9,7 +9,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import density, fill, http_crowd, keys, local, readers, soak, speed, statelib, walks
+from bench import (
+    density,
+    fill,
+    http_crowd,
+    keys,
+    local,
+    readers,
+    soak,
+    speed,
+    statelib,
+    walks,
+    watermark,
+)
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -35,6 +47,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "startup": speed.startup,  # issue 23: exec to the first useful work
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
     "crowd": http_crowd.figure,  # issue 29: /healthz beside hundreds of stalled clients
+    "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
@@ -252,8 +253,12 @@ def test_the_empty_source_guard_does_not_stop_an_incremental_pull_with_no_change
 SqlExec = Callable[..., None]
 
 
-def _sql_scenario(settings: Settings, execute: SqlExec, sandbox: Sandbox) -> None:
-    """The shared story for SQLite and PostgreSQL over table ``items``."""
+def _sql_scenario(settings: Settings, execute: SqlExec, sandbox: Sandbox, *, reread: int) -> None:
+    """The shared story for SQLite and PostgreSQL over table ``items``.
+
+    ``reread``: the unchanged rows the second window reads again besides the two
+    changed ones (with change times read from the rows, those at the latest one).
+    """
     first = engine.run_once(settings)
     assert (first.pull, first.created) == ("full", 20)
     execute("UPDATE items SET name = 'Hex nut M6, brass', updated_at = :now WHERE sku = 'P-006'")
@@ -261,7 +266,8 @@ def _sql_scenario(settings: Settings, execute: SqlExec, sandbox: Sandbox) -> Non
     execute("DELETE FROM items WHERE sku = 'P-015'")
     second = engine.run_once(settings)
     assert second.pull == "incremental"
-    assert (_pulled(second), second.updated, second.unchanged, second.gone) == (2, 1, 1, 0)
+    pulled = (_pulled(second), second.updated, second.unchanged, second.gone)
+    assert pulled == (2 + reread, 1, 1 + reread, 0)
     assert _state(settings, "P-015") is State.SYNCED
     third = engine.run_once(settings, full=True)
     assert (third.pull, third.gone) == ("full", 1)
@@ -270,38 +276,54 @@ def _sql_scenario(settings: Settings, execute: SqlExec, sandbox: Sandbox) -> Non
 
 
 def _times(settings: Settings) -> dict[str, datetime]:
-    watermark = datetime.fromisoformat(_meta(settings, incremental.WATERMARK) or "")
+    """``now``, and ``recent``: 30 s before the watermark, the records' (the source's clock)
+    when they carry change times, else the last pull's start (skuferry's clock)."""
+    cursor = _meta(settings, incremental.CURSOR)
+    mark = datetime.fromisoformat(cursor or _meta(settings, incremental.WATERMARK) or "")
     return {
         "now": datetime.now(UTC) + timedelta(seconds=1),
-        "recent": watermark - timedelta(seconds=30),
+        "recent": mark - timedelta(seconds=30),
     }
 
 
-@pytest.mark.parametrize("shape", ["table", "query"])
+def _hour(i: int) -> str:
+    return f"2026-01-01 {i:02d}:00:00"  # SQLite's own text timestamps: 'YYYY-MM-DD HH:MM:SS'
+
+
+@pytest.mark.parametrize("shape", ["table", "query", "query with its change time"])
 def test_sqlite_pulls_only_changed_rows(tmp_path: Path, sandbox: Sandbox, shape: str) -> None:
     db = tmp_path / "erp.db"
     with sqlite3.connect(db) as conn:
         conn.execute("CREATE TABLE items (sku TEXT, name TEXT, price TEXT, updated_at TEXT)")
         conn.executemany(
-            "INSERT INTO items VALUES (?, ?, ?, '2026-01-01 00:00:00')",
-            [(f"P-{i:03d}", f"Hex nut M{i}", f"0.{i:02d}") for i in range(1, 21)],
+            "INSERT INTO items VALUES (?, ?, ?, ?)",
+            [(f"P-{i:03d}", f"Hex nut M{i}", f"0.{i:02d}", _hour(i)) for i in range(1, 21)],
         )
     conn.close()
     source: dict[str, Any] = {"type": "sql", "url": f"sqlite:///{db}"}
     if shape == "table":
         source |= {"table": "items", "updated_column": "updated_at"}
-    else:
+    elif shape == "query":  # no change time in the rows: the window is on skuferry's clock
         source["query"] = "SELECT sku, name, price FROM items WHERE updated_at > :since"
+    else:
+        source["query"] = "SELECT * FROM items WHERE updated_at > :since"
+        source["updated_column"] = "updated_at"
     settings = _settings(tmp_path, sandbox.url, source)
 
     def execute(statement: str) -> None:
-        # SQLite's own timestamps: UTC text, 'YYYY-MM-DD HH:MM:SS'
         values = {k: v.strftime("%Y-%m-%d %H:%M:%S") for k, v in _times(settings).items()}
         with sqlite3.connect(db) as c:
             c.execute(statement, {k: v for k, v in values.items() if f":{k}" in statement})
         c.close()
 
-    _sql_scenario(settings, execute, sandbox)
+    # the rows' latest change time (P-020's) is read again: it is inside the overlap
+    _sql_scenario(settings, execute, sandbox, reread=0 if shape == "query" else 1)
+    cursor = _meta(settings, incremental.CURSOR)
+    if shape == "query":
+        assert cursor is None, "no change time in the rows: none kept"
+    else:  # P-006's, kept as the column holds it: the source's clock and layout
+        assert cursor is not None and cursor > _hour(20)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", cursor), cursor
 
 
 @pytest.mark.postgres
@@ -312,7 +334,8 @@ def test_postgresql_pulls_only_changed_rows(
         "DROP TABLE IF EXISTS items",
         "CREATE TABLE items (sku text, name text, price numeric(10,2), updated_at timestamptz)",
         "INSERT INTO items SELECT 'P-' || lpad(i::text, 3, '0'), 'Hex nut M' || i, i / 100.0, "
-        "'2026-01-01T00:00:00Z' FROM generate_series(1, 20) AS i",
+        "'2026-01-01T00:00:00Z'::timestamptz + i * interval '1 hour' "
+        "FROM generate_series(1, 20) AS i",
     )
     monkeypatch.setenv("PG_PASSWORD", pg.PASSWORD)
     settings = _settings(
@@ -332,7 +355,7 @@ def test_postgresql_pulls_only_changed_rows(
             statement = statement.replace(f":{name}", f"'{when.isoformat()}'")
         postgres.execute(statement)
 
-    _sql_scenario(settings, execute, sandbox)
+    _sql_scenario(settings, execute, sandbox, reread=1)
 
 
 def test_pim_server_filters_by_change_time() -> None:

@@ -10,7 +10,7 @@ import socket
 import sqlite3
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from skuferry.models import BadRecord, Kind, MirrorRow, RawRecord, State
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.sql import SqlSource, UnconvertibleError, to_field
+from skuferry.sync import incremental
 from skuferry.sync.mapping import Mapper
 from skuferry.sync.plan import Tally, plan
 from tests.source_contract import GOOD, SourceContract
@@ -234,3 +235,83 @@ def test_a_row_whose_key_column_cannot_be_converted_decides_nothing_gone(tmp_pat
         Kind.REJECT
     ]
     assert (tally.unsure, tally.gone_skipped) == (1, True)
+
+
+# -- incremental pulls: the window in the column's own clock ---------------------------
+
+
+class _Metas(dict[str, str]):
+    def get_meta(self, name: str) -> str | None:
+        return self.get(name)
+
+    def set_metas(self, values: Mapping[str, str | None]) -> None:
+        for name, value in values.items():
+            if value is None:
+                self.pop(name, None)
+            else:
+                self[name] = value
+
+
+def _run(source: SqlSource, metas: _Metas, now: dt.datetime) -> list[str]:
+    """One committed run's pull: the skus it read."""
+    pull = incremental.choose(source, metas, identity="abc", force_full=False, now=now)
+    skus = [r.fields["sku"] for r in pull.records(source) if isinstance(r, RawRecord)]
+    incremental.finish(metas, pull, committed=True)
+    return skus
+
+
+def test_updated_column_holding_local_time_west_of_utc_loses_no_change(tmp_path: Path) -> None:
+    """An ERP writing its local wall-clock time (UTC-5) with no zone. The window comes
+    from the rows' own latest change time, so a row changed after the first run is read
+    however far skuferry's UTC clock is ahead of the ERP's."""
+    rows = [(f"P-{i}", f"Hinge {i}", "1.00", f"2026-11-26 0{i}:00:00") for i in range(1, 5)]
+    db = sqlite_file(tmp_path / "erp.db", rows, "sku TEXT, name TEXT, price TEXT, updated_at TEXT")
+    source = make(f"sqlite:///{db}", table="products", updated_column="updated_at")
+    assert source.change_time_field == "updated_column 'updated_at'"
+    metas = _Metas()
+    utc_now = dt.datetime(2026, 11, 26, 9, 13, 21, tzinfo=dt.UTC)  # 04:13:21 at the ERP
+    assert len(_run(source, metas, utc_now)) == 4
+    assert metas[incremental.CURSOR] == "2026-11-26 04:00:00", "as the column holds it"
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE products SET price = '687.70', updated_at = '2026-11-26 04:13:17' "
+            "WHERE sku = 'P-2'"
+        )
+    conn.close()
+    # the window starts an hour (a zoneless clock) before the latest change time read:
+    # the row at 04:00:00 is read again, and the row changed at 04:13:17 local
+    assert _run(source, metas, utc_now + dt.timedelta(minutes=5)) == ["P-2", "P-4"]
+    assert metas[incremental.CURSOR] == "2026-11-26 04:13:17"
+    # from 03:13:17 on: P-3 (03:00:00) has been read and is left out
+    assert _run(source, metas, utc_now + dt.timedelta(minutes=10)) == ["P-2", "P-4"]
+
+
+def test_updated_column_of_unix_seconds_binds_unix_seconds(tmp_path: Path) -> None:
+    base = 1_795_684_397  # 2026-11-26 09:13:17 UTC
+    rows = [(f"P-{i}", "n", "1.00", base + i * 600) for i in range(3)]
+    db = sqlite_file(tmp_path / "e.db", rows, "sku TEXT, name TEXT, price TEXT, changed INT")
+    source = make(
+        f"sqlite:///{db}", table="products", updated_column="changed", since_format="epoch"
+    )
+    metas = _Metas()
+    now = dt.datetime(2026, 11, 26, 10, tzinfo=dt.UTC)
+    _run(source, metas, now)
+    assert metas[incremental.CURSOR] == str(base + 1200)
+    # the overlap (300 s) reaches the last row only
+    assert _run(source, metas, now) == ["P-2"]
+
+
+def test_a_query_names_its_change_time_column_and_filters_with_since(tmp_path: Path) -> None:
+    rows = [
+        ("P-1", "n", "1.00", "2026-11-26 04:00:00"),
+        ("P-2", "n", "1.00", "2026-11-20 04:00:00"),
+    ]
+    db = sqlite_file(tmp_path / "q.db", rows, "sku TEXT, name TEXT, price TEXT, updated_at TEXT")
+    query = "SELECT * FROM products WHERE updated_at > :since"
+    source = make(f"sqlite:///{db}", query=query, updated_column="updated_at")
+    metas = _Metas()
+    now = dt.datetime(2026, 11, 26, 10, tzinfo=dt.UTC)
+    assert sorted(_run(source, metas, now)) == ["P-1", "P-2"]
+    assert _run(source, metas, now) == ["P-1"]
+    with pytest.raises(ValidationError, match="filters with :since itself"):
+        make(f"sqlite:///{db}", query="SELECT * FROM products", updated_column="updated_at")

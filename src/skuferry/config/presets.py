@@ -91,6 +91,7 @@ def _akeneo(url: str) -> dict[str, Any]:
         "since_param": "search",
         "since_format": "%Y-%m-%d %H:%M:%S",
         "since_template": _AKENEO_SEARCH,
+        "updated_path": "updated",  # ISO 8601 with its offset
     }
 
 
@@ -111,6 +112,7 @@ def _business_central(url: str) -> dict[str, Any]:
         "since_param": "$filter",
         "since_format": "%Y-%m-%dT%H:%M:%SZ",
         "since_template": "lastModifiedDateTime gt {since}",
+        "updated_path": "lastModifiedDateTime",
     }
     tenant = _BC_TENANT.match(urlsplit(url).path)
     if tenant:  # .../v2.0/<tenant>/<environment>/api/v2.0/companies(<id>)/items
@@ -147,6 +149,7 @@ def _odoo(_url: str) -> dict[str, Any]:
         "since_body_path": "domain",
         "since_format": "%Y-%m-%d %H:%M:%S",
         "since_template": '["write_date", ">", "{since}"]',
+        "updated_path": "write_date",
         "empty_values": [False],
     }
 
@@ -165,6 +168,7 @@ def _woocommerce(_url: str) -> dict[str, Any]:
         "total_pages_header": "X-WP-TotalPages",
         "since_param": "modified_after",
         "since_format": "%Y-%m-%dT%H:%M:%S",
+        "updated_path": "date_modified_gmt",  # dates_are_gmt=true: the filter is in GMT too
     }
 
 
@@ -185,6 +189,7 @@ def _magento(_url: str) -> dict[str, Any]:
             f"?{_MAGENTO_FILTER}[field]=updated_at&{_MAGENTO_FILTER}[value]={{since}}"
             f"&{_MAGENTO_FILTER}[condition_type]=gt"
         ),
+        "updated_path": "updated_at",
     }
 
 
@@ -201,6 +206,7 @@ def _shopify(_url: str) -> dict[str, Any]:
         "since_variable": "query",
         "since_format": "%Y-%m-%dT%H:%M:%SZ",
         "since_template": "updated_at:>'{since}'",
+        "updated_path": "updatedAt",
     }
 
 

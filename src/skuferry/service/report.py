@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from skuferry import errors, logs
@@ -355,12 +356,14 @@ def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> 
     """Read the whole source (as the mapping sees it), print counts and the sample."""
     from skuferry.models import BadRecord
     from skuferry.service.sample import Sample, render, sampled
+    from skuferry.sync.incremental import WindowCheck
     from skuferry.sync.pieces import pieces_notes
 
+    window = WindowCheck(source, datetime.now(UTC))  # what the records say of their change times
     good = bad = 0
     first_bad: BadRecord | None = None
     samples: list[Sample] = []
-    for item in sampled(source.records(), mapper, keep=sample, into=samples):
+    for item in sampled(window.records(), mapper, keep=sample, into=samples):
         if isinstance(item, BadRecord):
             bad += 1
             first_bad = first_bad or item
@@ -371,6 +374,8 @@ def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> 
         out.print(f"  first rejection: {first_bad.reason}", markup=False)
     for note in pieces_notes(source):
         out.print(f"  note: {note}", markup=False)
+    for warning in window.warnings():
+        out.print(f"  warning: {warning}", markup=False)
     for line in render(samples):
         out.print(line, markup=False, emoji=False)
 

@@ -8,8 +8,9 @@ decode) and never holds the whole catalog in memory. Sources are selected by
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from typing import Any
 
 from skuferry.models import BadRecord, RawRecord
 
@@ -57,10 +58,44 @@ class IncrementalSource(Source):
     ``since_param``, a sql source with ``updated_column`` or ``:since``). The
     engine decides when a pull is full (sync/incremental.py); ``records()``
     stays the full pull, so every caller that knows nothing of this still works.
+
+    A source whose records carry their change time names it
+    (``change_time_field``, ``change_time``): the window then starts at the latest
+    one read, in the source's own clock (sync/watermark.py). Without it the window
+    is computed from skuferry's clock.
     """
 
     full_every: int = 24  # every Nth run is a full pull
-    overlap_s: float = 300.0  # the window starts this long before the last pull's start
+    overlap_s: float = 300.0  # the window starts this long before the watermark
+    since_format: str = "iso8601"  # how the source writes a time (sources/since.py)
+
+    @property
+    def change_time_field(self) -> str | None:
+        """How messages name the field holding a record's change time; None: no such field."""
+        return None
+
+    def change_time(self, fields: Mapping[str, Any]) -> Any:
+        """The change time in a record's fields, as the source wrote it; None: absent."""
+        del fields
+        return None
+
+    def pull(
+        self, since: datetime | None, observe: Callable[[Any, int], None] | None = None
+    ) -> Iterator[RawRecord | BadRecord]:
+        """``records()``, or ``records_since(since)``; each record's change time and line
+        go to ``observe`` as the record passes (a record that could not be read has none)."""
+        records = self.records() if since is None else self.records_since(since)
+        if observe is None:
+            return records
+        return self._observed(records, observe)
+
+    def _observed(
+        self, records: Iterator[RawRecord | BadRecord], observe: Callable[[Any, int], None]
+    ) -> Iterator[RawRecord | BadRecord]:
+        for record in records:
+            if isinstance(record, RawRecord):
+                observe(self.change_time(record.fields), record.line)
+            yield record
 
     @property
     @abstractmethod
@@ -69,4 +104,8 @@ class IncrementalSource(Source):
 
     @abstractmethod
     def records_since(self, since: datetime) -> Iterator[RawRecord | BadRecord]:
-        """Yield the records changed after ``since`` (an aware datetime), like ``records()``."""
+        """Yield the records changed after ``since``, like ``records()``.
+
+        ``since`` is in the source's own clock: naive when the source writes times
+        without a zone (sent as it is, never shifted), else aware.
+        """

@@ -71,10 +71,20 @@ class GraphqlSource(IncrementalSource):
         self._since: dict[str, str] = {}
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
+        self.since_format = settings.since_format
+        self._updated_path = optional_path(settings.updated_path, key="source.updated_path")
         self.throttled = 0  # THROTTLED answers met (for figures and tests)
 
     def describe(self) -> str:
         return f"graphql {self.settings.url}"
+
+    @property
+    def change_time_field(self) -> str | None:
+        path = self._updated_path
+        return None if path is None else f"updated_path {path.describe()}"
+
+    def change_time(self, fields: Mapping[str, Any]) -> Any:
+        return None if self._updated_path is None else self._updated_path.find(fields)
 
     @property
     def incremental(self) -> bool:

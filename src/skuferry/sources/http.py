@@ -105,6 +105,8 @@ class HttpSource(IncrementalSource):
         self._since: dict[str, str] = {}  # the change filter of an incremental pull
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
+        self.since_format = settings.since_format
+        self._updated_path = optional_path(settings.updated_path, key="source.updated_path")
         s = settings
         self._items_path = SourcePath(s.items_path, key="source.items_path")
         self._next_path = SourcePath(s.next_path, key="source.next_path")
@@ -123,6 +125,14 @@ class HttpSource(IncrementalSource):
     @property
     def name(self) -> str:
         return safe_url(self.settings.url)
+
+    @property
+    def change_time_field(self) -> str | None:
+        path = self._updated_path
+        return None if path is None else f"updated_path {path.describe()}"
+
+    def change_time(self, fields: Mapping[str, Any]) -> Any:
+        return None if self._updated_path is None else self._updated_path.find(fields)
 
     @property
     def incremental(self) -> bool:

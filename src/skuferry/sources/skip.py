@@ -9,7 +9,7 @@ engine reads ``skipped`` after the pull and puts one note in the summary.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -73,6 +73,7 @@ class IncrementalSkipEmptyRows(SkipEmptyRows, IncrementalSource):
         super().__init__(source, columns)
         self.full_every = source.full_every
         self.overlap_s = source.overlap_s
+        self.since_format = source.since_format
 
     @property
     def incremental(self) -> bool:
@@ -80,6 +81,16 @@ class IncrementalSkipEmptyRows(SkipEmptyRows, IncrementalSource):
 
     def records_since(self, since: datetime) -> Iterator[RawRecord | BadRecord]:
         return self._filter(self.inner.records_since(since))
+
+    @property
+    def change_time_field(self) -> str | None:
+        return self.inner.change_time_field
+
+    def pull(
+        self, since: datetime | None, observe: Callable[[Any, int], None] | None = None
+    ) -> Iterator[RawRecord | BadRecord]:
+        # a skipped row was read too: its change time counts
+        return self._filter(self.inner.pull(since, observe))
 
 
 def skip_empty_rows(source: Source, columns: Sequence[str]) -> Source:

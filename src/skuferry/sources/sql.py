@@ -95,6 +95,7 @@ class SqlSource(IncrementalSource):
         self._target: URL | None = None  # the URL connected to, password included
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
+        self.since_format = settings.since_format
 
     def describe(self) -> str:
         what = f"table {self.settings.table}" if self.settings.table else "query"
@@ -116,6 +117,15 @@ class SqlSource(IncrementalSource):
     def incremental(self) -> bool:
         s = self.settings
         return bool(s.updated_column) or (s.query is not None and ":since" in s.query)
+
+    @property
+    def change_time_field(self) -> str | None:
+        column = self.settings.updated_column
+        return None if column is None else f"updated_column {column!r}"
+
+    def change_time(self, fields: Mapping[str, Any]) -> Any:
+        column = self.settings.updated_column
+        return None if column is None else fields.get(column)
 
     def fingerprint(self, previous: str | None = None) -> str | None:
         """The table's ``signature()`` (row count, newest ``updated_column``); a query: None."""
@@ -297,18 +307,22 @@ class SqlSource(IncrementalSource):
 
 
 def _bound(since: dt.datetime, settings: SqlSourceSettings, backend: str) -> Any:
-    """``since`` as the driver should compare it: unix seconds, or a UTC timestamp.
+    """``since`` as the driver should compare it: unix seconds, or a timestamp.
 
-    PostgreSQL compares an aware timestamp with ``timestamp with time zone``
-    columns exactly. The others get a naive UTC value: SQLite's text timestamps
-    (``CURRENT_TIMESTAMP``'s ``YYYY-MM-DD HH:MM:SS``) are UTC by convention and
-    compare as text, and MySQL's ``DATETIME`` or SQL Server's ``datetime2`` have
-    no zone to convert from.
+    A naive ``since`` is the column's own wall clock (the latest change time read
+    from ``updated_column``, minus the overlap): bound as it is, never shifted.
+    An aware one (a window from skuferry's clock, without ``updated_column``):
+    PostgreSQL compares it with ``timestamp with time zone`` columns exactly; the
+    others get it as naive UTC, as SQLite's ``CURRENT_TIMESTAMP`` text
+    (``YYYY-MM-DD HH:MM:SS``) is UTC and compares as text, and MySQL's
+    ``DATETIME`` or SQL Server's ``datetime2`` have no zone to convert from.
     """
-    utc = since.astimezone(dt.UTC)
     if settings.since_format == "epoch":
-        return int(utc.timestamp())
-    return utc if backend == "postgresql" else utc.replace(tzinfo=None)
+        aware = since if since.tzinfo is not None else since.replace(tzinfo=dt.UTC)
+        return math.floor(aware.timestamp())
+    if since.tzinfo is None:
+        return since
+    return since if backend == "postgresql" else since.astimezone(dt.UTC).replace(tzinfo=None)
 
 
 def open_sql_source(settings: SqlSourceSettings) -> SqlSource:

@@ -229,6 +229,8 @@ def _run(
     if named is not None:
         _report_missing(named.missing, summary)
     _count_skips(base, source, summary)
+    if pull is not None:
+        summary.notes.extend(pull.notes())  # records whose change time was not read
     _guards(
         settings,
         mirror,

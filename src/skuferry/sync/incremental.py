@@ -1,14 +1,20 @@
 """Full or incremental: which pull a run makes, and the watermark a run earns.
 
-An incremental pull asks the source only for what changed since the start of
-the last pull whose writes were all committed (the *watermark*), minus
-``overlap_s`` for clock skew and edits in flight. It proves nothing about
-absent keys, so only a full pull may decide that a product is gone; the
-engine passes ``Pull.full`` to the planner and the guards as one flag.
+An incremental pull asks the source only for what changed since the *watermark*,
+minus ``overlap_s`` for edits in flight. Where the records carry their change
+time (``updated_path``, a SQL ``updated_column``), the watermark is the latest
+change time read, kept and sent back in the source's own clock and format
+(sync/watermark.py). Only where they carry none is it the start of the last
+pull whose writes were all committed, on skuferry's clock, and then a source
+whose clock is elsewhere (a local time with no zone) can miss changes:
+``skuferry check`` warns. An incremental pull proves nothing about absent keys,
+so only a full pull may decide that a product is gone; the engine passes
+``Pull.full`` to the planner and the guards as one flag.
 
 A run is full when asked (``sync --full``), when the source cannot filter,
-when there is no watermark yet, when the source, mapping or join config changed
-since the watermark was earned, or every ``full_every``-th run.
+when there is no watermark yet (or none of the last pull's records had a
+readable change time), when the source, mapping or join config changed since
+the watermark was earned, or every ``full_every``-th run.
 
 The watermark lives in the mirror's meta table and moves only in ``commit``,
 called once the run's writes are committed: a crash, a stop or a failed write
@@ -26,6 +32,8 @@ from typing import TYPE_CHECKING, Protocol
 from skuferry.config.raw import digest
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource, Source
+from skuferry.sources.since import format_since
+from skuferry.sync.watermark import ChangeTimes, window_start
 
 if TYPE_CHECKING:  # freshness figures are read by the quick lane, without pydantic
     from skuferry.config.schema import Settings
@@ -35,7 +43,8 @@ IDENTITY = "pull.identity"  # hash of the source, mapping, join config of that w
 INCREMENTAL_RUNS = "pull.incremental_runs"  # incremental pulls since the last full one
 LAST_FULL = "pull.last_full_at"  # unix time the last committed full pull started
 UNSYNCED_SINCE = "pull.unsynced_since"  # unix time: oldest pull whose changes are not all sent
-KEYS = (WATERMARK, IDENTITY, INCREMENTAL_RUNS, LAST_FULL, UNSYNCED_SINCE)
+CURSOR = "pull.cursor"  # the latest change time read from the records, as the source wrote it
+KEYS = (WATERMARK, IDENTITY, INCREMENTAL_RUNS, LAST_FULL, UNSYNCED_SINCE, CURSOR)
 
 
 class Metas(Protocol):
@@ -49,26 +58,35 @@ class Pull:
     """What this run asks the source for."""
 
     full: bool
-    started_at: datetime  # the watermark this pull earns once its writes are committed
-    since: datetime | None = None  # incremental: the start of the window asked for
+    started_at: datetime  # skuferry's clock: the watermark of a source without change times
+    since: datetime | None = None  # incremental: the start of the window, the source's clock
     reason: str = ""
     identity: str = ""
+    times: ChangeTimes | None = None  # the records' change times, read as they pass
 
     @property
     def kind(self) -> str:
         return "full" if self.full else "incremental"
 
     def records(self, source: Source) -> Iterator[RawRecord | BadRecord]:
-        if self.since is not None and isinstance(source, IncrementalSource):
-            return source.records_since(self.since)
+        if isinstance(source, IncrementalSource):
+            observe = self.times.observe if self.times is not None else None
+            return source.pull(self.since, observe)
         return source.records()
+
+    def notes(self) -> list[str]:
+        """The run summary's remarks on the window (records whose change time is unread)."""
+        return self.times.notes() if self.times is not None else []
 
 
 def config_identity(settings: Settings) -> str:
     """Changes when the config of what a record is changes: the source, the mapping and
     the ``[[join]]`` tables (secrets masked, so stable)."""
     # how often and how wide the windows are does not change what a record is
-    source = settings.source.model_dump(mode="json", exclude={"full_every", "since_overlap_s"})
+    quiet = {"full_every", "since_overlap_s"}
+    if getattr(settings.source, "updated_path", None) is None:
+        quiet.add("updated_path")  # unset: the identity of such a config is as it was
+    source = settings.source.model_dump(mode="json", exclude=quiet)
     data: dict[str, object] = {
         "source": source,
         "mapping": settings.mapping.model_dump(mode="json"),
@@ -87,12 +105,18 @@ def choose(
     now: datetime,
 ) -> Pull:
     """Decide the pull from what the mirror remembers. Pure."""
+    if not isinstance(source, IncrementalSource) or not source.incremental:
+        return Pull(
+            full=True, started_at=now, reason="the source has no change filter", identity=identity
+        )
+    field = source.change_time_field
+
+    def times() -> ChangeTimes | None:
+        return None if field is None else ChangeTimes(field, source.since_format, now)
 
     def full(reason: str) -> Pull:
-        return Pull(full=True, started_at=now, reason=reason, identity=identity)
+        return Pull(full=True, started_at=now, reason=reason, identity=identity, times=times())
 
-    if not isinstance(source, IncrementalSource) or not source.incremental:
-        return full("the source has no change filter")
     if force_full:
         return full("asked for (--full)")
     watermark = _parse_time(metas.get(WATERMARK))
@@ -103,13 +127,20 @@ def choose(
     runs = _int(metas.get(INCREMENTAL_RUNS))
     if runs + 1 >= source.full_every:
         return full(f"every {source.full_every} runs ([source] full_every)")
-    since = watermark - timedelta(seconds=source.overlap_s)
+    if field is None:  # no change time in the records: skuferry's clock (check warns)
+        since = watermark - timedelta(seconds=source.overlap_s)
+        reason = f"changes since {since.isoformat(timespec='seconds')} (skuferry's clock)"
+    else:
+        cursor = metas.get(CURSOR)
+        start = (
+            None if cursor is None else window_start(cursor, source.since_format, source.overlap_s)
+        )
+        if start is None:
+            return full(f"no change time read at {field} to continue from")
+        since = start
+        reason = f"changes since {format_since(since, source.since_format)} (the source's clock)"
     return Pull(
-        full=False,
-        started_at=now,
-        since=since,
-        identity=identity,
-        reason=f"changes since {since.isoformat(timespec='seconds')}",
+        full=False, started_at=now, since=since, identity=identity, reason=reason, times=times()
     )
 
 
@@ -138,13 +169,17 @@ def finish(mirror: Metas, pull: Pull, *, committed: bool) -> None:
 
 
 def commit(mirror: Metas, pull: Pull) -> None:
-    """After the run's writes are committed, all of them: the pull's start is the new watermark."""
+    """After the run's writes are committed, all of them: the pull's start is the new watermark,
+    and the latest change time its records carried the new cursor."""
     values: dict[str, str | None] = {
         WATERMARK: pull.started_at.astimezone(UTC).isoformat(),
         IDENTITY: pull.identity,
         INCREMENTAL_RUNS: "0" if pull.full else str(_int(mirror.get_meta(INCREMENTAL_RUNS)) + 1),
         UNSYNCED_SINCE: None,
+        CURSOR: None,
     }
+    if pull.times is not None:
+        values[CURSOR] = pull.times.cursor(mirror.get_meta(CURSOR), full=pull.full)
     if pull.full:
         values[LAST_FULL] = str(pull.started_at.timestamp())
     mirror.set_metas(values)
@@ -165,3 +200,39 @@ def _int(value: str | None) -> int:
         return int(value or 0)
     except ValueError:
         return 0
+
+
+class WindowCheck:
+    """What ``skuferry check`` says about the incremental window, from one full read."""
+
+    def __init__(self, source: Source, now: datetime) -> None:
+        self.source = source
+        self.times: ChangeTimes | None = None
+        if isinstance(source, IncrementalSource) and source.incremental:
+            field = source.change_time_field
+            if field is not None:
+                self.times = ChangeTimes(field, source.since_format, now)
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        if isinstance(self.source, IncrementalSource) and self.times is not None:
+            return self.source.pull(None, self.times.observe)
+        return self.source.records()
+
+    def warnings(self) -> list[str]:
+        source = self.source
+        if not isinstance(source, IncrementalSource) or not source.incremental:
+            return []
+        if self.times is None:
+            return [
+                "the incremental window is computed from skuferry's clock, as the records "
+                "name no change time: a source whose clock or zone differs (a local time "
+                "with no zone) can miss changes; set [source] updated_path (a SQL source: "
+                "updated_column) to the field holding each record's change time"
+            ]
+        found = self.times.notes()
+        if self.times.read == 0:
+            found.append(
+                f"no record has a readable change time at {self.times.where}: every pull "
+                "will be full until one does"
+            )
+        return found

@@ -308,6 +308,7 @@ class IncrementalPieces(Pieces, IncrementalSource):
         super().__init__(inner, mapping, **options)
         self.full_every = inner.full_every
         self.overlap_s = inner.overlap_s
+        self.since_format = inner.since_format
 
     @property
     def incremental(self) -> bool:
@@ -315,6 +316,16 @@ class IncrementalPieces(Pieces, IncrementalSource):
 
     def records_since(self, since: datetime) -> Records:
         return self._shape(self.inner.records_since(since))
+
+    @property
+    def change_time_field(self) -> str | None:
+        return self.inner.change_time_field
+
+    def pull(
+        self, since: datetime | None, observe: Callable[[Any, int], None] | None = None
+    ) -> Records:
+        # the change times are the inner source's records', before any grouping or join
+        return self._shape(self.inner.pull(since, observe))
 
 
 def assemble(

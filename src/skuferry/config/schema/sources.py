@@ -157,7 +157,10 @@ class IncrementalPull(SourceCommon):
     since_overlap_s: float = Field(
         300.0,
         ge=0,
-        description="Seconds re-read before the last pull's start: clock skew and edits in flight.",
+        description="Seconds each window reaches back before the watermark (the latest "
+        "change time read, else the last pull's start): edits in flight, writers whose "
+        "clocks disagree. A change time with no zone reaches back at least an hour, for "
+        "the night daylight saving time ends.",
     )
     full_every: int = Field(
         24,
@@ -308,6 +311,13 @@ class ApiSourceSettings(IncrementalPull):
         validate_default=True,
         description="How the time is written: `iso8601` (`2026-11-22T09:00:00+00:00`), "
         "`epoch` (unix seconds) or a strftime pattern (`%Y-%m-%d %H:%M:%S`).",
+    )
+    updated_path: SourcePathSetting | None = Field(
+        None,
+        description="Incremental pulls: JMESPath of a record's change time (`date_upd`, "
+        "`updatedAt`), read in `since_format`. The next window starts at the latest one "
+        "read, minus the overlap, in the source's own clock and zone. Unset: the window "
+        "is computed from skuferry's clock, and `skuferry check` warns.",
     )
 
     @model_validator(mode="before")
@@ -663,9 +673,10 @@ class SqlSourceSettings(IncrementalPull):
     # that uses :since is incremental by itself (a full pull binds the epoch start)
     updated_column: str | None = Field(
         None,
-        description="Incremental pulls of a `table`: adds `WHERE <updated_column> > :since` "
-        "(bound, never formatted in). `:since` is a UTC time (with its zone for "
-        "PostgreSQL), so elsewhere the column must hold UTC.",
+        description="Incremental pulls: the column holding a row's change time. A `table` "
+        "gets `WHERE <updated_column> > :since` (bound, never formatted in); a `query` "
+        "filters with `:since` itself and returns the column. The next window starts at "
+        "the latest change time read, minus the overlap, in the column's own clock.",
     )
     since_format: Literal["iso8601", "epoch"] = Field(
         "iso8601",
@@ -701,8 +712,12 @@ class SqlSourceSettings(IncrementalPull):
     @field_validator("updated_column")
     @classmethod
     def _updated_column(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and not info.data.get("table"):
-            raise ValueError("is for a table source; a query filters with :since itself")
+        query = info.data.get("query")
+        if value is not None and query is not None and ":since" not in query:
+            raise ValueError(
+                "a query source filters with :since itself: add WHERE <column> > :since "
+                "to the query, which returns this column"
+            )
         return value
 
     @field_validator("table")
