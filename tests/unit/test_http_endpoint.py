@@ -113,6 +113,9 @@ def test_healthz_flips_on_a_failed_run_and_says_why_without_secrets(
     assert SECRET not in json.dumps(body)
     assert SECRET not in httpx.get(f"{url}/metrics").text
 
+    live = httpx.get(f"{url}/livez")  # a failing run is no reason to restart the process
+    assert (live.status_code, live.json()["status"]) == (200, "alive")
+
     failing["now"] = False
     wait_until(lambda: httpx.get(f"{url}/healthz").status_code == 200, "healthz to recover")
 
@@ -137,6 +140,19 @@ def test_healthz_is_503_when_the_schedule_is_dead(tmp_path: Path) -> None:
     assert board.health()[0] == 200
     problem["why"] = "the scheduler is not running"
     status, body = board.health()
+    assert (status, body["problems"]) == (503, ["the scheduler is not running"])
+
+
+def test_livez_is_200_while_the_schedule_lives_whatever_the_runs_did(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    problem: dict[str, str | None] = {"why": None}
+    board = Board(lambda: settings, lambda: problem["why"])
+    refused = AuthError(401, "UNAUTHORIZED", "invalid API key")  # a revoked key
+    board.record(RunOutcome.from_error(refused, duration_s=0.1, finished_at=99.0))
+    assert board.health()[0] == 503
+    assert board.liveness() == (200, {"status": "alive", "problems": []})
+    problem["why"] = "the scheduler is not running"
+    status, body = board.liveness()
     assert (status, body["problems"]) == (503, ["the scheduler is not running"])
 
 

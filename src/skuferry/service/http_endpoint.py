@@ -6,7 +6,8 @@ constant ``[metrics] labels`` are the same): the counters of the runs so far (se
 textfile when one is configured), the last run's gauges, and product counts and
 freshness read from the state file at each scrape. ``/healthz`` answers 200
 while the last run did not fail and the schedule is alive, 503 otherwise, with
-a JSON body saying why (a refused API key is named as such: the auth check of
+a JSON body saying why; ``/livez`` answers 200 while the schedule is alive, whatever the
+runs did (a liveness probe's restart mends no CMS outage) (a refused API key is named as such: the auth check of
 ``sync/auth_check.py`` makes even a run with nothing to send notice it).
 Neither says anything about secrets or products (no error messages, no keys):
 exit codes, error classes and counts only.
@@ -115,6 +116,17 @@ class Board:
             }
         return (503 if problems else 200), body
 
+    def liveness(self) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON body) of ``/livez``: the process and its schedule live.
+
+        What the runs did does not count: a CMS outage or a revoked key fails runs, and
+        restarting the process (a liveness probe's remedy) would mend neither.
+        """
+        schedule = self._schedule_problem()
+        if schedule:
+            return 503, {"status": "dead", "problems": [schedule]}
+        return 200, {"status": "alive", "problems": []}
+
 
 class Endpoint:
     """``/metrics``, ``/healthz`` and the hooks of a ``Board`` on ``host:port`` (port 0
@@ -179,6 +191,7 @@ def routes(board: Board, desk: hooks_http.Desk | None) -> Router:
         "GET", "/metrics", lambda _r: Response(200, board.metrics_text().encode(), CONTENT_TYPE)
     )
     router.add("GET", "/healthz", lambda _r: Response.json(*board.health()))
+    router.add("GET", "/livez", lambda _r: Response.json(*board.liveness()))
     if desk is not None:
         for path in hooks_http.PATHS:
             router.add("POST", path, _hook(desk))
