@@ -6,9 +6,9 @@ constant ``[metrics] labels`` are the same): the counters of the runs so far (se
 textfile when one is configured), the last run's gauges, and product counts and
 freshness read from the state file at each scrape. ``/healthz`` answers 200
 while the last run did not fail and the schedule is alive, 503 otherwise, with
-a JSON body saying why; ``/livez`` answers 200 while the schedule is alive, whatever the
-runs did (a liveness probe's restart mends no CMS outage) (a refused API key is named as such: the auth check of
-``sync/auth_check.py`` makes even a run with nothing to send notice it).
+a JSON body saying why (a refused API key is named as such: the auth check makes even a
+run with nothing to send notice it). ``/livez`` answers 200 while the schedule is alive,
+whatever the runs did: a liveness probe's restart mends no CMS outage.
 Neither says anything about secrets or products (no error messages, no keys):
 exit codes, error classes and counts only.
 
