@@ -26,6 +26,7 @@ from typing import Any
 from skuferry.sandbox.config import SandboxConfig, Updates
 from skuferry.sandbox.faults import FaultKind, FaultPicker
 from skuferry.sandbox.limits import Decision, Mode, RateLimiter, TierLimit
+from skuferry.sandbox.listing import list_page
 from skuferry.sandbox.received import ReceivedUpdates
 from skuferry.sandbox.stats import SandboxStats, StatsRecorder
 from skuferry.sandbox.store import Collection
@@ -91,7 +92,7 @@ class Api:
         self._lock = threading.Lock()
         self.keys = dict(config.keys)
         self.updates: Updates | None = config.updates
-        self.products = Collection(prefix="p", key_field=config.key_field)
+        self.products = Collection(prefix="p", key_field=config.key_field, clock=config.clock)
         self.content = Collection(prefix="c")
         self.stats = StatsRecorder()
         self.faults = FaultPicker(config.faults, seed=config.seed)
@@ -232,7 +233,21 @@ class Api:
         if isinstance(paging, Reply):
             return paging
         page, limit = paging
-        items, total = collection.page(ws, page=page, limit=limit)
+        if collection is not self.products:
+            items, total = collection.page(ws, page=page, limit=limit)
+            return Reply(200, {"data": items, "meta": _meta(page, limit, total)})
+        faults = self.faults.faults
+        lag = faults.list_lag_s
+        items, total, fault = list_page(
+            collection,
+            ws,
+            page=page,
+            limit=limit,
+            fault=self.faults.pick_list(),
+            created_by=self.config.clock() - lag if lag > 0 else None,
+        )
+        if fault is not None:
+            self.stats.fault(fault)
         return Reply(200, {"data": items, "meta": _meta(page, limit, total)})
 
     def _page(
