@@ -64,6 +64,7 @@ class Doubts:
     lost: dict[str, float] = field(default_factory=dict)  # key -> its answer was lost
     seen: dict[str, float] = field(default_factory=dict)  # known id -> first page showing it
     broken: str = ""  # why the bound is not to be trusted, once a walk showed it
+    lagged_s: float = 0.0  # the longest a known create was seen missing after its answer
 
     # -- what the writes and the walks tell it ----------------------------------------
     def created(self, remote_id: str, *, sent: float, answered: float) -> None:
@@ -80,15 +81,17 @@ class Doubts:
 
     def after(self, walked: Walked) -> None:
         """Check the bound against the run's own creates once a complete walk is over."""
-        if not walked.verdict.complete or self.broken:
+        if not walked.verdict.complete:
             return
         for rid, answered in self.answered.items():
-            if rid not in self.seen and walked.started - answered > self.bound_s:
+            if rid in self.seen:
+                continue
+            self.lagged_s = max(self.lagged_s, walked.started - answered)
+            if walked.started - answered > self.bound_s and not self.broken:
                 self.broken = (
                     f"product {rid}, created {walked.started - answered:.1f} s before a walk, "
                     f"was not on the list: it lags more than [api] list_lag_s = {self.bound_s:g}"
                 )
-                return
 
     # -- what the second look asks ------------------------------------------------------
     def proven_absent(self, key: str, walked: Walked) -> bool:
@@ -115,9 +118,11 @@ class Doubts:
         if any(rid in self.seen for rid in witnesses):
             return 0.0  # a witness is on the list: the next walk begins after it
         to_bound = lost + self.bound_s - now
-        if witnesses:  # one is coming: when the list's lag, as measured, has passed
+        if witnesses:  # one is coming: once the list's lag, as measured, has passed
             lag = self.lag_s()
-            due = min(self.answered[rid] for rid in witnesses) + (lag if lag is not None else 1.0)
+            if lag is None:  # none seen yet: it lags more than it was seen missing
+                lag = max(MIN_WAIT_S, 2 * self.lagged_s)
+            due = min(self.answered[rid] for rid in witnesses) + lag
             wait = max(MIN_WAIT_S, due - now)
             return wait if self.broken else min(wait, max(to_bound, MIN_WAIT_S))
         if self.broken:

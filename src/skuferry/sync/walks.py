@@ -171,8 +171,7 @@ def walk(
     attempt). ``watch(id, read_at)`` is told of every product id a page showed, with the
     time the page came back. Errors of the client propagate: a failed read is no walk."""
     verdict = Verdict(Reader.WALK, WHERE, complete=False, reason="not walked")
-    started = clock()
-    attempt = 0
+    started, attempt = 0.0, 0
     for attempt in range(1, ATTEMPTS + 1):
         proof = PageProof()
         started = clock()
