@@ -243,7 +243,7 @@ class Api:
             ws,
             page=page,
             limit=limit,
-            fault=self.faults.pick_list(),
+            fault=self.faults.pick_list(page),
             created_by=self.config.clock() - lag if lag > 0 else None,
         )
         if fault is not None:

@@ -38,7 +38,9 @@ def _parse_keys(values: tuple[str, ...]) -> dict[str, str]:
     return keys
 
 
-def _parse_faults(values: tuple[str, ...], *, slow_s: float, list_lag_s: float = 0.0) -> Faults:
+def _parse_faults(
+    values: tuple[str, ...], *, slow_s: float, list_lag_s: float = 0.0, list_page: int = 0
+) -> Faults:
     probabilities: dict[str, Any] = {}
     kinds = (*FAULT_KINDS, *LIST_FAULT_KINDS)
     for value in values:
@@ -52,7 +54,7 @@ def _parse_faults(values: tuple[str, ...], *, slow_s: float, list_lag_s: float =
         except ValueError as exc:
             raise click.BadParameter(f"{value!r}: expected KIND=PROBABILITY") from exc
     try:
-        return Faults(**probabilities, slow_s=slow_s, list_lag_s=list_lag_s)
+        return Faults(**probabilities, slow_s=slow_s, list_lag_s=list_lag_s, list_page=list_page)
     except UsageError as exc:
         raise click.BadParameter(str(exc), param_hint="--fault") from exc
 
@@ -147,6 +149,13 @@ def _parse_faults(values: tuple[str, ...], *, slow_s: float, list_lag_s: float =
     "product shows on list pages this long after its create; a GET by id sees it at once.",
 )
 @click.option(
+    "--list-page",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The list faults hit this page number only (0: every page).",
+)
+@click.option(
     "--slow",
     "slow_s",
     type=click.FloatRange(min=0),
@@ -180,6 +189,7 @@ def sandbox_command(
     faults: tuple[str, ...],
     slow_s: float,
     list_lag_s: float,
+    list_page: int,
     seed: int,
     required: tuple[str, ...],
 ) -> None:
@@ -192,7 +202,7 @@ def sandbox_command(
         mode=_MODES["bucket" if burst is not None else mode],
         burst=burst,
         updates=None if strict else _UPDATES[updates],
-        faults=_parse_faults(faults, slow_s=slow_s, list_lag_s=list_lag_s),
+        faults=_parse_faults(faults, slow_s=slow_s, list_lag_s=list_lag_s, list_page=list_page),
         seed=seed,
         latency_s=latency,
         required_fields=required or ("sku", "name"),

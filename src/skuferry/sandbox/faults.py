@@ -25,8 +25,10 @@ per page, and get at most one of these (``listing.py`` serves them):
                         (and meta counts one fewer). Nothing is really deleted.
 ``list_pages_changed``  meta.pages is one more than the products fill
 
-``list_lag_s`` makes the list lag behind writes: a product appears on list pages this
-many seconds after it was created; a GET by id sees it at once.
+``list_page`` (0: every page) draws list faults for that page number only, so "page 2
+of 3 comes back empty" can be asked for exactly. ``list_lag_s`` makes the list lag
+behind writes: a product appears on list pages this many seconds after it was
+created; a GET by id sees it at once.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class Faults:
     list_shifted: float = 0.0
     list_pages_changed: float = 0.0
     list_lag_s: float = 0.0
+    list_page: int = 0
 
     def __post_init__(self) -> None:
         for kinds, what in ((FAULT_KINDS, "fault"), (LIST_FAULT_KINDS, "list fault")):
@@ -98,8 +101,8 @@ class Faults:
                     raise UsageError(f"fault probability {kind}={p} is not between 0 and 1")
             if sum(getattr(self, kind) for kind in kinds) > 1.0 + 1e-9:
                 raise UsageError(f"{what} probabilities add up to more than 1")
-        if self.slow_s < 0 or self.latency_s < 0 or self.list_lag_s < 0:
-            raise UsageError("slow_s, latency_s and list_lag_s must not be negative")
+        if self.slow_s < 0 or self.latency_s < 0 or self.list_lag_s < 0 or self.list_page < 0:
+            raise UsageError("slow_s, latency_s, list_lag_s and list_page must not be negative")
         if self.garbage not in (None, "html", "json"):
             raise UsageError(f"garbage must be 'html', 'json' or null, not {self.garbage!r}")
         if self.scope not in _SCOPES:
@@ -118,6 +121,11 @@ class Faults:
                 values[name] = value
             elif isinstance(value, bool) or not isinstance(value, int | float | Decimal | str):
                 raise UsageError(f"fault setting {name} must be a number")
+            elif name == "list_page":
+                try:
+                    values[name] = int(value)
+                except ValueError as exc:
+                    raise UsageError("fault setting list_page must be a whole number") from exc
             else:
                 try:
                     values[name] = float(value)
@@ -168,10 +176,13 @@ class FaultPicker:
                 return kind
         return None
 
-    def pick_list(self) -> ListFaultKind | None:
-        """The fault for one list page of the products, or None."""
+    def pick_list(self, page: int) -> ListFaultKind | None:
+        """The fault for list page ``page`` of the products, or None; draws only for the
+        pages faults apply to."""
         faults = self._faults
         if not any(getattr(faults, kind) for kind in LIST_FAULT_KINDS):
+            return None
+        if faults.list_page and page != faults.list_page:
             return None
         with self._lock:
             draw = self._rng.random()
