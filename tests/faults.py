@@ -88,6 +88,7 @@ class FaultyRemote(FakeRemote):
     in_doubt: dict[str, float] = field(default_factory=dict)  # POSTed, answer lost: when
     _intent_of_post: dict[str, tuple[str, float]] = field(default_factory=dict)
     _created_at: dict[str, float] = field(default_factory=dict)  # remote id -> created
+    get_reads: list[str] = field(default_factory=list)  # ids read by GET /products/:id
 
     def __post_init__(self) -> None:
         self.pre = lambda op, payload: self._fault(op, payload, "before")
@@ -125,20 +126,27 @@ class FaultyRemote(FakeRemote):
             if self.lag_s <= 0 or now - self._created_at.get(rid, now) >= self.lag_s
         ]
 
-    def _page(self, items: list[dict[str, Any]], page: int, limit: int) -> tuple[int, list[Any]]:
-        """(meta.pages, items) of one page, with the first armed fault for it applied."""
+    def _page(
+        self, items: list[dict[str, Any]], page: int, limit: int, shift: int
+    ) -> tuple[int, list[Any], int]:
+        """(meta.pages, items, shift) of one page, with the first armed fault for it applied.
+        ``shift``: products deleted before the reader's offset earlier in this walk."""
         fault = next((f for f in self.page_faults if f.page == page), None)
         kind = fault.kind if fault is not None else None
-        if fault is not None and not (kind == "repeated" and page == 1):
+        last = max(1, (len(items) - shift + limit - 1) // limit)
+        # what a page cannot do: repeat page 1, be short as the last page (that is a
+        # product gone from the list: what a shift by a delete does), break a list of none
+        moot = (kind == "repeated" and page == 1) or (kind == "short" and page >= last)
+        if fault is not None and items and not moot:
             self.page_faults.remove(fault)
             self.fired.append(f"page {kind} p{page}")
         else:
             kind = None
-        start, total = (page - 1) * limit, len(items)
+        if kind == "shifted":  # a product before this page was deleted: every later one moves
+            shift += 1
+        start, total = (page - 1) * limit + shift, len(items) - shift
         if kind == "repeated":
             start -= limit
-        elif kind == "shifted":  # a product before this page was deleted meanwhile
-            start, total = start + 1, total - 1
         rows = items[start : start + limit]
         if kind == "empty":
             rows = []
@@ -146,13 +154,13 @@ class FaultyRemote(FakeRemote):
             rows = rows[:-1]
         elif kind == "pages_changed":
             total += limit
-        return (total + limit - 1) // limit, rows
+        return (total + limit - 1) // limit, rows, shift
 
     # -- the client interface, observed ---------------------------------------------
     def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
         """Pages 1..meta.pages as the client walks them (meta re-read on every page)."""
         started, clean = self._now(), True
-        page, pages = 1, 1
+        page, pages, shift = 1, 1, 0
         while page <= pages:
             self._count("read")
             fault = self.walk_fault
@@ -163,7 +171,7 @@ class FaultyRemote(FakeRemote):
                     raise Crash(f"killed while listing page {page}")
                 raise errors.Unreachable(f"GET /api/v1/products?page={page}: connection refused")
             before = len(self.fired)
-            pages, rows = self._page(self._listed(), page, limit)
+            pages, rows, shift = self._page(self._listed(), page, limit, shift)
             clean = clean and len(self.fired) == before
             if page == 1 and pages == 0:
                 break
@@ -171,6 +179,10 @@ class FaultyRemote(FakeRemote):
             page += 1
         if clean:  # a clean walk shows every POST that landed long enough before it began
             self.in_doubt = {k: t for k, t in self.in_doubt.items() if t + self.lag_s > started}
+
+    def get_product(self, product_id: str) -> dict[str, Any]:
+        self.get_reads.append(product_id)
+        return super().get_product(product_id)
 
     def create_product(self, payload: dict[str, Any]) -> dict[str, Any]:
         key = str(payload.get(self.key_field))

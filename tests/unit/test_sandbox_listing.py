@@ -50,6 +50,20 @@ def test_each_list_fault_serves_its_page(
     assert (ids(items), counted, applied) == (shown, total, fault)
 
 
+def test_a_shift_by_a_delete_carries_on_to_the_later_pages_of_the_walk() -> None:
+    store = products(6)
+    first, _t, _f = list_page(store, "ws", page=1, limit=2)
+    second, total, fault = list_page(store, "ws", page=2, limit=2, fault="list_shifted")
+    third, total3, _f = list_page(store, "ws", page=3, limit=2, shifted=1)
+    assert ids(first + second + third) == ["K1", "K2", "K4", "K5", "K6"], "K3 slipped past"
+    assert (total, total3, fault) == (5, 5, "list_shifted"), "meta.pages stays 3: unseen"
+
+
+def test_the_last_page_is_never_made_short() -> None:
+    items, _total, applied = list_page(products(5), "ws", page=3, limit=2, fault="list_short")
+    assert (ids(items), applied) == (["K5"], None)
+
+
 def test_page_1_cannot_be_repeated() -> None:
     items, _total, applied = list_page(products(5), "ws", page=1, limit=2, fault="list_repeated")
     assert (ids(items), applied) == (["K1", "K2"], None)

@@ -100,6 +100,9 @@ class Api:
             config.limits, mode=config.mode, clock=config.clock, burst=config.burst
         )
         self.received = ReceivedUpdates()
+        # products "deleted" before the reader during the walk under way (list_shifted),
+        # per workspace: a walk starts again at page 1
+        self._shifted: dict[str, int] = {}
 
     # -- time, keys, limits -------------------------------------------------------
 
@@ -238,6 +241,8 @@ class Api:
             return Reply(200, {"data": items, "meta": _meta(page, limit, total)})
         faults = self.faults.faults
         lag = faults.list_lag_s
+        with self._lock:
+            shifted = 0 if page == 1 else self._shifted.get(ws, 0)
         items, total, fault = list_page(
             collection,
             ws,
@@ -245,7 +250,10 @@ class Api:
             limit=limit,
             fault=self.faults.pick_list(page),
             created_by=self.config.clock() - lag if lag > 0 else None,
+            shifted=shifted,
         )
+        with self._lock:
+            self._shifted[ws] = shifted + (fault == "list_shifted")
         if fault is not None:
             self.stats.fault(fault)
         return Reply(200, {"data": items, "meta": _meta(page, limit, total)})

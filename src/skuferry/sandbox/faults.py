@@ -18,7 +18,7 @@ The list pages of ``GET /api/v1/products`` draw from the same generator, one num
 per page, and get at most one of these (``listing.py`` serves them):
 
 ``list_empty``          the page answers ``[]`` (meta.pages as usual)
-``list_short``          the page holds one product fewer than it should
+``list_short``          a page before the last holds one product fewer than it should
 ``list_repeated``       the page before it is served again (same ids twice)
 ``list_shifted``        a product before the page was deleted mid-walk: every product
                         moves one place forward, so one slips past the reader unseen

@@ -23,26 +23,31 @@ def list_page(
     limit: int,
     fault: ListFaultKind | None = None,
     created_by: float | None = None,
+    shifted: int = 0,
 ) -> tuple[list[dict[str, Any]], int, ListFaultKind | None]:
-    """(items, total the meta counts, the fault applied or None) of page ``page``."""
-    start = (page - 1) * limit
+    """(items, total the meta counts, the fault applied or None) of page ``page``.
+
+    ``shifted``: products "deleted" before the reader's offset earlier in this walk; a
+    ``list_shifted`` fault adds one, and the caller carries it to the walk's next pages.
+    """
     if fault == "list_repeated" and page == 1:
         fault = None  # no page before it to serve again
+    if fault == "list_shifted":
+        shifted += 1  # one product before this page is gone: all move one place forward
+    start = (page - 1) * limit + shifted
     if fault == "list_repeated":
         start -= limit
-    elif fault == "list_shifted":
-        start += 1  # one product before this page is gone: all move one place forward
     items, total = collection.window(
         workspace, start=start, stop=start + limit, created_by=created_by
     )
-    if fault == "list_shifted":
-        total = max(0, total - 1)
-    elif fault == "list_empty":
+    total = max(0, total - shifted)
+    if fault == "list_empty":
         items = []
     elif fault == "list_short":
-        if not items:
-            fault = None
-        items = items[:-1]
+        if not items or start - shifted + limit >= total:  # the last page: a product lost
+            fault = None  # from the list (a shift by a delete), not a short page
+        else:
+            items = items[:-1]
     elif fault == "list_pages_changed":
         total += limit  # one page more than the products fill
     return items, total, fault
