@@ -108,3 +108,24 @@ def test_the_sandbox_command_takes_list_faults() -> None:
 
     shown = CliRunner().invoke(sandbox_command, ["--help"]).output
     assert "--list-lag" in shown and "list_pages_changed" in shown
+
+
+def test_the_api_carries_a_shift_through_the_walk_and_a_new_walk_starts_clean() -> None:
+    from skuferry.sandbox.api import Api, match
+    from skuferry.sandbox.config import SandboxConfig
+
+    api = Api(SandboxConfig(faults=Faults(list_shifted=1.0, list_page=2)))
+    api.products.create_many("default", [{"sku": f"K{i}", "name": "x"} for i in range(1, 7)])
+
+    def walk() -> list[str]:
+        seen: list[str] = []
+        for page in (1, 2, 3):
+            query = {"page": [str(page)], "limit": ["2"]}
+            reply = api.dispatch("GET", match("/api/v1/products"), query, b"", "default")
+            seen += ids(reply.body["data"])
+            assert reply.body["meta"]["pages"] == 3
+        return seen
+
+    assert walk() == ["K1", "K2", "K4", "K5", "K6"]
+    assert walk() == ["K1", "K2", "K4", "K5", "K6"], "page 1 starts a walk with no shift"
+    assert api.snapshot().faults == {"list_shifted": 2}
