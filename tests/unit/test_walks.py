@@ -17,8 +17,8 @@ def items(*ids: str) -> list[dict[str, Any]]:
     return [{"id": i, "sku": f"K-{i}"} for i in ids]
 
 
-def judged(*pages: Page) -> tuple[bool, str]:
-    proof = PageProof()
+def judged(*pages: Page, limit: int | None = None) -> tuple[bool, str]:
+    proof = PageProof(limit=limit)
     for page, count, rows in pages:
         proof.see(page, count, rows)
     verdict = proof.finish()
@@ -37,6 +37,14 @@ def test_an_empty_catalog_is_complete() -> None:
     assert judged((1, 1, items("a"))) == (True, "")
 
 
+def test_a_page_short_of_the_limit_asked_for_is_short_even_when_all_are() -> None:
+    # Page 1 short and the last page as short: only the limit asked for tells.
+    pages = ((1, 2, items("a")), (2, 2, items("c")))
+    assert judged(*pages) == (True, "")
+    complete, reason = judged(*pages, limit=2)
+    assert not complete and reason.startswith("page 1 of 2 held 1 products, a full page 2")
+
+
 @pytest.mark.parametrize(
     ("pages", "reason"),
     [
@@ -47,7 +55,8 @@ def test_an_empty_catalog_is_complete() -> None:
         ),
         pytest.param(
             [(1, 3, items("a", "b")), (2, 3, items("c")), (3, 3, items("e"))],
-            "page 2 of 3 held 1 products, a full page 2",
+            "page 2 of 3 held 1 products, a full page 2 (a CMS that serves fewer per page "
+            "than asked: set [api] page_size to its page size)",
             id="short page before the last",
         ),
         pytest.param(

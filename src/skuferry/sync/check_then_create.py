@@ -45,6 +45,7 @@ log = logs.get(__name__)
 MAX_SECOND_LOOKS = 6  # walks of one second look waiting for the list to show its creates
 
 InDoubt = Callable[[str], bool]  # key -> its create from an earlier run may not be listed yet
+Defer = Callable[[Product], bool]  # hands such a create to the second look; True if taken
 
 
 def walk(
@@ -98,6 +99,22 @@ def in_doubt(mirror: Mirror, settings: Settings, now: float) -> InDoubt:
         return lost is not None and now - lost < bound
 
     return check
+
+
+def handed_over(doubt: InDoubt, writer: Writer, mirror: Mirror) -> Defer:
+    """A create an earlier run left in doubt, that the list may not show yet, is handed to
+    this run's second look (which waits for the list) instead of being sent or held."""
+
+    def defer(product: Product) -> bool:
+        if not doubt(product.key):
+            return False
+        lost = mirror.intent_lost_at(product.key)
+        writer.doubts.in_doubt(product.key, lost=lost if lost is not None else writer.clock())
+        writer.unknown.append(product)
+        log.info("sync.create.in_doubt", key=product.key, lost_at=lost)
+        return True
+
+    return defer
 
 
 def unproven(ledger: Ledger) -> errors.ApiError | None:
@@ -159,13 +176,13 @@ class Checked:
         *,
         verify: bool = False,
         client: RemoteApi | None = None,
-        doubt: InDoubt | None = None,
+        defer: Defer | None = None,
     ) -> None:
         self._index, self._mirror, self._summary = index, mirror, summary
         self._ownership = ownership
         self._verify = verify
         self._client = client
-        self._doubt = doubt
+        self._defer = defer
         self._in_step: list[tuple[Product, str]] = []
 
     def __call__(self, writes: Iterator[Action]) -> Iterator[Action]:
@@ -192,7 +209,7 @@ class Checked:
                 self._summary,
                 batch=self._in_step,
                 ownership=self._ownership,
-                doubt=self._doubt,
+                defer=self._defer,
             )
             if len(self._in_step) >= self.BATCH:
                 self.flush()
@@ -251,14 +268,15 @@ def adopt_or_create(
     *,
     batch: list[tuple[Product, str]] | None = None,
     ownership: Ownership | None = None,
-    doubt: InDoubt | None = None,
+    defer: Defer | None = None,
 ) -> Action | None:
     """Adopt the one remote product holding this key, report several, or create.
 
     Create only when absence is proven: the run's walks are complete (the ledger says
-    so, here and nowhere else) and, for a create left in doubt by an earlier run, the
-    list has had ``[api] list_lag_s`` to show it (``doubt``). Otherwise the product is
-    held: not created, failed with the reason, looked up again next run.
+    so, here and nowhere else); a create left in doubt by an earlier run that the list
+    may not show yet goes to the second look (``defer``), which waits for the list.
+    Otherwise the product is held: not created, failed with the reason, looked up again
+    next run.
 
     In step means: the fields skuferry owns match (create-only ones and fields
     only the remote has are not looked at), and then nothing is written. A
@@ -277,8 +295,7 @@ def adopt_or_create(
             _held(summary, product, f"the list of the CMS was not read whole ({why})")
             return None
         if mirror.has_intent(product.key):
-            if doubt is not None and doubt(product.key):
-                _held(summary, product, "a create in doubt the list may not show yet")
+            if defer is not None and defer(product):
                 return None
             mirror.close_intent(product.key)  # looked up: the lost POST never landed
         return Action(Kind.CREATE, product.key, product, line=product.line)

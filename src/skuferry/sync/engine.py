@@ -359,7 +359,7 @@ def _send(
             writer.ownership,
             verify=options.verify,
             client=client,
-            doubt=doubt,
+            defer=check_then_create.handed_over(doubt, writer, mirror),
         )
         stack.callback(checked.flush)  # also when the writer stops early
         writes = checked(writes)

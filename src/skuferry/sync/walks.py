@@ -5,8 +5,9 @@ walking ``GET /api/v1/products`` from page 1 up to ``meta.pages`` (spec §4). A
 walk proves its pages add up to the whole list only when what it read is
 consistent; each of these makes it incomplete (``PageProof``):
 
-- a page before the last one is empty, or holds fewer items than a full page
-  (the largest page of the walk), or the last page is empty;
+- a page before the last one is empty, or holds fewer items than a full page (the
+  ``limit`` asked for, as the spec says a page holds; or the largest page of the walk
+  when no limit is known), or the last page is empty;
 - ``meta.pages`` differs from one page to the next (the list grew or shrank under
   the walk: offset pages have shifted);
 - a product id turns up a second time (a page repeated, or shifted by a create
@@ -58,8 +59,10 @@ class Index(Protocol):
 
 @dataclass
 class PageProof:
-    """Judges one walk from the pages it read; pure (no I/O, no clock)."""
+    """Judges one walk from the pages it read; pure (no I/O, no clock). ``limit``: the
+    page size asked for (spec §4: up to 100 is honoured)."""
 
+    limit: int | None = None
     first_pages: int | None = None
     reason: str = ""  # the first inconsistency found; "" while none
     _expected_page: int = 1
@@ -108,13 +111,16 @@ class PageProof:
         if page < pages:
             self._fail(f"the walk stopped at page {page} of {pages}")
             return
-        full = max(n for _p, n in self._sizes)
+        full = self.limit or max(n for _p, n in self._sizes)
         for p, n in self._sizes:
             if p < pages and n == 0:
                 self._fail(f"page {p} of {pages} was empty")
                 return
             if p < pages and n < full:
-                self._fail(f"page {p} of {pages} held {n} products, a full page {full}")
+                self._fail(
+                    f"page {p} of {pages} held {n} products, a full page {full} (a CMS that "
+                    "serves fewer per page than asked: set [api] page_size to its page size)"
+                )
                 return
         if self._sizes[-1][1] == 0:
             self._fail(f"the last page ({pages}) was empty: fewer products than {pages} pages")
@@ -173,7 +179,7 @@ def walk(
     verdict = Verdict(Reader.WALK, WHERE, complete=False, reason="not walked")
     started, attempt = 0.0, 0
     for attempt in range(1, ATTEMPTS + 1):
-        proof = PageProof()
+        proof = PageProof(limit=page_size)
         started = clock()
         index.load(_Proven(client, proof, clock, watch), page_size=page_size, on_page=on_page)
         verdict = proof.finish()
