@@ -2,10 +2,13 @@
 
 - ``FaultyRemote``: the in-memory remote, breaking writes on cue (a lost response, a
   timeout before the server saw the request, a 429, the process dying on either side
-  of the server's commit) and failing walks. At every POST it checks the state file:
-  the intent for that key is committed, holds this very payload, and is not the intent
-  of an earlier POST; and a POST whose outcome was lost is followed by a complete walk
-  before the key is POSTed again.
+  of the server's commit), failing walks, serving inconsistent list pages (``PageFault``:
+  empty, short, repeated, shifted by a delete, ``meta.pages`` changing) and a list that
+  lags ``lag_s`` behind writes on a fake clock (a GET by id sees a product at once). At
+  every POST it checks the state file: the intent for that key is committed, holds this
+  very payload, and is not the intent of an earlier POST; and a POST whose outcome was
+  lost is followed, before the key is POSTed again, by a clean walk that began once the
+  list could show it.
 - ``crash_before_transaction(n)``: the process dies just before the mirror's n-th
   transaction of a run (so just after the (n-1)-th committed).
 - ``intents_never_reopened()``: a create intent is opened only for a key with no open
@@ -27,7 +30,7 @@ from typing import Any, Literal
 from skuferry import canonical, errors
 from skuferry.models import Product
 from skuferry.state.mirror import Mirror
-from tests.fakes import Crash, FakeRemote
+from tests.fakes import Crash, FakeClock, FakeRemote
 
 Op = Literal["create", "update"]
 When = Literal["before", "after"]  # the server's commit of the write
@@ -59,16 +62,33 @@ class WalkFault:
     crash: bool
 
 
+PageKind = Literal["empty", "short", "repeated", "shifted", "pages_changed"]
+PAGE_KINDS: tuple[PageKind, ...] = ("empty", "short", "repeated", "shifted", "pages_changed")
+
+
+@dataclass(frozen=True)
+class PageFault:
+    """The next read of list page ``page`` comes back ``kind`` (as the sandbox's list faults)."""
+
+    page: int
+    kind: PageKind
+
+
 @dataclass
 class FaultyRemote(FakeRemote):
     state_path: Path | None = None  # the mirror whose journal each POST is checked against
     faults: list[WriteFault] = field(default_factory=list)
     walk_fault: WalkFault | None = None
+    page_faults: list[PageFault] = field(default_factory=list)  # each fires once, in order
+    clock: FakeClock | None = None  # the list's lag is counted on it
+    lag_s: float = 0.0  # a product shows on list pages this long after its create
     fired: list[str] = field(default_factory=list)  # what went wrong since the last disarm()
     violations: list[str] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # keys whose write was answered with success
-    in_doubt: set[str] = field(default_factory=set)  # POSTed, answer lost, no walk since
+    in_doubt: dict[str, float] = field(default_factory=dict)  # POSTed, answer lost: when
     _intent_of_post: dict[str, tuple[str, float]] = field(default_factory=dict)
+    _created_at: dict[str, float] = field(default_factory=dict)  # remote id -> created
+    get_reads: list[str] = field(default_factory=list)  # ids read by GET /products/:id
 
     def __post_init__(self) -> None:
         self.pre = lambda op, payload: self._fault(op, payload, "before")
@@ -77,9 +97,17 @@ class FaultyRemote(FakeRemote):
     def disarm(self) -> list[str]:
         """Clear every armed fault; return what fired since the last call."""
         fired, self.fired = self.fired, []
-        self.faults, self.walk_fault = [], None
+        self.faults, self.walk_fault, self.page_faults = [], None, []
         self.written = set()
         return fired
+
+    def _now(self) -> float:
+        return self.clock.now if self.clock is not None else 0.0
+
+    def _store(self, item: dict[str, Any]) -> str:
+        rid = super()._store(item)
+        self._created_at[rid] = self._now()
+        return rid
 
     def _fault(self, op: str, payload: dict[str, Any], when: When) -> None:
         key = str(payload.get(self.key_field))
@@ -89,9 +117,52 @@ class FaultyRemote(FakeRemote):
                 self.fired.append(f"{fault.kind} {when} {op} {key}")
                 raise fault.error()
 
+    def _listed(self) -> list[dict[str, Any]]:
+        """The products the list shows now: those created at least ``lag_s`` ago."""
+        now = self._now()
+        return [
+            dict(p)
+            for rid, p in self.products.items()
+            if self.lag_s <= 0 or now - self._created_at.get(rid, now) >= self.lag_s
+        ]
+
+    def _page(
+        self, items: list[dict[str, Any]], page: int, limit: int, shift: int
+    ) -> tuple[int, list[Any], int]:
+        """(meta.pages, items, shift) of one page, with the first armed fault for it applied.
+        ``shift``: products deleted before the reader's offset earlier in this walk."""
+        fault = next((f for f in self.page_faults if f.page == page), None)
+        kind = fault.kind if fault is not None else None
+        last = max(1, (len(items) - shift + limit - 1) // limit)
+        # what a page cannot do: repeat page 1, be short as the last page (that is a
+        # product gone from the list: what a shift by a delete does), break a list of none
+        moot = (kind == "repeated" and page == 1) or (kind == "short" and page >= last)
+        if fault is not None and items and not moot:
+            self.page_faults.remove(fault)
+            self.fired.append(f"page {kind} p{page}")
+        else:
+            kind = None
+        if kind == "shifted":  # a product before this page was deleted: every later one moves
+            shift += 1
+        start, total = (page - 1) * limit + shift, len(items) - shift
+        if kind == "repeated":
+            start -= limit
+        rows = items[start : start + limit]
+        if kind == "empty":
+            rows = []
+        elif kind == "short":
+            rows = rows[:-1]
+        elif kind == "pages_changed":
+            total += limit
+        return (total + limit - 1) // limit, rows, shift
+
     # -- the client interface, observed ---------------------------------------------
     def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
-        for page, pages, items in super().iter_pages(limit=limit):
+        """Pages 1..meta.pages as the client walks them (meta re-read on every page)."""
+        started, clean = self._now(), True
+        page, pages, shift = 1, 1, 0
+        while page <= pages:
+            self._count("read")
             fault = self.walk_fault
             if fault is not None and fault.page == page:
                 self.walk_fault = None
@@ -99,19 +170,33 @@ class FaultyRemote(FakeRemote):
                 if fault.crash:
                     raise Crash(f"killed while listing page {page}")
                 raise errors.Unreachable(f"GET /api/v1/products?page={page}: connection refused")
-            yield page, pages, items
-        self.in_doubt.clear()  # a complete walk: every landed POST is now visible
+            before = len(self.fired)
+            pages, rows, shift = self._page(self._listed(), page, limit, shift)
+            clean = clean and len(self.fired) == before
+            if page == 1 and pages == 0:
+                break
+            yield page, pages, rows
+            page += 1
+        if clean:  # a clean walk shows every POST that landed long enough before it began
+            self.in_doubt = {k: t for k, t in self.in_doubt.items() if t + self.lag_s > started}
+
+    def get_product(self, product_id: str) -> dict[str, Any]:
+        self.get_reads.append(product_id)
+        return super().get_product(product_id)
 
     def create_product(self, payload: dict[str, Any]) -> dict[str, Any]:
         key = str(payload.get(self.key_field))
         self._check_journal(key, payload)
-        self.in_doubt.add(key)
+        self.in_doubt[key] = self._now()
         try:
             data = super().create_product(payload)
         except errors.HttpError:
-            self.in_doubt.discard(key)  # the server answered: not applied, and skuferry knows
+            self.in_doubt.pop(key, None)  # the server answered: not applied, and skuferry knows
             raise
-        self.in_doubt.discard(key)
+        except BaseException:
+            self.in_doubt[key] = self._now()  # lost: in doubt from the moment it was lost
+            raise
+        self.in_doubt.pop(key, None)
         self.written.add(key)
         return data
 
@@ -124,7 +209,10 @@ class FaultyRemote(FakeRemote):
 
     def _check_journal(self, key: str, payload: dict[str, Any]) -> None:
         if key in self.in_doubt:
-            self._violation(f"POST {key}: an earlier POST's outcome was lost and no walk since")
+            self._violation(
+                f"POST {key}: an earlier POST's outcome was lost and no walk since that could "
+                "show it"
+            )
         if self.state_path is None:
             return
         with closing(

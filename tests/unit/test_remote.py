@@ -616,10 +616,26 @@ def test_pagination_stops_when_the_list_shrinks(router: respx.MockRouter, make_c
     assert route.call_count == 2
 
 
-def test_empty_page_ends_the_walk(router: respx.MockRouter, make_client: Any) -> None:
-    route = router.get(PRODUCTS).mock(side_effect=[ok([{"id": "a"}], pages=5), ok([], pages=5)])
-    assert [p["id"] for p in make_client().iter_products()] == ["a"]
-    assert route.call_count == 2
+def test_an_empty_page_does_not_end_the_walk(router: respx.MockRouter, make_client: Any) -> None:
+    # Whether the pages add up is the walk's proof to judge (sync/walks.py): the client walks
+    # on to meta.pages and hands over every page as it came, the empty one included.
+    route = router.get(PRODUCTS).mock(
+        side_effect=[ok([{"id": "a"}], pages=3), ok([], pages=3), ok([{"id": "c"}], pages=3)]
+    )
+    walked = list(make_client().iter_pages())
+    assert [(p, n, [i["id"] for i in items]) for p, n, items in walked] == [
+        (1, 3, ["a"]),
+        (2, 3, []),
+        (3, 3, ["c"]),
+    ]
+    assert route.call_count == 3
+
+
+def test_a_page_past_a_shrunk_count_is_handed_over(
+    router: respx.MockRouter, make_client: Any
+) -> None:
+    router.get(PRODUCTS).mock(side_effect=paged({1: 3, 2: 3, 3: 2}))
+    assert [(p, n) for p, n, _items in make_client().iter_pages()] == [(1, 3), (2, 3), (3, 2)]
 
 
 def test_probe_reads_one_item_for_the_page_count(

@@ -3,10 +3,14 @@
 A hypothesis state machine (after vdirsyncer's ``SyncMachine``) edits the source
 catalog, lets staff edit, delete and create products on the remote, arms faults for
 the next run (lost responses, timeouts, 429s, the process dying on either side of
-the server's commit or before any transaction of the mirror, a failing walk) and
-runs ``run_once`` (plain or ``verify``) on one state file that outlives every crash.
-Each example draws PATCH or PUT, 1 or 3 writes in flight, a create-only column or
-none, and ``[gone]`` archiving or none.
+the server's commit or before any transaction of the mirror, a failing walk,
+inconsistent list pages: empty, short, repeated, ``meta.pages`` changing) and runs
+``run_once`` (plain or ``verify``) on one state file that outlives every crash. Each
+example draws PATCH or PUT, 1 or 3 writes in flight, a create-only column or none,
+``[gone]`` archiving or none, and a list that shows writes at once or lags behind them
+(on a fake clock: waiting for the list costs no time), with ``[api] list_lag_s``
+bounding that lag. A page shifted by a concurrent delete is not drawn: no walk can see
+it (``test_walk_proof`` shows what still holds then).
 
 After every step: no key is ever on the remote twice, no POST went out for a key
 whose earlier create was left in doubt (checked by ``tests.faults`` at POST time),
@@ -53,11 +57,13 @@ from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
 from skuferry.models import BadRecord
 from skuferry.sync.engine import Adapters, run_once
-from tests.fakes import Crash, FakeRemote, ListSource
+from tests.fakes import Crash, FakeClock, FakeRemote, ListSource
 from tests.faults import (
+    PAGE_KINDS,
     FaultKind,
     FaultyRemote,
     Op,
+    PageFault,
     WalkFault,
     When,
     WriteFault,
@@ -130,7 +136,8 @@ class RunMachine(RuleBasedStateMachine):
         # the source; a str is an unreadable row without a key, a BadRecord one whose
         # fields hold its key (held), shifted or not
         self.rows: list[Row | str | BadRecord] = []
-        self.remote = FaultyRemote(state_path=self.dir / "state.db")
+        self.clock = FakeClock(tick=0.001)  # the run's, the mirror's, the list's lag: reads differ
+        self.remote = FaultyRemote(state_path=self.dir / "state.db", clock=self.clock)
         self.staff_touched: set[str] = set()  # owned fields changed on the remote by staff
         self.settled = False  # the last run was clean and nothing changed since
         self.settings: Settings | None = None
@@ -143,9 +150,16 @@ class RunMachine(RuleBasedStateMachine):
         in_flight=st.sampled_from(IN_FLIGHT),
         create_only=st.booleans(),
         archiving=st.booleans(),
+        lag=st.sampled_from([(0.0, 0.0), (0.0, 10.0), (3.0, 3.0), (3.0, 10.0)]),
     )
     def configure(
-        self, method: Literal["patch", "put"], in_flight: int, create_only: bool, archiving: bool
+        self,
+        *,
+        method: Literal["patch", "put"],
+        in_flight: int,
+        create_only: bool,
+        archiving: bool,
+        lag: tuple[float, float],
     ) -> None:
         """``[mapping]`` with a create-only ``blurb`` or pass-through; ``[gone]`` archiving."""
         mapping: dict[str, Any] = {"key": "sku"}
@@ -154,6 +168,7 @@ class RunMachine(RuleBasedStateMachine):
             fields: dict[str, Any] = {c: c for c in OWNED}
             mapping["fields"] = {**fields, "blurb": {"column": "blurb", "create_only": True}}
         self.archiving = archiving
+        self.remote.lag_s, list_lag_s = lag  # the list's lag, and the bound skuferry is told
         gone = {"action": "patch", "patch": ARCHIVED, "restore": ACTIVE} if archiving else {}
         self.settings = settings_from_dict(
             {
@@ -163,6 +178,7 @@ class RunMachine(RuleBasedStateMachine):
                     "update_method": method,
                     "max_in_flight": in_flight,
                     "page_size": 2,
+                    "list_lag_s": list_lag_s,
                 },
                 "source": {"type": "csv", "path": str(self.dir / "unused.csv")},
                 "mapping": mapping,
@@ -304,24 +320,42 @@ class RunMachine(RuleBasedStateMachine):
         verify=st.booleans(),
         crash_at=st.none() | st.integers(1, 24),
         walk=st.none() | st.builds(WalkFault, page=st.integers(1, 3), crash=st.booleans()),
+        pages=st.lists(
+            st.builds(
+                PageFault,
+                page=st.integers(1, 3),
+                kind=st.sampled_from([k for k in PAGE_KINDS if k != "shifted"]),
+            ),
+            max_size=3,
+        ),
         allow_empty=st.booleans(),
+        gap=st.sampled_from([0.0, 60.0]),
     )
     def faulty_run(
         self,
+        *,
         data: st.DataObject,
         verify: bool,
         crash_at: int | None,
         walk: WalkFault | None,
+        pages: list[PageFault],
         allow_empty: bool,
+        gap: float,
     ) -> None:
-        """One run with faults armed; a fault may not fire (no such write, no walk)."""
+        """One run with faults armed; a fault may not fire (no such write, no walk). Each
+        page fault hits one read of its page: two of one page outlast the walk's retry.
+        ``gap``: the run starts right after the last one, or a schedule's minute later."""
         among = self._source_keys()
         self.remote.faults = data.draw(st.lists(write_faults(among), max_size=3), label="faults")
         self.remote.walk_fault = walk
-        self._run(verify=verify, allow_empty=allow_empty, crash_at=crash_at)
+        self.remote.page_faults = list(pages)
+        self._run(verify=verify, allow_empty=allow_empty, crash_at=crash_at, gap=gap)
 
-    def _run(self, *, verify: bool, allow_empty: bool, crash_at: int | None = None) -> None:
+    def _run(
+        self, *, verify: bool, allow_empty: bool, crash_at: int | None = None, gap: float = 60.0
+    ) -> None:
         assert self.settings is not None
+        self.clock.now += gap  # time between runs: the list catches up with earlier writes
         settled, writes_before = self.settled, self.remote.requests["write"]
         in_doubt = {key for (key,) in self._state("SELECT key FROM intents")}
         relinked_before = self._relinked()
@@ -334,7 +368,9 @@ class RunMachine(RuleBasedStateMachine):
                     self.settings,
                     verify=verify,
                     allow_empty_source=allow_empty,
-                    adapters=Adapters(source=ListSource(list(self.rows)), client=self.remote),
+                    adapters=Adapters(
+                        source=ListSource(list(self.rows)), client=self.remote, clock=self.clock
+                    ),
                 )
         except (Crash, errors.ApiError, errors.EmptySourceRefused) as exc:
             failure = exc
@@ -415,6 +451,8 @@ class RunMachine(RuleBasedStateMachine):
             assert any("crash" in f for f in fired), failure
         elif isinstance(failure, errors.EmptySourceRefused):
             assert not allow_empty and not self._valid_rows(), failure
+        elif any(f.startswith("page ") for f in fired) and "not complete" in str(failure):
+            pass  # a walk still inconsistent when read again: exit 3, creates held
         else:
             assert any("walk" in f for f in fired), failure
 

@@ -237,16 +237,19 @@ class RemoteClient:
     def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
         """Walk the product list sequentially: (page, pages, items) for pages 1..meta.pages.
 
-        ``meta.pages`` is re-read from every page, so a catalog that grows or
-        shrinks during the walk is followed. An empty page ends the walk early,
-        and pages keep being reported beyond twice the first count plus ten, the
+        ``meta.pages`` is re-read from every page and the walk goes on to the latest
+        count, so a catalog that grows or shrinks during the walk is followed (a page
+        past the new count is still yielded, so the caller sees the count change).
+        Every page is yielded as it came, empty or short ones included: whether the
+        pages add up to the whole list is the caller's judgement (the walk's proof),
+        not this loop's. Pages reported beyond twice the first count plus ten: the
         server is treated as broken (``BadResponse``) rather than walked forever.
         """
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise ValueError(f"limit must be 1..{MAX_PAGE_SIZE}, got {limit}")
-        page, pages = 1, 1
+        page = 1
         ceiling: int | None = None
-        while page <= pages:
+        while True:
             items, pages = self._list_page(page=page, limit=limit)
             if ceiling is None:
                 ceiling = 2 * pages + 10
@@ -257,11 +260,10 @@ class RemoteClient:
                     content_type="application/json",
                     head="",
                 )
-            if page > pages:  # pages=0, or the list shrank under us
+            if page == 1 and pages == 0:  # an empty catalog (a page of items was refused)
                 return
             yield page, pages, items
-            if not items:
-                log.info("api.pages.ended_early", page=page, pages=pages)
+            if page >= pages:
                 return
             page += 1
 

@@ -26,6 +26,7 @@ from typing import Any
 from skuferry.sandbox.config import SandboxConfig, Updates
 from skuferry.sandbox.faults import FaultKind, FaultPicker
 from skuferry.sandbox.limits import Decision, Mode, RateLimiter, TierLimit
+from skuferry.sandbox.listing import list_page
 from skuferry.sandbox.received import ReceivedUpdates
 from skuferry.sandbox.stats import SandboxStats, StatsRecorder
 from skuferry.sandbox.store import Collection
@@ -91,7 +92,7 @@ class Api:
         self._lock = threading.Lock()
         self.keys = dict(config.keys)
         self.updates: Updates | None = config.updates
-        self.products = Collection(prefix="p", key_field=config.key_field)
+        self.products = Collection(prefix="p", key_field=config.key_field, clock=config.clock)
         self.content = Collection(prefix="c")
         self.stats = StatsRecorder()
         self.faults = FaultPicker(config.faults, seed=config.seed)
@@ -99,6 +100,9 @@ class Api:
             config.limits, mode=config.mode, clock=config.clock, burst=config.burst
         )
         self.received = ReceivedUpdates()
+        # products "deleted" before the reader during the walk under way (list_shifted),
+        # per workspace: a walk starts again at page 1
+        self._shifted: dict[str, int] = {}
 
     # -- time, keys, limits -------------------------------------------------------
 
@@ -232,7 +236,26 @@ class Api:
         if isinstance(paging, Reply):
             return paging
         page, limit = paging
-        items, total = collection.page(ws, page=page, limit=limit)
+        if collection is not self.products:
+            items, total = collection.page(ws, page=page, limit=limit)
+            return Reply(200, {"data": items, "meta": _meta(page, limit, total)})
+        faults = self.faults.faults
+        lag = faults.list_lag_s
+        with self._lock:
+            shifted = 0 if page == 1 else self._shifted.get(ws, 0)
+        items, total, fault = list_page(
+            collection,
+            ws,
+            page=page,
+            limit=limit,
+            fault=self.faults.pick_list(page),
+            created_by=self.config.clock() - lag if lag > 0 else None,
+            shifted=shifted,
+        )
+        with self._lock:
+            self._shifted[ws] = shifted + (fault == "list_shifted")
+        if fault is not None:
+            self.stats.fault(fault)
         return Reply(200, {"data": items, "meta": _meta(page, limit, total)})
 
     def _page(

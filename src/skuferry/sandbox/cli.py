@@ -19,7 +19,7 @@ from skuferry.sandbox.config import (
     SandboxConfig,
     Updates,
 )
-from skuferry.sandbox.faults import FAULT_KINDS, Faults
+from skuferry.sandbox.faults import FAULT_KINDS, LIST_FAULT_KINDS, Faults
 from skuferry.sandbox.limits import MODES, Mode, default_limits
 from skuferry.sandbox.pims.standins import SYSTEMS, stand_in, try_lines, try_workdir
 from skuferry.sandbox.server import Sandbox
@@ -41,20 +41,23 @@ def _parse_keys(values: tuple[str, ...]) -> dict[str, str]:
     return keys
 
 
-def _parse_faults(values: tuple[str, ...], *, slow_s: float) -> Faults:
+def _parse_faults(
+    values: tuple[str, ...], *, slow_s: float, list_lag_s: float = 0.0, list_page: int = 0
+) -> Faults:
     probabilities: dict[str, Any] = {}
+    kinds = (*FAULT_KINDS, *LIST_FAULT_KINDS)
     for value in values:
         kind, _, p = value.partition("=")
-        if kind not in FAULT_KINDS:
+        if kind not in kinds:
             raise click.BadParameter(
-                f"{kind!r}: expected one of {', '.join(FAULT_KINDS)}", param_hint="--fault"
+                f"{kind!r}: expected one of {', '.join(kinds)}", param_hint="--fault"
             )
         try:
             probabilities[kind] = float(p)
         except ValueError as exc:
             raise click.BadParameter(f"{value!r}: expected KIND=PROBABILITY") from exc
     try:
-        return Faults(**probabilities, slow_s=slow_s)
+        return Faults(**probabilities, slow_s=slow_s, list_lag_s=list_lag_s, list_page=list_page)
     except UsageError as exc:
         raise click.BadParameter(str(exc), param_hint="--fault") from exc
 
@@ -136,7 +139,24 @@ def _parse_faults(values: tuple[str, ...], *, slow_s: float) -> Faults:
     "faults",
     multiple=True,
     metavar="KIND=PROBABILITY",
-    help=f"Inject a fault into product writes (repeatable): {', '.join(FAULT_KINDS)}.",
+    help=f"Inject a fault into product writes (repeatable): {', '.join(FAULT_KINDS)}; "
+    f"or into the product list's pages: {', '.join(LIST_FAULT_KINDS)}.",
+)
+@click.option(
+    "--list-lag",
+    "list_lag_s",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds the product list lags behind writes (a search index, a read replica): a "
+    "product shows on list pages this long after its create; a GET by id sees it at once.",
+)
+@click.option(
+    "--list-page",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The list faults hit this page number only (0: every page).",
 )
 @click.option(
     "--slow",
@@ -187,6 +207,8 @@ def sandbox_command(
     keys: tuple[str, ...],
     faults: tuple[str, ...],
     slow_s: float,
+    list_lag_s: float,
+    list_page: int,
     seed: int,
     required: tuple[str, ...],
 ) -> None:
@@ -199,7 +221,7 @@ def sandbox_command(
         mode=_MODES["bucket" if burst is not None else mode],
         burst=burst,
         updates=None if strict else _UPDATES[updates],
-        faults=_parse_faults(faults, slow_s=slow_s),
+        faults=_parse_faults(faults, slow_s=slow_s, list_lag_s=list_lag_s, list_page=list_page),
         seed=seed,
         latency_s=latency,
         required_fields=required or ("sku", "name"),

@@ -13,6 +13,22 @@ fixed order, so a given seed and request sequence replays the same faults.
 ``latency_s`` delays every response; ``garbage`` makes every API response a 502
 HTML page (``"html"``) or truncated JSON (``"json"``). Rate limiting runs first
 and is never faked: a 429 is always an honest 429.
+
+The list pages of ``GET /api/v1/products`` draw from the same generator, one number
+per page, and get at most one of these (``listing.py`` serves them):
+
+``list_empty``          the page answers ``[]`` (meta.pages as usual)
+``list_short``          a page before the last holds one product fewer than it should
+``list_repeated``       the page before it is served again (same ids twice)
+``list_shifted``        a product before the page was deleted mid-walk: every product
+                        moves one place forward, so one slips past the reader unseen
+                        (and meta counts one fewer). Nothing is really deleted.
+``list_pages_changed``  meta.pages is one more than the products fill
+
+``list_page`` (0: every page) draws list faults for that page number only, so "page 2
+of 3 comes back empty" can be asked for exactly. ``list_lag_s`` makes the list lag
+behind writes: a product appears on list pages this many seconds after it was
+created; a GET by id sees it at once.
 """
 
 from __future__ import annotations
@@ -44,6 +60,16 @@ Garbage = Literal["html", "json"]
 # product_writes: POST/PUT/PATCH on products; writes: any write-tier request; all: every request
 FaultScope = Literal["product_writes", "writes", "all"]
 _SCOPES = ("product_writes", "writes", "all")
+ListFaultKind = Literal[
+    "list_empty", "list_short", "list_repeated", "list_shifted", "list_pages_changed"
+]
+LIST_FAULT_KINDS: tuple[ListFaultKind, ...] = (
+    "list_empty",
+    "list_short",
+    "list_repeated",
+    "list_shifted",
+    "list_pages_changed",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +85,24 @@ class Faults:
     latency_s: float = 0.0
     garbage: Garbage | None = None
     scope: FaultScope = "product_writes"
+    list_empty: float = 0.0
+    list_short: float = 0.0
+    list_repeated: float = 0.0
+    list_shifted: float = 0.0
+    list_pages_changed: float = 0.0
+    list_lag_s: float = 0.0
+    list_page: int = 0
 
     def __post_init__(self) -> None:
-        for kind in FAULT_KINDS:
-            p = getattr(self, kind)
-            if not 0.0 <= p <= 1.0:
-                raise UsageError(f"fault probability {kind}={p} is not between 0 and 1")
-        if sum(getattr(self, kind) for kind in FAULT_KINDS) > 1.0 + 1e-9:
-            raise UsageError("fault probabilities add up to more than 1")
-        if self.slow_s < 0 or self.latency_s < 0:
-            raise UsageError("slow_s and latency_s must not be negative")
+        for kinds, what in ((FAULT_KINDS, "fault"), (LIST_FAULT_KINDS, "list fault")):
+            for kind in kinds:
+                p = getattr(self, kind)
+                if not 0.0 <= p <= 1.0:
+                    raise UsageError(f"fault probability {kind}={p} is not between 0 and 1")
+            if sum(getattr(self, kind) for kind in kinds) > 1.0 + 1e-9:
+                raise UsageError(f"{what} probabilities add up to more than 1")
+        if self.slow_s < 0 or self.latency_s < 0 or self.list_lag_s < 0 or self.list_page < 0:
+            raise UsageError("slow_s, latency_s, list_lag_s and list_page must not be negative")
         if self.garbage not in (None, "html", "json"):
             raise UsageError(f"garbage must be 'html', 'json' or null, not {self.garbage!r}")
         if self.scope not in _SCOPES:
@@ -87,6 +121,11 @@ class Faults:
                 values[name] = value
             elif isinstance(value, bool) or not isinstance(value, int | float | Decimal | str):
                 raise UsageError(f"fault setting {name} must be a number")
+            elif name == "list_page":
+                try:
+                    values[name] = int(value)
+                except ValueError as exc:
+                    raise UsageError("fault setting list_page must be a whole number") from exc
             else:
                 try:
                     values[name] = float(value)
@@ -132,6 +171,23 @@ class FaultPicker:
             draw = self._rng.random()
         threshold = 0.0
         for kind in FAULT_KINDS:
+            threshold += getattr(faults, kind)
+            if draw < threshold:
+                return kind
+        return None
+
+    def pick_list(self, page: int) -> ListFaultKind | None:
+        """The fault for list page ``page`` of the products, or None; draws only for the
+        pages faults apply to."""
+        faults = self._faults
+        if not any(getattr(faults, kind) for kind in LIST_FAULT_KINDS):
+            return None
+        if faults.list_page and page != faults.list_page:
+            return None
+        with self._lock:
+            draw = self._rng.random()
+        threshold = 0.0
+        for kind in LIST_FAULT_KINDS:
             threshold += getattr(faults, kind)
             if draw < threshold:
                 return kind

@@ -1,22 +1,34 @@
 """In-memory records of the sandbox: per workspace, in insertion order, server ids.
 
 Stored records are never mutated in place (an update stores a new dict), so a
-list of references taken under the lock can be serialised outside it.
+list of references taken under the lock can be serialised outside it. Each record
+keeps the time it was created (on the sandbox's clock), so a list that lags behind
+writes shows only those created long enough ago: a prefix of the insertion order.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 
 class Collection:
     """One resource kind (products, content items); ids look like ``p_000123``."""
 
-    def __init__(self, *, prefix: str, key_field: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        key_field: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._prefix = prefix
+        self._clock = clock
+        self._times: dict[str, list[float]] = {}  # workspace -> creation time, as _order
         self._key_field = key_field
         self._lock = threading.Lock()
         self._next = 1
@@ -59,6 +71,20 @@ class Collection:
             start = (page - 1) * limit
             return [records[i] for i in order[start : start + limit]], len(order)
 
+    def window(
+        self, workspace: str, *, start: int, stop: int, created_by: float | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Records ``start:stop`` of the list, counting only those created by ``created_by``
+        (all when None), and how many that is."""
+        with self._lock:
+            order = self._order.get(workspace, [])
+            listed = len(order)
+            if created_by is not None:
+                listed = bisect_right(self._times.get(workspace, []), created_by)
+            records = self._records.get(workspace, {})
+            start, stop = max(0, start), min(max(0, stop), listed)
+            return [records[i] for i in order[start:stop]], listed
+
     def all(self, workspace: str) -> list[dict[str, Any]]:
         with self._lock:
             records = self._records.get(workspace, {})
@@ -82,6 +108,7 @@ class Collection:
             self._records.clear()
             self._order.clear()
             self._keys.clear()
+            self._times.clear()
 
     def _insert(self, workspace: str, fields: Mapping[str, Any]) -> dict[str, Any]:
         record_id = f"{self._prefix}_{self._next:06d}"
@@ -89,6 +116,8 @@ class Collection:
         record = {**fields, "id": record_id}
         self._records.setdefault(workspace, {})[record_id] = record
         self._order.setdefault(workspace, []).append(record_id)
+        times = self._times.setdefault(workspace, [])
+        times.append(max(self._clock(), times[-1]) if times else self._clock())  # sorted
         self._count_key(workspace, record, +1)
         return record
 

@@ -250,6 +250,16 @@ class Mirror:
         sql = "SELECT key, digest FROM intents ORDER BY started_at, key"
         return [(k, d) for k, d in self._conn.execute(sql)]
 
+    def intent_lost_at(self, key: str) -> float | None:
+        """When the create in doubt for ``key`` was last heard of: its intent was opened or
+        its answer found lost, whichever is later; None without an open intent."""
+        row = self._conn.execute(
+            "SELECT max(i.started_at, coalesce(p.updated_at, 0)) FROM intents i "
+            "LEFT JOIN products p ON p.key = i.key WHERE i.key = ?",
+            (key,),
+        ).fetchone()
+        return None if row is None else float(row[0])
+
     def intent_product(self, key: str) -> Product | None:
         """The product an open intent was about to create, as it was sent."""
         row = self._conn.execute(

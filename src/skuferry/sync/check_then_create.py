@@ -9,21 +9,30 @@ response was lost in this very run.
 
 What the lookups find is counted in the run's summary (``models.RunSummary``):
 adoptions, remote duplicates, ``--verify`` repairs.
+
+Absence is proven, never assumed: every walk reports its verdict to the run's
+ledger (``walks.py``), and a product the walk did not find is created only when
+the ledger says so (``adopt_or_create``, the one place that decides it). A create
+in doubt is settled by a walk only once the list could show it (``doubt.py``); a
+product known by id is read by id before it is ever created again (``--verify``).
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from skuferry import logs
+from skuferry import errors, logs
+from skuferry.completeness import Ledger, Reader
 from skuferry.config.schema import Settings
 from skuferry.models import Action, Kind, Product, Progress, RunSummary
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
-from skuferry.sync import fields
+from skuferry.sync import fields, walks
+from skuferry.sync.doubt import Clock, WallClock
 from skuferry.sync.fields import Ownership
 from skuferry.sync.writer import Writer
 
@@ -33,15 +42,91 @@ if TYPE_CHECKING:
 log = logs.get(__name__)
 
 
+MAX_SECOND_LOOKS = 6  # walks of one second look waiting for the list to show its creates
+
+InDoubt = Callable[[str], bool]  # key -> its create from an earlier run may not be listed yet
+Defer = Callable[[Product], bool]  # hands such a create to the second look; True if taken
+
+
 def walk(
-    client: RemoteApi, mirror: Mirror, settings: Settings, on_progress: Progress | None
+    client: RemoteApi,
+    mirror: Mirror,
+    settings: Settings,
+    on_progress: Progress | None,
+    ledger: Ledger | None = None,
 ) -> RemoteIndex:
-    index = mirror.remote_index(settings.mapping.key)  # the field both sides share
-    index.load(client, page_size=settings.api.page_size, on_page=on_progress)
-    # Record what the walk found, so a remote product the source adds later is adopted,
-    # never POSTed blind because "the mirror has walked".
-    mirror.mark_walked(time.time(), remote=index.pairs())
+    """The remote index of one proven walk (its verdict goes to ``ledger``)."""
+    index, _walked = walk_proven(client, mirror, settings, on_progress, ledger or Ledger())
     return index
+
+
+def walk_proven(
+    client: RemoteApi,
+    mirror: Mirror,
+    settings: Settings,
+    on_progress: Progress | None,
+    ledger: Ledger,
+    *,
+    clock: Callable[[], float] = time.time,
+    watch: Callable[[str, float], None] | None = None,
+) -> tuple[RemoteIndex, walks.Walked]:
+    index = mirror.remote_index(settings.mapping.key)  # the field both sides share
+    walked = walks.walk(
+        client,
+        index,
+        ledger,
+        page_size=settings.api.page_size,
+        on_page=on_progress,
+        clock=clock,
+        watch=watch,
+    )
+    if walked.verdict.complete:
+        # Record what the walk found, so a remote product the source adds later is adopted,
+        # never POSTed blind because "the mirror has walked". Only a complete walk says so.
+        mirror.mark_walked(time.time(), remote=index.pairs())
+    else:
+        log.warning("remote.walk.unproven", reason=walked.verdict.reason)
+    return index, walked
+
+
+def in_doubt(mirror: Mirror, settings: Settings, now: float) -> InDoubt:
+    """Creates left in doubt by an earlier run: settled by absence only once ``[api]
+    list_lag_s`` has passed since their answer was lost (no witness crosses runs)."""
+    bound = settings.api.list_lag_s
+
+    def check(key: str) -> bool:
+        lost = mirror.intent_lost_at(key)
+        return lost is not None and now - lost < bound
+
+    return check
+
+
+def handed_over(doubt: InDoubt, writer: Writer, mirror: Mirror) -> Defer:
+    """A create an earlier run left in doubt, that the list may not show yet, is handed to
+    this run's second look (which waits for the list) instead of being sent or held."""
+
+    def defer(product: Product) -> bool:
+        if not doubt(product.key):
+            return False
+        lost = mirror.intent_lost_at(product.key)
+        writer.doubts.in_doubt(product.key, lost=lost if lost is not None else writer.clock())
+        writer.unknown.append(product)
+        log.info("sync.create.in_doubt", key=product.key, lost_at=lost)
+        return True
+
+    return defer
+
+
+def unproven(ledger: Ledger) -> errors.ApiError | None:
+    """The run's end when a walk stayed incomplete: exit 3, naming why (the writes that
+    needed no proof of absence were made)."""
+    reasons = [str(v) for v in ledger.verdicts() if v.reader is Reader.WALK and not v.complete]
+    if not reasons:
+        return None
+    return errors.ApiError(
+        f"{reasons[0]}; products the walk did not find were not created (their absence is "
+        "not proven); everything else was written, and the next run looks them up again"
+    )
 
 
 def orphan_intents(store: PlanStore, mirror: Mirror) -> list[str]:
@@ -53,14 +138,23 @@ def orphan_intents(store: PlanStore, mirror: Mirror) -> list[str]:
     return [key for key in intents if key in gone]
 
 
-def settle(keys: list[str], index: RemoteIndex, mirror: Mirror) -> None:
-    """Link what a lost create made (it is then marked gone like its key), else close it."""
+def settle(
+    keys: list[str],
+    index: RemoteIndex,
+    mirror: Mirror,
+    ledger: Ledger | None = None,
+    doubt: InDoubt | None = None,
+) -> None:
+    """Link what a lost create made (it is then marked gone like its key), else close it:
+    only when absence is proven, else the intent stays open for a later walk."""
     for key in keys:
         product = mirror.intent_product(key)
         found = index.find(key)
         if product is not None and len(found) == 1:
             mirror.record_created(product, found[0][0])
-        else:
+        elif found or (
+            (ledger is None or ledger.may_create_unseen()) and not (doubt and doubt(key))
+        ):
             mirror.close_intent(key)
 
 
@@ -81,17 +175,26 @@ class Checked:
         ownership: Ownership | None = None,
         *,
         verify: bool = False,
+        client: RemoteApi | None = None,
+        defer: Defer | None = None,
     ) -> None:
         self._index, self._mirror, self._summary = index, mirror, summary
         self._ownership = ownership
         self._verify = verify
+        self._client = client
+        self._defer = defer
         self._in_step: list[tuple[Product, str]] = []
 
     def __call__(self, writes: Iterator[Action]) -> Iterator[Action]:
         for action in writes:
             if action.kind in (Kind.UPDATE, Kind.RESTORE) and self._verify:
                 checked = verified_update(
-                    action, self._index, self._mirror, self._summary, self._ownership
+                    action,
+                    self._index,
+                    self._mirror,
+                    self._summary,
+                    self._ownership,
+                    client=self._client,
                 )
                 if checked is not None:
                     yield checked
@@ -106,6 +209,7 @@ class Checked:
                 self._summary,
                 batch=self._in_step,
                 ownership=self._ownership,
+                defer=self._defer,
             )
             if len(self._in_step) >= self.BATCH:
                 self.flush()
@@ -123,6 +227,8 @@ def verified_update(
     mirror: Mirror,
     summary: RunSummary,
     ownership: Ownership | None = None,
+    *,
+    client: RemoteApi | None = None,
 ) -> Action | None:
     """--verify: an update (or restore) goes against what the remote holds now, not what was
     last sent.
@@ -134,7 +240,10 @@ def verified_update(
     product, remote_id = action.product, action.remote_id
     if product is None or remote_id is None:
         return action
-    body = index.by_id(remote_id)
+    try:
+        body = _listed_or_read(index, client, remote_id, product.key, summary)
+    except _Unread:
+        return None
     if body is None:
         mirror.record_remote_missing(product.key)
         summary.repair(planned_unchanged=False)
@@ -159,8 +268,15 @@ def adopt_or_create(
     *,
     batch: list[tuple[Product, str]] | None = None,
     ownership: Ownership | None = None,
+    defer: Defer | None = None,
 ) -> Action | None:
     """Adopt the one remote product holding this key, report several, or create.
+
+    Create only when absence is proven: the run's walks are complete (the ledger says
+    so, here and nowhere else); a create left in doubt by an earlier run that the list
+    may not show yet goes to the second look (``defer``), which waits for the list.
+    Otherwise the product is held: not created, failed with the reason, looked up again
+    next run.
 
     In step means: the fields skuferry owns match (create-only ones and fields
     only the remote has are not looked at), and then nothing is written. A
@@ -173,7 +289,14 @@ def adopt_or_create(
         raise RuntimeError(f"create action without a product: {action.key}")
     matches = index.find(product.key)
     if not matches:
+        ledger = summary.completeness
+        if not ledger.may_create_unseen():
+            why = "; ".join(v.reason for v in ledger.verdicts() if not v.complete)
+            _held(summary, product, f"the list of the CMS was not read whole ({why})")
+            return None
         if mirror.has_intent(product.key):
+            if defer is not None and defer(product):
+                return None
             mirror.close_intent(product.key)  # looked up: the lost POST never landed
         return Action(Kind.CREATE, product.key, product, line=product.line)
     if len(matches) > 1:
@@ -201,12 +324,50 @@ def adopt_or_create(
     )
 
 
+def _held(summary: RunSummary, product: Product, why: str) -> None:
+    """A create whose absence is not proven: not sent, failed with the reason (exit >= 1),
+    looked up again by the next run's walk."""
+    summary.fail(product.key, f"not created: {why}; looked up again next run")
+    log.warning("sync.create.held", key=product.key, why=why)
+
+
+class _Unread(Exception):  # noqa: N818 - a signal, not an error: neither found nor missing
+    """A read by id failed: the product is neither found nor proven missing (failed)."""
+
+
+def _listed_or_read(
+    index: RemoteIndex,
+    client: RemoteApi | None,
+    remote_id: str,
+    key: str,
+    summary: RunSummary,
+) -> dict[str, Any] | None:
+    """The remote product ``remote_id`` as the walk listed it, else as a GET by id reads it:
+    None only when the id answers 404. A list can miss a product (a page shifted by a
+    delete, a lagging index); its id cannot, so nothing known by id is re-created unread."""
+    body = index.by_id(remote_id)
+    if body is not None or client is None:
+        return body
+    try:
+        body = client.get_product(remote_id)
+    except errors.NotFound:
+        return None
+    except errors.ApiError as exc:
+        summary.fail(key, f"remote id {remote_id} is not on the list and could not be read: {exc}")
+        log.warning("verify.unread", key=key, remote_id=remote_id, error=str(exc))
+        raise _Unread(remote_id) from exc
+    log.info("verify.unlisted", key=key, remote_id=remote_id)
+    return body
+
+
 def repairs(
     store: PlanStore,
     index: RemoteIndex,
     mirror: Mirror,
     summary: RunSummary,
     ownership: Ownership | None = None,
+    *,
+    client: RemoteApi | None = None,
 ) -> Iterator[Action]:
     """--verify: products deleted or edited on the remote side are put right.
 
@@ -222,7 +383,10 @@ def repairs(
         if payload is None:
             continue
         product = Product(key=key, payload=payload, digest=digest, line=0)
-        body = index.by_id(remote_id)
+        try:
+            body = _listed_or_read(index, client, remote_id, key, summary)
+        except _Unread:
+            continue
         if body is None:
             mirror.record_remote_missing(key)
             summary.repair(planned_unchanged=True)
@@ -242,38 +406,102 @@ def repairs(
             yield resolved
 
 
-def second_look(client: RemoteApi, writer: Writer, mirror: Mirror, settings: Settings) -> None:
-    """Creates whose response was lost, products deleted remotely: one fresh walk, then act."""
+def second_look(
+    client: RemoteApi,
+    writer: Writer,
+    mirror: Mirror,
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Creates whose response was lost, products deleted remotely: walk, then act.
+
+    A create in doubt that the walk does not show is sent again only once the list could
+    show it (``doubt.py``); until then the second look waits and walks again (at most
+    ``MAX_SECOND_LOOKS`` walks). What is still in doubt stays in ``writer.unknown`` for
+    ``give_up``: its intent stays open and the next run looks it up first.
+    """
+    clock = clock or WallClock()
     todo = writer.unknown + writer.missing
     writer.unknown, writer.missing = [], []
     log.info("sync.second_look", products=len(todo))
     ownership = Ownership.from_mapping(settings.mapping)
-    index = walk(client, mirror, settings, None)
-    try:
-        retries: list[Action] = []
-        for product in todo:
-            matches = index.find(product.key)
-            if len(matches) == 1 and mirror.has_intent(product.key):
-                remote_id, body = matches[0]
-                if fields.differing(product.payload, body, ownership):
-                    mirror.record_adopted(product, remote_id, in_step=False, remote=body)
-                    retries.append(Action(Kind.UPDATE, product.key, product, remote_id=remote_id))
-                else:
-                    mirror.record_created(product, remote_id)  # our lost POST did land
-                    writer.summary.created += 1
-                continue
-            resolved = adopt_or_create(
-                Action(Kind.CREATE, product.key, product),
+    doubts = writer.doubts
+    retries: list[Action] = []
+    for look in range(1, MAX_SECOND_LOOKS + 1):
+        ledger = writer.summary.completeness
+        index, walked = walk_proven(
+            client, mirror, settings, None, ledger, clock=clock, watch=doubts.watch
+        )
+        doubts.after(walked)
+        try:
+            todo = _look_once(
+                todo,
                 index,
-                mirror,
-                writer.summary,
+                walked,
+                mirror=mirror,
+                writer=writer,
                 ownership=ownership,
+                retries=retries,
             )
-            if resolved is not None:
-                retries.append(resolved)
-        writer.run(retries)
-    finally:
-        index.close()
+        finally:
+            index.close()
+        if not todo or look == MAX_SECOND_LOOKS or (stop is not None and stop.is_set()):
+            break
+        wait = doubts.wait_s([p.key for p in todo], clock())
+        if wait is None:
+            break
+        log.info("sync.second_look.waiting", products=len(todo), wait_s=round(wait, 3))
+        if wait > 0:
+            clock.wait(wait, stop)
+    lag = doubts.lag_s()
+    if lag is not None:
+        log.info("remote.list_lag", lag_s=round(lag, 3), creates_seen=len(doubts.seen))
+    if todo:
+        reason = doubts.broken or "the list did not show the run's later creates in time"
+        log.warning("sync.second_look.in_doubt", products=len(todo), why=reason)
+    writer.unknown.extend(todo)  # still in doubt: give_up fails them, the intent stays open
+    writer.run(retries)
+
+
+def _look_once(
+    todo: list[Product],
+    index: RemoteIndex,
+    walked: walks.Walked,
+    *,
+    mirror: Mirror,
+    writer: Writer,
+    ownership: Ownership,
+    retries: list[Action],
+) -> list[Product]:
+    """Settle what one walk can settle; the products still in doubt."""
+    waiting: list[Product] = []
+    for product in todo:
+        matches = index.find(product.key)
+        if len(matches) == 1 and mirror.has_intent(product.key):
+            remote_id, body = matches[0]
+            if fields.differing(product.payload, body, ownership):
+                mirror.record_adopted(product, remote_id, in_step=False, remote=body)
+                retries.append(Action(Kind.UPDATE, product.key, product, remote_id=remote_id))
+            else:
+                mirror.record_created(product, remote_id)  # our lost POST did land
+                writer.summary.created += 1
+            continue
+        in_doubt = product.key in writer.doubts.lost
+        if not matches and in_doubt and not writer.doubts.proven_absent(product.key, walked):
+            waiting.append(product)  # the list may not show it yet: not sent again
+            continue
+        resolved = adopt_or_create(
+            Action(Kind.CREATE, product.key, product),
+            index,
+            mirror,
+            writer.summary,
+            ownership=ownership,
+        )
+        if resolved is not None:
+            retries.append(resolved)
+    return waiting
 
 
 def give_up(writer: Writer) -> None:

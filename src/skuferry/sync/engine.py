@@ -59,6 +59,7 @@ from skuferry.sync import (
     settle,
     unchanged,
 )
+from skuferry.sync.doubt import Clock, Doubts, WallClock
 from skuferry.sync.fields import Ownership
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.guard import ratio_guard
@@ -93,6 +94,7 @@ class Adapters:
     source: Source | None = None
     client: RemoteApi | None = None
     urgent: UrgentInbox | None = None  # the daemon's hooks: keys for the running run's lane
+    clock: Clock | None = None  # the run's time (and the mirror's): walks, waits for the list
 
 
 def run_once(
@@ -122,7 +124,7 @@ def run_once(
     with ExitStack() as stack:
         if not dry_run:
             stack.enter_context(run_lock(state_path))
-        mirror = Mirror(state_path, readonly=dry_run)
+        mirror = Mirror(state_path, readonly=dry_run, **_mirror_clock(adapters))
         stack.callback(mirror.close)
         run_id = None if dry_run else mirror.start_run()
         try:
@@ -256,10 +258,14 @@ def _run(
     before = sum(client.requests.values())  # requests so far: an injected client counts on
     index: RemoteIndex | None = None
     orphans = check_then_create.orphan_intents(store, mirror)
+    clock = adapters.clock or WallClock()
+    doubt = check_then_create.in_doubt(mirror, settings, clock())
     if options.verify or orphans or store.needs_lookup():
-        index = check_then_create.walk(client, mirror, settings, on_progress)
+        index, _walked = check_then_create.walk_proven(
+            client, mirror, settings, on_progress, summary.completeness, clock=clock
+        )
         stack.callback(index.close)
-        check_then_create.settle(orphans, index, mirror)
+        check_then_create.settle(orphans, index, mirror, summary.completeness, doubt)
 
     writer = _send(
         settings,
@@ -275,14 +281,16 @@ def _run(
         tick=_ticker(on_progress, total=sum(counts[k] for k in _WRITE_KINDS)),
         stack=stack,
         requests_before=before,
+        clock=clock,
+        doubt=doubt,
     )
     mirror.mark_gone(store.keys(Kind.GONE))
     mirror.name_letters(source.name)  # the API's refusals of this run
     mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
     mirror.remember_line_digests(store.line_digests())  # ... and from their lines, not parsed
     summary.interrupted = stop.is_set()
-    if writer.fatal is not None:
-        raise writer.fatal
+    if (ended := writer.fatal or check_then_create.unproven(summary.completeness)) is not None:
+        raise ended  # exit 3; an unproven walk: creates whose absence it could not prove held
     if pull is not None:  # all writes committed: the next window starts at this pull's start
         _commit_pull(mirror, pull, summary, seen_before)
 
@@ -326,6 +334,8 @@ def _send(
     tick: Callable[[], None],
     stack: ExitStack,
     requests_before: int,
+    clock: Clock,
+    doubt: check_then_create.InDoubt,
 ) -> Writer:
     """The writes: the urgent lane, then the plan's (urgent updates first), then repairs."""
     writer = TrackingWriter(
@@ -339,6 +349,8 @@ def _send(
         ownership=Ownership.from_mapping(settings.mapping),
         gone=GonePolicy.from_settings(settings.gone),
         summary=summary,
+        doubts=Doubts(bound_s=settings.api.list_lag_s),
+        clock=clock,
     )
     lanes = Lanes(
         ordered(store, mirror, settings.mapping.urgent),
@@ -351,19 +363,36 @@ def _send(
     checked: check_then_create.Checked | None = None
     if index is not None:
         checked = check_then_create.Checked(
-            index, mirror, summary, writer.ownership, verify=options.verify
+            index,
+            mirror,
+            summary,
+            writer.ownership,
+            verify=options.verify,
+            client=client,
+            defer=check_then_create.handed_over(doubt, writer, mirror),
         )
         stack.callback(checked.flush)  # also when the writer stops early
         writes = checked(writes)
         if options.verify:
             writes = itertools.chain(
-                writes, check_then_create.repairs(store, index, mirror, summary, writer.ownership)
+                writes,
+                check_then_create.repairs(
+                    store, index, mirror, summary, writer.ownership, client=client
+                ),
             )
     try:
         writer.run(writes)
         if checked is not None:
             checked.flush()
-        _after_writes(client, writer, mirror, settings, stop=stop, requests_before=requests_before)
+        _after_writes(
+            client,
+            writer,
+            mirror,
+            settings,
+            stop=stop,
+            requests_before=requests_before,
+            clock=clock,
+        )
     finally:
         settle.give_up(writer, mirror)  # what is still in doubt is failed, sent again next run
         check_then_create.give_up(writer)  # creates in doubt: looked up next run
@@ -374,6 +403,11 @@ def _send(
         elif lanes.leftover:  # another process handed them over: back to the state file
             mirror.set_metas({LANE_META + k: str(time.time()) for k in lanes.leftover})
     return writer
+
+
+def _mirror_clock(adapters: Adapters) -> dict[str, Any]:
+    """An injected clock times the mirror's records too: a create's doubt is measured on it."""
+    return {} if adapters.clock is None else {"clock": adapters.clock}
 
 
 def _fetch_urgent(
@@ -501,6 +535,7 @@ def _after_writes(
     *,
     stop: threading.Event,
     requests_before: int,
+    clock: Clock | None = None,
 ) -> None:
     """Before the run ends: writes whose answer was lost are settled, updates by reading the
     product back (settle.py), creates by a second walk (check_then_create.second_look); then
@@ -508,7 +543,7 @@ def _after_writes(
     rounds = max(1, settings.api.max_retries)
     settle.settle(client, writer, mirror, rounds=rounds)
     if writer.fatal is None and not stop.is_set() and (writer.unknown or writer.missing):
-        check_then_create.second_look(client, writer, mirror, settings)
+        check_then_create.second_look(client, writer, mirror, settings, clock=clock, stop=stop)
         settle.settle(client, writer, mirror, rounds=rounds)  # updates the second look sent
     if writer.fatal is None and not stop.is_set():
         # one cheap authenticated read if this run did not talk to the API, and none did

@@ -30,6 +30,7 @@ Outcomes, per product:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 from skuferry import errors, logs
 from skuferry.models import Action, Kind, Product, RunSummary, State
 from skuferry.state.mirror import Mirror
+from skuferry.sync.doubt import Doubts
 from skuferry.sync.fields import Ownership, after_update
 from skuferry.sync.gone import GonePolicy
 from skuferry.sync.gone import sent_after_archive as gone_sent
@@ -64,6 +66,8 @@ class Writer:
         ownership: Ownership | None = None,
         gone: GonePolicy | None = None,
         summary: RunSummary | None = None,
+        doubts: Doubts | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
         self._mirror = mirror
@@ -86,6 +90,11 @@ class Writer:
         self.missing: list[Product] = []  # remote id 404'd: deleted remotely
         self.unsettled: list[Action] = []  # an update's answer lost (settle.py)
         self.fatal: errors.SkuferryError | None = None  # ends the run once the writes stop
+        # When each create went out and came back, or was lost: what the list must show
+        # before a create in doubt is settled by its absence (doubt.py).
+        self.doubts = doubts if doubts is not None else Doubts(bound_s=0.0)
+        self.clock = clock
+        self._sent_at: dict[str, float] = {}  # key -> its POST went out (set by the worker)
         self._updates_confirmed = False  # set by the first update the server accepts
         self._updates_off_reason: str | None = (
             'updates are off ([api] update_method = "none")' if update_method == "none" else None
@@ -136,7 +145,7 @@ class Writer:
         product = _product(action)
         if action.kind is Kind.CREATE:
             self._mirror.open_intent(product, run_id=self._run_id)  # committed before the POST
-            return pool.submit(self._client.create_product, product.payload)
+            return pool.submit(self._create, product)
         restore = action.kind is Kind.RESTORE
         sent = self._mirror.payload(product.key)
         if self._updater.nothing_to_send(product, sent, restore=restore):
@@ -163,6 +172,11 @@ class Writer:
         doubt = (self._gone.archiving or "") if restore else None  # may be live: archive in doubt
         self._mirror.record_update_sent(product.key, in_flight, patch_digest=doubt)
         return pool.submit(self._updater.update, _remote_id(action), product, sent, restore=restore)
+
+    def _create(self, product: Product) -> dict[str, Any]:
+        """The worker's POST, timed: a create sent after a lost answer is a witness."""
+        self._sent_at[product.key] = self.clock()
+        return self._client.create_product(product.payload)
 
     def expected(self, action: Action, sent: dict[str, Any] | None) -> dict[str, Any]:
         """What the remote holds once ``action``'s write went through (``settle.py``)."""
@@ -227,6 +241,9 @@ class Writer:
             product = _product(action)
             self._mirror.record_created(product, str(data["id"]))
             self.summary.created += 1
+            sent = self._sent_at.pop(product.key, None)
+            if sent is not None:
+                self.doubts.created(str(data["id"]), sent=sent, answered=self.clock())
             log.debug("sync.created", key=product.key, remote_id=data["id"])
         else:
             self._applied(action, data)
@@ -258,6 +275,7 @@ class Writer:
         creating = action.kind is Kind.CREATE
         restoring = action.kind is Kind.RESTORE
         key = product.key
+        self._sent_at.pop(key, None)
         if isinstance(exc, errors.AuthError | errors.Interrupted):
             # Not the product's fault, and nothing was applied: the mirror is left as it is
             # (the next run plans the product again), and it is not counted as failed.
@@ -280,6 +298,7 @@ class Writer:
             # The POST may have landed: keep the intent open and resolve it by lookup.
             self._mirror.record_failed(key, f"outcome unknown: {exc}", product=product)
             self.unknown.append(product)
+            self.doubts.in_doubt(key, lost=self.clock())
             log.warning("sync.create.unknown", key=key, error=str(exc))
             if isinstance(exc, errors.BadResponse):
                 self.fatal = exc

@@ -99,6 +99,18 @@ class ApiSettings(Strict):
     page_size: int = Field(
         100, ge=1, le=100, description="Products per page when walking `GET /api/v1/products`."
     )
+    # a create whose answer was lost is settled by a walk only once the list could show it
+    # (sync/doubt.py): the list's lag is learnt from the run's own creates, this bounds it
+    list_lag_s: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        description="The longest the CMS's product list may lag behind its writes (a search "
+        "index, a read replica), in seconds. A create whose answer was lost is sent again only "
+        "once a walk could show it: when a later create of the run is on the list, else once "
+        "this long has passed; a list seen lagging longer keeps it in doubt for the next run. "
+        "`0`: the list shows every write at once (no wait).",
+    )
     # a run that has not talked to the API for this long makes one cheap authenticated read,
     # so a revoked key is noticed while the source does not change (sync/auth_check.py); 0: never
     auth_check_minutes: int = Field(
