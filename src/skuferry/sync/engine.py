@@ -284,15 +284,20 @@ def _run(
         clock=clock,
         doubt=doubt,
     )
-    mirror.mark_gone(store.keys(Kind.GONE))
-    mirror.name_letters(source.name)  # the API's refusals of this run
-    mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
-    mirror.remember_line_digests(store.line_digests())  # ... and from their lines, not parsed
+    _remember(mirror, store, source)
     summary.interrupted = stop.is_set()
     if (ended := writer.fatal or check_then_create.unproven(summary.completeness)) is not None:
         raise ended  # exit 3; an unproven walk: creates whose absence it could not prove held
     if pull is not None:  # all writes committed: the next window starts at this pull's start
         _commit_pull(mirror, pull, summary, seen_before)
+
+
+def _remember(mirror: Mirror, store: PlanStore, source: Source) -> None:
+    """What the writes leave for the next run: gone marks, refusals, digests."""
+    mirror.mark_gone(store.keys(Kind.GONE))
+    mirror.name_letters(source.name)  # the API's refusals of this run
+    mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
+    mirror.remember_line_digests(store.line_digests())  # ... and from their lines, not parsed
 
 
 def _records(pull: incremental.Pull | None, source: Source) -> Iterator[RawRecord | BadRecord]:
