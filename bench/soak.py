@@ -6,7 +6,9 @@
 The real daemon (``python -m skuferry run``, a child process) syncs a 300-product
 CSV every 15 s against the sandbox (in this process), which breaks 4 % of the
 product writes: 4/3 % each of "stored, then the connection dropped" (lost
-answer), "reset before the body was read" and "stored, then 500". Every 20 s
+answer), "reset before the body was read" and "stored, then 500"; 2 % of the list
+pages (empty, short, repeated, the page count changing); and its list shows a new
+product 2 s after its create (a search index), while a GET by id sees it at once. Every 20 s
 the source changes: 12 prices, 3 stock levels and 2 new products. One export in
 ten arrives torn (cut inside a record, no final newline, as an ERP job that died
 mid-write leaves it); the next change writes it whole again. ``[gone] action =
@@ -53,15 +55,32 @@ PRODUCTS = 300
 CHANGE_EVERY_S = 20.0
 INTERVAL_MINUTES = 0.25  # a run every 15 s
 FAULT_RATE = 0.04
+LIST_FAULT_RATE = 0.02  # of list pages: empty, short, repeated, the page count changing
+LIST_LAG_S = 2.0  # a product shows on list pages this long after its create
 PER_MINUTE = 1200  # limits raised: the soak is about faults, not budgets
 SETTLE_WAIT_S = 180.0
 TARGET_OK_SHARE = 0.95
 TORN_EVERY = 10  # one export in ten is torn
 
 
-def faults(rate: float = FAULT_RATE) -> Faults:
-    third = rate / 3
-    return Faults(drop_after_commit=third, reset=third, error_after_commit=third)
+def faults(rate: float = FAULT_RATE, list_rate: float = LIST_FAULT_RATE) -> Faults:
+    """Write faults, list-page faults and a list that lags behind writes (issue 29's soak).
+
+    The list faults are those a walk can see (an empty, short or repeated page, the page
+    count changing); a page shifted by a real delete is not drawn: the catalog never
+    deletes, and a shift no reader can see is documented as the one case left.
+    """
+    third, quarter = rate / 3, list_rate / 4
+    return Faults(
+        drop_after_commit=third,
+        reset=third,
+        error_after_commit=third,
+        list_empty=quarter,
+        list_short=quarter,
+        list_repeated=quarter,
+        list_pages_changed=quarter,
+        list_lag_s=LIST_LAG_S,
+    )
 
 
 class Catalog:
@@ -281,8 +300,8 @@ def soak(minutes: float, *, seed: int = 18) -> Result:
         f"{elapsed / 60:.1f} min in all ({minutes:g} min of source changes every "
         f"{CHANGE_EVERY_S:g} s, {catalog.changes} changes), daemon every "
         f"{INTERVAL_MINUTES * 60:g} s, {FAULT_RATE:.0%} product-write faults "
-        "(drop_after_commit, reset, error_after_commit), seed "
-        f"{seed}",
+        f"(drop_after_commit, reset, error_after_commit), {LIST_FAULT_RATE:.0%} list-page "
+        f"faults, a list {LIST_LAG_S:g} s behind writes, seed {seed}",
         f"{len(catalog.torn_periods)} torn exports (one in {TORN_EVERY}); exit codes of the "
         f"daemon's runs: {dict(sorted(codes.items(), key=str))}; "
         f"products failed, summed over runs: {failed_products}",
@@ -291,7 +310,7 @@ def soak(minutes: float, *, seed: int = 18) -> Result:
         f"a run after the last change exited 0: {settled}; state and daemon log in {folder}",
     ]
     return Result(
-        "daemon soak, 4 % write faults",
+        "daemon soak: write and list faults, a lagging list, torn exports",
         measured,
         ">= 95 % of the untorn exit 0; every torn refused; 0 dup, 0 lost, 0 wrong, 0 archived",
         good,
