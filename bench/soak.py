@@ -177,6 +177,7 @@ max_change_ratio = 1.0
 
 [gone]
 action = "patch"
+patch = {{ status = "archived", stock = 0 }}
 """
     path = folder / "skuferry.toml"
     path.write_text(text, encoding="utf-8")
