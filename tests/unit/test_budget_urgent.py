@@ -71,10 +71,14 @@ def build(tmp_path: Path) -> Iterator[Callable[..., tuple[Budget, Sim]]]:
         clock = FakeClock(START)
         holder: list[Sim] = []
         kw.setdefault("limits", {"read": 300, "write": 120})
+
+        def wait(seconds: float, stop: threading.Event | None) -> None:
+            holder[0].wait(seconds, stop)
+
         budget = Budget(
             lambda: open_state(tmp_path / name),
             clock=clock,
-            wait=lambda s, stop=None: holder[0].wait(s, stop),
+            wait=wait,
             **kw,  # type: ignore[arg-type]
         )
         opened.append(budget)
