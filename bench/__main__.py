@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import density, fill, keys, local, readers, soak, speed, statelib, walks
+from bench import density, fill, keys, local, readers, soak, speed, statelib, urgent, walks
 from bench.common import Result, machine
 from skuferry import logs
 
@@ -34,6 +34,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "unchanged": speed.unchanged,  # issue 23: a no-op whose source is unchanged, vs --full
     "startup": speed.startup,  # issue 23: exec to the first useful work
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
+    "urgent": urgent.figure,  # issue 33: a hook or a new export during a backlog (12 min)
 }
 
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="SRC",
-        help="startup, unchanged, plan1m, xlsx: also time the skuferry package under SRC "
+        help="startup, unchanged, plan1m, xlsx, urgent: also time the skuferry package under SRC "
         "(the src/ of "
         "another checkout, e.g. a `git worktree` of main), alternated run by run",
     )
