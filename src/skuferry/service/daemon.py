@@ -405,6 +405,7 @@ class Daemon:
         # hooks, timing and the outcome (service/runner.py); a failed run never ends the
         # schedule: run_watched hands back what the job raised instead of raising it
         with self._gate:
+            self.inbox.take_changed()  # word for an earlier run: this one reads the source
             outcome = run_watched(
                 settings,
                 lambda: self._job(
