@@ -264,7 +264,9 @@ def measure(case: Case) -> dict[str, Any]:
                     timeout=10,
                 )
                 assert answer.status_code == 202, answer.text
-                wanted = {f"B-{i:05d}": ("stock", 1000 + i) for i in picked}
+                wanted: dict[str, tuple[str, Any]] = {
+                    f"B-{i:05d}": ("stock", 1000 + i) for i in picked
+                }
             else:
                 new = {i: 20 + i for i in picked}
                 since = time.monotonic()
@@ -373,7 +375,7 @@ def _ok(case: Case, f: dict[str, Any]) -> bool:
     if f.get("failed") or f["landed"] < case.changes:
         return False
     target = HOOK_P95_S if case.name == "hook" else EXPORT_P95_S
-    return (
+    return bool(
         f["p95_s"] <= target
         and (f["ratio"] is None or f["ratio"] <= THROUGHPUT)
         and f["rate_limited"] == 0

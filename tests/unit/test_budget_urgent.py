@@ -208,3 +208,31 @@ def test_from_settings_keeps_a_tenth_by_default(tmp_path: Path):
         assert clock.now > START
     with pytest.raises(ValueError):
         BudgetSettings(urgent_share=0.9)
+
+
+def test_a_waiting_write_whose_mark_is_raised_takes_the_room_at_its_next_look(build):
+    """A backlog write of a product the lane wants is hastened while it waits."""
+    budget, sim = build(limiter="window", urgent_share=0.1, urgent=0)
+    for _ in range(108):
+        budget.acquire("write")
+    mark = priority.Mark()
+    looks: list[float] = []
+
+    def wait(seconds: float, stop: threading.Event | None = None) -> None:
+        looks.append(seconds)
+        mark.raise_()  # the lane asks for this product meanwhile
+        sim.clock.now += seconds
+
+    budget._wait = wait
+    with priority.marked(mark):
+        budget.acquire("write")
+    assert looks == [priority.RECHECK_S], "one slice, then the room kept for the urgent"
+    unmarked: list[float] = []
+
+    def plain_wait(seconds: float, stop: threading.Event | None = None) -> None:
+        unmarked.append(seconds)
+        sim.clock.now += seconds
+
+    budget._wait = plain_wait
+    budget.acquire("write")
+    assert unmarked and unmarked[0] > 50, "an unmarked backlog write waits its whole turn"

@@ -223,3 +223,65 @@ def test_a_changed_source_is_read_again_once_and_its_keys_join_the_arrivals(
         assert take() == [] and len(reads) == 1, "read again once per change"
     finally:
         mirror.close()
+
+
+def test_a_key_whose_write_is_in_flight_hastens_that_write() -> None:
+    hastened: list[str] = []
+    flying = {"K"}
+    lanes = Lanes(
+        [],
+        take=lambda: ["K"] if flying else [],
+        fetch=lambda keys: [update(k, 0, stock=1) for k in keys],
+        in_flight=lambda k: k in flying,
+        hasten=hastened.append,
+    )
+    assert lanes.express() == []
+    assert hastened == ["K"]
+
+
+def test_the_writer_hastens_a_backlog_write_the_lane_waits_for(tmp_path: Path) -> None:
+    """K1's backlog write waits (for budget); the lane wants K1: that very write turns
+    urgent where it waits, then the lane's own write of K1 follows."""
+    seen: list[tuple[str, bool]] = []
+
+    def pre(kind: str, payload: dict[str, Any]) -> None:
+        if payload.get("name") == "K1 new":
+            deadline = time.monotonic() + 30  # guards a hang only
+            while not priority.is_urgent() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        seen.append((str(payload.get("name") or payload.get("stock")), priority.is_urgent()))
+
+    remote = FakeRemote(updates="patch", pre=pre)
+    keys = ["K0", "K1", "K2"]
+    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        for key, rid in ids.items():
+            mirror.record_created(prod(key, 0, name=key), rid)
+
+        def upd(key: str, **fields: Any) -> Action:
+            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
+
+        writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
+        asked: list[str] = []
+
+        def take() -> list[str]:
+            if writer.in_flight("K1") and not asked:
+                asked.append("K1")
+                return ["K1"]
+            return []
+
+        lanes = Lanes(
+            [upd(k, name=f"{k} new") for k in keys],
+            take=take,
+            fetch=lambda ks: [upd(k, name=f"{k} new", stock=5) for k in ks],
+            in_flight=writer.in_flight,
+            hasten=writer.hasten,
+        )
+        writer.lanes = lanes
+        writer.run(lanes)
+    finally:
+        mirror.close()
+    assert ("K1 new", True) in seen, "the backlog's write of K1, hastened"
+    assert ("5", True) in seen, "then the lane's"
+    assert ("K2 new", False) in seen

@@ -60,6 +60,7 @@ one more bucket (``<scope>~pace``) until it has grown back.
 
 from __future__ import annotations
 
+import functools
 import math
 import sqlite3
 import threading
@@ -240,8 +241,9 @@ class Budget:
     ) -> str | None:
         """Block until one request of ``tier`` may be sent, charge it, and return the key.
 
-        ``urgent`` (default: whether this thread is marked, ``priority.urgent``) lets
-        the request use the room kept for the urgent (see the module docstring).
+        ``urgent`` (default: this thread's mark, ``priority.py``, looked at again on
+        every wake: a mark raised meanwhile counts) lets the request use the room kept
+        for the urgent (see the module docstring).
 
         The key is named by the fingerprint given at construction (None when the
         budget was built without keys). Raises ``Interrupted`` when ``stop`` is set
@@ -250,24 +252,27 @@ class Budget:
         whether to start new work.
         """
         tiers = self._tiers_for(tier)
-        urgent = priority.is_urgent() if urgent is None else urgent
+        mark = priority.current() if urgent is None else None
         waiting = False
         try:
             while True:
+                now_urgent = (mark is not None and mark.urgent) if urgent is None else urgent
                 seconds, got = self._transact(
-                    lambda conn: self._try_charge(conn, tiers, urgent=urgent), stop
+                    functools.partial(self._try_charge, tiers=tiers, urgent=now_urgent), stop
                 )
                 if seconds <= 0:
                     return got or None
                 if stop is not None and stop.is_set():
                     raise Interrupted(f"stopped while waiting for the {got} budget")
-                if urgent and not waiting:
+                if now_urgent and not waiting:
                     waiting = True
                     self._count_waiting(+1)
                 if seconds >= _LOG_WAIT_FROM_S:
-                    log.debug("budget.wait", tier=got, seconds=round(seconds, 3), urgent=urgent)
+                    log.debug("budget.wait", tier=got, seconds=round(seconds, 3), urgent=now_urgent)
                 if self.on_wait is not None:
                     self.on_wait(got, seconds)
+                if mark is not None and not now_urgent:
+                    seconds = min(seconds, priority.RECHECK_S)  # its mark may be raised
                 self._wait(seconds, stop)
                 if stop is not None and stop.is_set():
                     raise Interrupted(f"stopped while waiting for the {got} budget")

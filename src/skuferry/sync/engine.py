@@ -371,6 +371,7 @@ def _send(
         in_flight=writer.in_flight,
         can_send=lambda action: index is not None or not action.lookup_first,
         express=not options.verify,  # --verify reads each update's product first
+        hasten=writer.hasten,
     )
     writer.lanes = lanes  # the lane's writes are urgent, and need not wait for a worker
     writes: Iterator[Action] = iter(lanes)

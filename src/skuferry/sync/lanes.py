@@ -130,6 +130,7 @@ class TrackingWriter(Writer):
         super().__init__(*args, **kwargs)
         self._flying: Counter[str] = Counter()
         self._flying_lock = threading.Lock()
+        self._marks: dict[str, priority.Mark] = {}  # the writes in flight, by key
         self.lanes: Lanes | None = None  # the run's lanes: which writes are urgent
 
     def express(self) -> list[Action]:
@@ -143,13 +144,20 @@ class TrackingWriter(Writer):
         with self._flying_lock:
             return self._flying[key] > 0
 
+    def hasten(self, key: str) -> None:
+        """The lane waits for ``key``'s write in flight: that write is urgent now."""
+        with self._flying_lock:
+            mark = self._marks.get(key)
+        if mark is not None:
+            mark.raise_()
+
     def _submit(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
-        if self.lanes is not None and self.lanes.is_urgent(action):
-            pool = cast(ThreadPoolExecutor, _UrgentPool(pool))
-        submitted = super()._submit(pool, action)
+        mark = priority.Mark(self.lanes is not None and self.lanes.is_urgent(action))
+        submitted = super()._submit(cast(ThreadPoolExecutor, _MarkedPool(pool, mark)), action)
         if submitted is not None and action.key is not None:
             with self._flying_lock:
                 self._flying[action.key] += 1
+                self._marks[action.key] = mark
         return submitted
 
     def _finish(self, action: Action, fut: Future[Any]) -> None:
@@ -161,16 +169,18 @@ class TrackingWriter(Writer):
                     self._flying[action.key] -= 1
                     if self._flying[action.key] <= 0:
                         del self._flying[action.key]
+                        self._marks.pop(action.key, None)
 
 
-class _UrgentPool:
-    """The pool as a lane's write sees it: its call runs marked urgent for the budget."""
+class _MarkedPool:
+    """The pool as one write sees it: its call runs under its mark (``priority.py``)."""
 
-    def __init__(self, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, pool: ThreadPoolExecutor, mark: priority.Mark) -> None:
         self._pool = pool
+        self._mark = mark
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        return self._pool.submit(priority.urgently(fn), *args, **kwargs)
+        return self._pool.submit(priority.with_mark(fn, self._mark), *args, **kwargs)
 
 
 class Lanes:
@@ -191,6 +201,7 @@ class Lanes:
         in_flight: Callable[[str], bool],
         can_send: Callable[[Action], bool] = lambda _a: True,
         express: bool = True,
+        hasten: Callable[[str], None] = lambda _k: None,
     ) -> None:
         self._writes = writes
         self._take = take
@@ -198,6 +209,7 @@ class Lanes:
         self._in_flight = in_flight
         self._can_send = can_send
         self._express = express  # False (--verify): every write goes through the checks
+        self._hasten = hasten  # a write in flight the lane waits for: urgent now
         self._handled: set[str] = set()  # keys the lane took: the run's own actions are older
         self._waiting: dict[str, None] = {}  # taken, but in flight: planned once answered
         self._ready: list[Action] = []  # read and planned, not handed out yet
@@ -249,6 +261,9 @@ class Lanes:
         if not self._waiting:
             return
         ready = [k for k in self._waiting if not self._in_flight(k)]
+        for key in arrived:
+            if key in self._waiting and key not in ready:
+                self._hasten(key)  # its answer first, then the lane's write: both soon
         if not ready:
             return
         for key in ready:
