@@ -254,6 +254,7 @@ class Budget:
         tiers = self._tiers_for(tier)
         mark = priority.current() if urgent is None else None
         waiting = False
+        logged: bool | None = None  # the urgency last logged as waiting
         try:
             while True:
                 now_urgent = (mark is not None and mark.urgent) if urgent is None else urgent
@@ -267,7 +268,8 @@ class Budget:
                 if now_urgent and not waiting:
                     waiting = True
                     self._count_waiting(+1)
-                if seconds >= _LOG_WAIT_FROM_S:
+                if seconds >= _LOG_WAIT_FROM_S and logged != now_urgent:
+                    logged = now_urgent  # once per wait (a marked write looks again often)
                     log.debug("budget.wait", tier=got, seconds=round(seconds, 3), urgent=now_urgent)
                 if self.on_wait is not None:
                     self.on_wait(got, seconds)
