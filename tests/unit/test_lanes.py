@@ -285,3 +285,61 @@ def test_the_writer_hastens_a_backlog_write_the_lane_waits_for(tmp_path: Path) -
     assert ("K1 new", True) in seen, "the backlog's write of K1, hastened"
     assert ("5", True) in seen, "then the lane's"
     assert ("K2 new", False) in seen
+
+
+def test_the_runs_own_write_held_for_room_is_dropped_when_the_lane_sent_its_key(
+    tmp_path: Path,
+) -> None:
+    """K3's backlog write is in the writer's hand, waiting for room, when K3 arrives: the
+    lane sends K3 from the new data, and the older write is never sent after it."""
+    release = threading.Event()
+    sent: list[tuple[str, bool]] = []
+
+    def pre(kind: str, payload: dict[str, Any]) -> None:
+        sent.append((str(payload.get("name") or payload.get("stock")), priority.is_urgent()))
+        if payload.get("name") == "K2 new":
+            assert release.wait(30), "the lane's write never went out"  # guards a hang only
+
+    remote = FakeRemote(updates="patch", pre=pre)
+    keys = ["K1", "K2", "K3"]
+    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        for key, rid in ids.items():
+            mirror.record_created(prod(key, 0, name=key), rid)
+
+        def upd(key: str, **fields: Any) -> Action:
+            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
+
+        inbox = UrgentInbox()
+        writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
+        lanes = Lanes(
+            [upd(k, name=f"{k} new", stock=1) for k in keys],
+            take=inbox.take,
+            fetch=lambda ks: [upd(k, name=k, stock=7) for k in ks],
+            in_flight=writer.in_flight,
+        )
+        writer.lanes = lanes
+
+        def own() -> Iterator[Action]:
+            for action in lanes:
+                if (
+                    action.key == "K3"
+                    and action.product
+                    and action.product.payload.get("stock") == 1
+                ):
+                    inbox.put(["K3"])  # while K3's own write waits in the writer's hand
+                yield action
+
+        def watch() -> None:
+            while not any(name == "7" for name, _ in sent):
+                time.sleep(0.01)
+            release.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        writer.run(own())
+    finally:
+        mirror.close()
+    assert ("7", True) in sent
+    assert ("K3 new", False) not in sent, "the older write is dropped"
+    assert remote.products[ids["K3"]]["stock"] == 7

@@ -140,6 +140,10 @@ class TrackingWriter(Writer):
             return []
         return self.lanes.express()
 
+    def superseded(self, action: Action) -> bool:
+        """The run's own write held while the lane sent that key: older, dropped."""
+        return self.lanes is not None and self.lanes.superseded(action.key)
+
     def in_flight(self, key: str) -> bool:
         with self._flying_lock:
             return self._flying[key] > 0
@@ -214,6 +218,7 @@ class Lanes:
         self._waiting: dict[str, None] = {}  # taken, but in flight: planned once answered
         self._ready: list[Action] = []  # read and planned, not handed out yet
         self._urgent_ids: set[int] = set()  # the lane's actions (by identity): urgent sends
+        self._last_own: str | None = None  # key of the run's own write handed out last
         self.leftover: list[str] = []  # for a targeted run after this one
         self.sent = 0  # lane actions handed to the writer
 
@@ -222,6 +227,7 @@ class Lanes:
             yield from self._urgent()
             if action.key is not None and action.key in self._handled:
                 continue  # superseded by what the lane read
+            self._last_own = action.key
             yield action
         yield from self._urgent()
         self.leftover.extend(self._waiting)  # still in flight at the end: after this run
@@ -247,10 +253,17 @@ class Lanes:
             self._ready = [a for a in self._ready if a.kind not in _UPDATES]
         return now
 
+    def superseded(self, key: str | None) -> bool:
+        """Whether the run's own write handed out last (the writer may still hold it,
+        waiting for room) is of a key the lane took since: the lane's write is newer."""
+        return key is not None and key == self._last_own and key in self._handled
+
     def _urgent(self) -> Iterator[Action]:
         self._collect()
         ready, self._ready = self._ready, []
-        yield from ready
+        for action in ready:
+            self._last_own = None
+            yield action
 
     def _collect(self) -> None:
         """Take the keys that arrived; read and plan those not in flight into ``_ready``."""

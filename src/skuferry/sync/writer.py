@@ -103,6 +103,10 @@ class Writer:
     def express(self) -> list[Action]:
         return []
 
+    def superseded(self, action: Action) -> bool:
+        """Whether ``action``, held while waiting for room, was replaced meanwhile."""
+        return False
+
     def run(self, actions: Iterable[Action]) -> None:
         pending: set[Future[Any]] = set()
         jobs: dict[Future[Any], Action] = {}
@@ -123,6 +127,8 @@ class Writer:
                         if (sent := self._submit(pool, urgent)) is not None:
                             jobs[sent] = urgent
                             pending.add(sent)
+                if self.superseded(action):
+                    continue
                 probing = (
                     action.kind in _UPDATES
                     and not self._updates_confirmed
