@@ -19,6 +19,7 @@ from bench import (
     soak,
     speed,
     statelib,
+    urgent,
     walks,
     watermark,
 )
@@ -48,6 +49,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
     "crowd": http_crowd.figure,  # issue 29: /healthz beside hundreds of stalled clients
     "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
+    "urgent": urgent.figure,  # issue 33: a hook or a new export during a backlog (12 min)
 }
 
 
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="SRC",
-        help="startup, unchanged, plan1m, xlsx: also time the skuferry package under SRC "
+        help="startup, unchanged, plan1m, xlsx, urgent: also time the skuferry package under SRC "
         "(the src/ of "
         "another checkout, e.g. a `git worktree` of main), alternated run by run",
     )

@@ -565,3 +565,49 @@ def test_release_memory_trims_glibc_s_heap() -> None:
     from skuferry.service.daemon import release_memory
 
     assert release_memory() is True
+
+
+# --- a run that hears the source (sync/reread.py) --------------------------------------
+
+
+def test_a_watched_file_changing_mid_run_reaches_the_run_going(
+    tmp_path: Path, started: Any
+) -> None:
+    """The run going gets the inbox (watch on, no hooks) and word of the new export; the
+    run after it still comes, for the changes that are not urgent."""
+    source = tmp_path / "products.csv"
+    source.write_text("sku,name\nA,first\n", encoding="utf-8")
+    settings = make_settings(
+        tmp_path, schedule={"watch": True, "watch_settle_s": 0.05, "interval_minutes": 600}
+    )
+    inside, heard = threading.Event(), threading.Event()
+    inboxes: list[UrgentInbox | None] = []
+
+    def job(
+        settings: Settings,
+        options: RunOptions | None = None,
+        *,
+        urgent: UrgentInbox | None = None,
+        **_kw: Any,
+    ) -> RunSummary:
+        inboxes.append(urgent)
+        if len(inboxes) == 1 and urgent is not None:
+            inside.set()
+            deadline = time.monotonic() + 15  # guards a hang only
+            while time.monotonic() < deadline:
+                if urgent.take_changed():
+                    heard.set()
+                    break
+                time.sleep(0.01)
+        return RunSummary()
+
+    daemon, _notifier, _result = started(settings, job, interval_s=3600)
+    assert inside.wait(15)
+    replacement = tmp_path / "products.csv.tmp"
+    replacement.write_text("sku,name\nA,second\n", encoding="utf-8")
+    replacement.replace(source)  # as an ERP drops its export
+    assert heard.wait(15), "the run going was told"
+    inbox: UrgentInbox = daemon.inbox
+    assert inboxes[0] is inbox
+    wait_until(lambda: len(inboxes) >= 2, "the run after it")
+    assert not inbox.take_changed(), "word for the run going only"

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product
+from skuferry.remote import priority
 from skuferry.state.mirror import LANE_META, Mirror
-from skuferry.sync.lanes import Arrivals, Lanes, UrgentInbox, changes_urgent, ordered
+from skuferry.sync.lanes import (
+    Arrivals,
+    Lanes,
+    TrackingWriter,
+    UrgentInbox,
+    changes_urgent,
+    ordered,
+)
+from tests.fakes import FakeRemote
 
 
 def prod(key: str, line: int, **fields: Any) -> Product:
@@ -113,3 +125,221 @@ def test_arrivals_take_the_inbox_and_keys_other_processes_left_in_the_state(
         assert take() == ["D"]
     finally:
         mirror.close()
+
+
+def test_a_lane_update_goes_out_marked_urgent_while_every_worker_waits_for_budget(
+    tmp_path: Path,
+) -> None:
+    """The pool's one worker holds a backlog write that waits (for budget, as the window
+    makes it); a key arriving meanwhile is still sent, on a spare worker, marked urgent."""
+    release = threading.Event()
+    sent: list[tuple[str, bool]] = []
+
+    def pre(kind: str, payload: dict[str, Any]) -> None:
+        urgent = priority.is_urgent()
+        sent.append((str(payload.get("name") or payload.get("stock")), urgent))
+        if not urgent and payload.get("name") == "K2 new":
+            assert release.wait(30), "the lane's write never went out"  # guards a hang only
+
+    remote = FakeRemote(updates="patch", pre=pre)
+    ids = dict(
+        zip(
+            ["K1", "K2", "K3", "K9"],
+            remote.seed(*({"sku": k, "name": k} for k in ["K1", "K2", "K3", "K9"])),
+            strict=True,
+        )
+    )
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        for key, rid in ids.items():
+            mirror.record_created(prod(key, 0, name=key), rid)
+
+        def upd(key: str, **fields: Any) -> Action:
+            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
+
+        inbox = UrgentInbox()
+        writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
+
+        def fetch(keys: list[str]) -> list[Action]:
+            return [upd(k, name=k, stock=7) for k in keys]
+
+        lanes = Lanes(
+            [upd(k, name=f"{k} new") for k in ("K1", "K2", "K3")],
+            take=inbox.take,
+            fetch=fetch,
+            in_flight=writer.in_flight,
+        )
+        writer.lanes = lanes
+
+        def own() -> Iterator[Action]:
+            for action in lanes:
+                if action.key == "K3":  # K2 holds the only worker now: the key arrives
+                    inbox.put(["K9"])
+                yield action
+
+        def watch() -> None:  # let K2 go once the lane's write is out
+            while not any(name == "7" for name, _ in sent):
+                time.sleep(0.01)
+            release.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        writer.run(own())
+    finally:
+        mirror.close()
+    assert ("7", True) in sent, "the lane's write, marked urgent"
+    assert sent.index(("7", True)) < sent.index(("K3 new", False)), "before the backlog's next"
+    assert [u for _, u in sent].count(True) == 1, "only the lane's write is urgent"
+    assert remote.products[ids["K9"]]["stock"] == 7
+
+
+def test_without_express_the_lane_waits_for_a_free_worker() -> None:
+    lanes = Lanes(
+        [],
+        take=lambda: ["K"],
+        fetch=lambda ks: [update(k, 0) for k in ks],
+        in_flight=lambda _k: False,
+        express=False,
+    )
+    assert lanes.express() == []
+
+
+def test_a_changed_source_is_read_again_once_and_its_keys_join_the_arrivals(
+    tmp_path: Path,
+) -> None:
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        inbox = UrgentInbox()
+        reads: list[int] = []
+
+        def reread() -> list[str]:
+            reads.append(1)
+            return ["P1"]
+
+        take = Arrivals(mirror, inbox, reread=reread)
+        assert take() == [] and reads == []
+        inbox.source_changed()
+        inbox.put(["H1"])
+        assert take() == ["H1", "P1"]
+        assert take() == [] and len(reads) == 1, "read again once per change"
+    finally:
+        mirror.close()
+
+
+def test_a_key_whose_write_is_in_flight_hastens_that_write() -> None:
+    hastened: list[str] = []
+    flying = {"K"}
+    lanes = Lanes(
+        [],
+        take=lambda: ["K"] if flying else [],
+        fetch=lambda keys: [update(k, 0, stock=1) for k in keys],
+        in_flight=lambda k: k in flying,
+        hasten=hastened.append,
+    )
+    assert lanes.express() == []
+    assert hastened == ["K"]
+
+
+def test_the_writer_hastens_a_backlog_write_the_lane_waits_for(tmp_path: Path) -> None:
+    """K1's backlog write waits (for budget); the lane wants K1: that very write turns
+    urgent where it waits, then the lane's own write of K1 follows."""
+    seen: list[tuple[str, bool]] = []
+
+    def pre(kind: str, payload: dict[str, Any]) -> None:
+        if payload.get("name") == "K1 new":
+            deadline = time.monotonic() + 30  # guards a hang only
+            while not priority.is_urgent() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        seen.append((str(payload.get("name") or payload.get("stock")), priority.is_urgent()))
+
+    remote = FakeRemote(updates="patch", pre=pre)
+    keys = ["K0", "K1", "K2"]
+    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        for key, rid in ids.items():
+            mirror.record_created(prod(key, 0, name=key), rid)
+
+        def upd(key: str, **fields: Any) -> Action:
+            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
+
+        writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
+        asked: list[str] = []
+
+        def take() -> list[str]:
+            if writer.in_flight("K1") and not asked:
+                asked.append("K1")
+                return ["K1"]
+            return []
+
+        lanes = Lanes(
+            [upd(k, name=f"{k} new") for k in keys],
+            take=take,
+            fetch=lambda ks: [upd(k, name=f"{k} new", stock=5) for k in ks],
+            in_flight=writer.in_flight,
+            hasten=writer.hasten,
+        )
+        writer.lanes = lanes
+        writer.run(lanes)
+    finally:
+        mirror.close()
+    assert ("K1 new", True) in seen, "the backlog's write of K1, hastened"
+    assert ("5", True) in seen, "then the lane's"
+    assert ("K2 new", False) in seen
+
+
+def test_the_runs_own_write_held_for_room_is_dropped_when_the_lane_sent_its_key(
+    tmp_path: Path,
+) -> None:
+    """K3's backlog write is in the writer's hand, waiting for room, when K3 arrives: the
+    lane sends K3 from the new data, and the older write is never sent after it."""
+    release = threading.Event()
+    sent: list[tuple[str, bool]] = []
+
+    def pre(kind: str, payload: dict[str, Any]) -> None:
+        sent.append((str(payload.get("name") or payload.get("stock")), priority.is_urgent()))
+        if payload.get("name") == "K2 new":
+            assert release.wait(30), "the lane's write never went out"  # guards a hang only
+
+    remote = FakeRemote(updates="patch", pre=pre)
+    keys = ["K1", "K2", "K3"]
+    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        for key, rid in ids.items():
+            mirror.record_created(prod(key, 0, name=key), rid)
+
+        def upd(key: str, **fields: Any) -> Action:
+            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
+
+        inbox = UrgentInbox()
+        writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
+        lanes = Lanes(
+            [upd(k, name=f"{k} new", stock=1) for k in keys],
+            take=inbox.take,
+            fetch=lambda ks: [upd(k, name=k, stock=7) for k in ks],
+            in_flight=writer.in_flight,
+        )
+        writer.lanes = lanes
+
+        def own() -> Iterator[Action]:
+            for action in lanes:
+                if (
+                    action.key == "K3"
+                    and action.product
+                    and action.product.payload.get("stock") == 1
+                ):
+                    inbox.put(["K3"])  # while K3's own write waits in the writer's hand
+                yield action
+
+        def watch() -> None:
+            while not any(name == "7" for name, _ in sent):
+                time.sleep(0.01)
+            release.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        writer.run(own())
+    finally:
+        mirror.close()
+    assert ("7", True) in sent
+    assert ("K3 new", False) not in sent, "the older write is dropped"
+    assert remote.products[ids["K3"]]["stock"] == 7

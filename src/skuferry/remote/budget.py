@@ -28,6 +28,28 @@ Two limiters, chosen by ``[budget] limiter``:
 ``acquire`` picks, among the keys whose every scope allows a send now, the one
 with the most left (so the keys share the work evenly), skipping blocked keys.
 
+Room for the urgent (``[budget] urgent_share``, default 0.1). Sends are urgent or
+not (``priority.py``: the writer marks the threads of the urgent lane). An urgent
+send obeys the limits above and nothing else; a non-urgent one must also leave
+room for it, so a backlog never takes the whole window or bucket:
+
+``window``
+    A scope keeps ``R = floor(share * N)`` slots for the urgent, released again
+    ``X = share * window`` seconds later: a non-urgent send at ``t`` is allowed
+    when the sends in ``(t - (window - X), t]`` leave ``R`` free, i.e. the window
+    as it will be ``X`` seconds from now still has room for ``R`` urgent sends.
+    Any ``window - X`` seconds then hold at most ``N - R`` non-urgent sends, and
+    ``(N - R) / (window - X) = N / window``: the bulk keeps its pace, and ``R``
+    urgent sends find room within ``X`` of being queued (a few seconds).
+``bucket``
+    A non-urgent send leaves ``floor(share * C / 2)`` tokens in the bucket; the
+    urgent sends get those at once, and every new token first while they wait
+    (the refill gives the other half of the share within ``X``).
+
+In both, while urgent sends of this process wait, a non-urgent one also leaves
+one slot (token) per waiting urgent send. The urgent obey exactly today's limits,
+and the others stricter ones, so neither reading of the limits sees more.
+
 A 429 ``RATE_LIMITED`` (``penalize``) blocks that key's tier for every process
 until ``Retry-After`` (plus a small guard) has passed. When another key of the
 tier is still blocked, the workspace is what refused: the workspace tier is
@@ -38,6 +60,7 @@ one more bucket (``<scope>~pace``) until it has grown back.
 
 from __future__ import annotations
 
+import functools
 import math
 import sqlite3
 import threading
@@ -49,6 +72,7 @@ from skuferry import logs
 from skuferry.config.schema import BudgetSettings
 from skuferry.errors import Interrupted, StateError
 from skuferry.remote import pace as pacing
+from skuferry.remote import priority
 from skuferry.remote.pace import Pace
 from skuferry.remote.scopes import (
     EGRESS,
@@ -107,6 +131,7 @@ class Budget:
         egress_per_minute: int | None = None,
         safety_margin: float = 0.01,
         clock_skew_s: float = 0.5,
+        urgent_share: float = 0.0,
         keys: Sequence[str] = (),
         workspace_limits: Mapping[str, int] | None = None,
         clock: Callable[[], float] = time.time,
@@ -120,6 +145,8 @@ class Budget:
             raise ValueError(f"every per-minute limit must be at least 1: {per_minute}")
         if not 0 <= safety_margin < 1 or clock_skew_s < 0:
             raise ValueError("safety_margin must be in [0, 1) and clock_skew_s >= 0")
+        if not 0 <= urgent_share <= 0.5:
+            raise ValueError("urgent_share must be in [0, 0.5]")
         if limiter not in ("window", "bucket"):
             raise ValueError(f"unknown limiter {limiter!r}")
         if len(set(keys)) != len(keys):
@@ -128,6 +155,8 @@ class Budget:
         self._charge_egress = egress_per_minute is not None
         self._window_s = WINDOW_S + clock_skew_s
         self._margin, self._skew = safety_margin, clock_skew_s
+        self._share = urgent_share
+        self._urgent_waiting = 0  # urgent sends of this process waiting now (under _lock)
         # One key keeps the bare tier names (and so today's state); several are told apart.
         self.keys: tuple[str, ...] = tuple(keys) or ("",)
         several = len(self.keys) > 1
@@ -161,14 +190,19 @@ class Budget:
             raise StateError(f"cannot prepare the budget state: {exc}") from exc
 
     def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> Scope:
+        allowance, capacity = window_allowance(n), bucket_capacity(n, self._skew)
+        share = self._share
         return Scope(
             name=name,
             tier=tier,
             per_minute=n,
-            allowance=window_allowance(n),
-            capacity=bucket_capacity(n, self._skew),
+            allowance=allowance,
+            capacity=capacity,
             rate=bucket_rate(n, self._margin),
             charged=charged,
+            reserve=math.floor(share * allowance + _EPS)
+            if self._limiter == "window"
+            else math.floor(share * capacity / 2 + _EPS),
         )
 
     @classmethod
@@ -188,6 +222,7 @@ class Budget:
             egress_per_minute=settings.egress_per_minute,
             safety_margin=settings.safety_margin,
             clock_skew_s=settings.clock_skew_s,
+            urgent_share=settings.urgent_share,
             keys=keys,
             workspace_limits={t: n for t, n in workspace.items() if n is not None},
             **kw,
@@ -201,8 +236,14 @@ class Budget:
 
     # -- the public operations -------------------------------------------------------
 
-    def acquire(self, tier: str, *, stop: threading.Event | None = None) -> str | None:
+    def acquire(
+        self, tier: str, *, stop: threading.Event | None = None, urgent: bool | None = None
+    ) -> str | None:
         """Block until one request of ``tier`` may be sent, charge it, and return the key.
+
+        ``urgent`` (default: this thread's mark, ``priority.py``, looked at again on
+        every wake: a mark raised meanwhile counts) lets the request use the room kept
+        for the urgent (see the module docstring).
 
         The key is named by the fingerprint given at construction (None when the
         budget was built without keys). Raises ``Interrupted`` when ``stop`` is set
@@ -211,19 +252,39 @@ class Budget:
         whether to start new work.
         """
         tiers = self._tiers_for(tier)
-        while True:
-            seconds, got = self._transact(lambda conn: self._try_charge(conn, tiers), stop)
-            if seconds <= 0:
-                return got or None
-            if stop is not None and stop.is_set():
-                raise Interrupted(f"stopped while waiting for the {got} budget")
-            if seconds >= _LOG_WAIT_FROM_S:
-                log.debug("budget.wait", tier=got, seconds=round(seconds, 3))
-            if self.on_wait is not None:
-                self.on_wait(got, seconds)
-            self._wait(seconds, stop)
-            if stop is not None and stop.is_set():
-                raise Interrupted(f"stopped while waiting for the {got} budget")
+        mark = priority.current() if urgent is None else None
+        waiting = False
+        logged: bool | None = None  # the urgency last logged as waiting
+        try:
+            while True:
+                now_urgent = (mark is not None and mark.urgent) if urgent is None else urgent
+                seconds, got = self._transact(
+                    functools.partial(self._try_charge, tiers=tiers, urgent=now_urgent), stop
+                )
+                if seconds <= 0:
+                    return got or None
+                if stop is not None and stop.is_set():
+                    raise Interrupted(f"stopped while waiting for the {got} budget")
+                if now_urgent and not waiting:
+                    waiting = True
+                    self._count_waiting(+1)
+                if seconds >= _LOG_WAIT_FROM_S and logged != now_urgent:
+                    logged = now_urgent  # once per wait (a marked write looks again often)
+                    log.debug("budget.wait", tier=got, seconds=round(seconds, 3), urgent=now_urgent)
+                if self.on_wait is not None:
+                    self.on_wait(got, seconds)
+                if mark is not None and not now_urgent:
+                    seconds = min(seconds, priority.RECHECK_S)  # its mark may be raised
+                self._wait(seconds, stop)
+                if stop is not None and stop.is_set():
+                    raise Interrupted(f"stopped while waiting for the {got} budget")
+        finally:
+            if waiting:
+                self._count_waiting(-1)
+
+    def _count_waiting(self, step: int) -> None:
+        with self._lock:
+            self._urgent_waiting += step
 
     def penalize(self, tier: str, seconds: float, *, key: str | None = None) -> None:
         """After a 429 on ``key``: it sends no ``tier`` until now + seconds + guard.
@@ -355,14 +416,16 @@ class Budget:
             return (tier, EGRESS)
         return (tier,)
 
-    def _try_charge(self, conn: sqlite3.Connection, tiers: tuple[str, ...]) -> tuple[float, str]:
+    def _try_charge(
+        self, conn: sqlite3.Connection, tiers: tuple[str, ...], *, urgent: bool = True
+    ) -> tuple[float, str]:
         """Charge a key's scopes (and the workspace's) and return ``(0, key)``, or
         charge nothing and return how long to wait and for which tier.
         All-or-nothing, so egress is never spent on a request that did not go."""
         now = self._clock()
         workspace = [self._workspace[t] for t in tiers if t in self._workspace]
         if workspace:
-            waits = {s.tier: self._wait_for(conn, s, now) for s in workspace}
+            waits = {s.tier: self._wait_for(conn, s, now, urgent=urgent) for s in workspace}
             blocker = max(waits, key=lambda t: waits[t])
             if waits[blocker] > 0:
                 return max(waits[blocker], _MIN_WAIT_S), blocker
@@ -372,7 +435,7 @@ class Budget:
         for offset in range(len(self.keys)):
             fp = self.keys[(self._turn + offset) % len(self.keys)]
             scopes = [self._key_scopes[(fp, t)] for t in tiers]
-            waits = {s.tier: self._wait_for(conn, s, now) for s in scopes}
+            waits = {s.tier: self._wait_for(conn, s, now, urgent=urgent) for s in scopes}
             for s in scopes:
                 learnt = paces.get(s.name)
                 if learnt is not None:
@@ -402,15 +465,36 @@ class Budget:
                 self._put_bucket(conn, f"{s.name}~pace", tokens - 1, as_of)
         return 0.0, fp
 
-    def _wait_for(self, conn: sqlite3.Connection, scope: Scope, now: float) -> float:
+    def _wait_for(
+        self, conn: sqlite3.Connection, scope: Scope, now: float, *, urgent: bool = True
+    ) -> float:
+        """Seconds until ``scope`` allows one more send (0: now); an urgent send may use
+        the room the others leave (see the module docstring)."""
         row = self._row(conn, scope.name)
         blocked = (row[2] - now) if row else 0.0
         if not scope.charged:
             return max(0.0, blocked)
+        # called inside _transact, which holds _lock: the count is stable here
+        leave = 0 if urgent else self._urgent_waiting
         if self._limiter == "window":
-            return max(blocked, self._window_wait(conn, scope, now))
+            self._prune(conn, scope, now)
+            wait = self._window_wait(
+                conn, scope, now, span=self._window_s, allowance=scope.allowance - leave
+            )
+            if not urgent and scope.reserve > 0:
+                ahead = self._window_s * scope.reserve / scope.allowance  # X
+                kept = self._window_wait(
+                    conn,
+                    scope,
+                    now,
+                    span=self._window_s - ahead,
+                    allowance=scope.allowance - scope.reserve - leave,
+                )
+                wait = max(wait, kept)
+            return max(blocked, wait)
         tokens, as_of = self._bucket_at(row, scope, now)
-        short = (as_of - now) + (1 - tokens) / scope.rate if tokens < 1 else 0.0
+        need = 1.0 if urgent else min(float(scope.capacity), 1.0 + scope.reserve + leave)
+        short = (as_of - now) + (need - tokens) / scope.rate if tokens < need else 0.0
         return max(blocked, short)
 
     def _charge(self, conn: sqlite3.Connection, scope: Scope, now: float) -> None:
@@ -522,12 +606,24 @@ class Budget:
         ).fetchone()[0]
         return count
 
-    def _window_wait(self, conn: sqlite3.Connection, scope: Scope, now: float) -> float:
-        """Seconds until one more send fits the window (0: now); prunes aged sends."""
+    def _prune(self, conn: sqlite3.Connection, scope: Scope, now: float) -> None:
         cutoff = now - self._window_s
         conn.execute("DELETE FROM budget_sends WHERE tier = ? AND ts <= ?", (scope.name, cutoff))
-        count = self._sends_in_window(conn, scope.name, now)
-        over = count - scope.allowance
+
+    def _window_wait(
+        self,
+        conn: sqlite3.Connection,
+        scope: Scope,
+        now: float,
+        *,
+        span: float,
+        allowance: int,
+    ) -> float:
+        """Seconds until one more send leaves at most ``allowance`` in the last ``span``."""
+        cutoff = now - span
+        count = self._sends_since(conn, scope.name, cutoff)
+        allowance = max(1, allowance)
+        over = count - allowance
         if over < 0:
             return 0.0
         # The oldest `over + 1` sends must age out; the last of them decides.
@@ -535,7 +631,7 @@ class Budget:
             "SELECT ts FROM budget_sends WHERE tier = ? AND ts > ? ORDER BY ts LIMIT 1 OFFSET ?",
             (scope.name, cutoff, over),
         ).fetchone()
-        return float(ts) + self._window_s - now
+        return float(ts) + span - now
 
     def _group_eta(
         self, conn: sqlite3.Connection, scopes: list[Scope], n: int, now: float

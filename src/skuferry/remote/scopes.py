@@ -70,6 +70,7 @@ class Scope:
     capacity: int  # bucket limiter
     rate: float  # bucket limiter, tokens per second
     charged: bool = True  # False: a workspace cap that cannot bind; only its blocks count
+    reserve: int = 0  # slots (tokens) a non-urgent send leaves for the urgent
 
     @property
     def limit(self) -> int:

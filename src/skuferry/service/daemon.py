@@ -400,10 +400,13 @@ class Daemon:
         verify = every > 0 and number % every == 0
         log.info("daemon.run.started", run=number, verify=verify)
         self._notify.status(f"run {number} started")
-        extra: dict[str, Any] = {"urgent": self.inbox} if self._hooks and self._lanes else {}
+        # the inbox: keys pushed by hooks, and word of a watched file that changed mid-run
+        heard = self._hooks or (settings.schedule.watch and bool(watched_files(settings)))
+        extra: dict[str, Any] = {"urgent": self.inbox} if heard and self._lanes else {}
         # hooks, timing and the outcome (service/runner.py); a failed run never ends the
         # schedule: run_watched hands back what the job raised instead of raising it
         with self._gate:
+            self.inbox.take_changed()  # word for an earlier run: this one reads the source
             outcome = run_watched(
                 settings,
                 lambda: self._job(
@@ -499,10 +502,17 @@ class Daemon:
         if settings.schedule.watch and paths:
             self._watch = FileWatch(
                 paths,
-                self.request_run,
+                self._source_changed,
                 settle_s=settings.schedule.watch_settle_s,
                 clock=self._clock,
             ).start()
+
+    def _source_changed(self) -> None:
+        """A watched file settled in a new version: a run after the one going (if any),
+        and the run going reads it again for its urgent fields (sync/reread.py)."""
+        if self._lanes and self._executor.busy():
+            self.inbox.source_changed()
+        self.request_run()
 
     def _stop_watchers(self) -> None:
         if self._watch is not None:

@@ -76,6 +76,7 @@ from skuferry.sync.pieces import (
     use_keys,
 )
 from skuferry.sync.plan import Tally, plan
+from skuferry.sync.reread import Reread
 from skuferry.sync.writer import Writer
 
 if TYPE_CHECKING:
@@ -274,7 +275,9 @@ def _run(
         summary,
         client=client,
         index=index,
-        lane=_Lane(source, mapper, adapters.urgent),
+        lane=_lane(
+            settings, mirror, store, adapters, stack, stop=stop, source=source, mapper=mapper
+        ),
         run_id=run_id,
         options=options,
         stop=stop,
@@ -322,6 +325,37 @@ class _Lane:
     source: Source
     mapper: Mapper
     inbox: UrgentInbox | None
+    reread: Reread | None = None  # a source changed mid-run: read again (sync/reread.py)
+
+    def use(self, source: Source) -> None:
+        self.source = source
+
+
+def _lane(
+    settings: Settings,
+    mirror: Mirror,
+    store: PlanStore,
+    adapters: Adapters,
+    stack: ExitStack,
+    *,
+    stop: threading.Event,
+    source: Source,
+    mapper: Mapper,
+) -> _Lane:
+    lane = _Lane(source, mapper, adapters.urgent)
+    if adapters.urgent is not None and settings.mapping.urgent:
+        lane.reread = Reread(
+            mirror,
+            settings.mapping.urgent,
+            # read-only: new join indexes go to a temporary folder, the run's stay as they are
+            open_fresh=lambda fresh: _open_source(
+                settings, adapters, fresh, dry_run=True, stop=stop
+            )[1:],
+            planned=lambda: store.actions(*_WRITE_KINDS),
+            on_source=lane.use,
+        )
+        stack.callback(lane.reread.close)
+    return lane
 
 
 def _send(
@@ -359,11 +393,14 @@ def _send(
     )
     lanes = Lanes(
         ordered(store, mirror, settings.mapping.urgent),
-        take=Arrivals(mirror, lane.inbox),
+        take=Arrivals(mirror, lane.inbox, reread=lane.reread),
         fetch=lambda keys: _fetch_urgent(mirror, lane, keys, summary),
         in_flight=writer.in_flight,
         can_send=lambda action: index is not None or not action.lookup_first,
+        express=not options.verify,  # --verify reads each update's product first
+        hasten=writer.hasten,
     )
+    writer.lanes = lanes  # the lane's writes are urgent, and need not wait for a worker
     writes: Iterator[Action] = iter(lanes)
     checked: check_then_create.Checked | None = None
     if index is not None:

@@ -104,17 +104,40 @@ class Writer:
     def stopped(self) -> bool:
         return self._stop.is_set() or self.fatal is not None
 
+    # Urgent writes that may not wait for room in the pool (a subclass's): they go to
+    # ``spare`` extra workers while the pool's own wait for the budget.
+    spare = 0
+    express_poll_s = 0.25
+
+    def express(self) -> list[Action]:
+        return []
+
+    def superseded(self, action: Action) -> bool:
+        """Whether ``action``, held while waiting for room, was replaced meanwhile."""
+        return False
+
     def run(self, actions: Iterable[Action]) -> None:
         pending: set[Future[Any]] = set()
         jobs: dict[Future[Any], Action] = {}
-        with ThreadPoolExecutor(max_workers=self._max, thread_name_prefix="skuferry-write") as pool:
+        workers = self._max + self.spare
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="skuferry-write") as pool:
             for action in actions:
                 if self.stopped:
                     break
                 while len(pending) >= self._max:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    done, pending = wait(
+                        pending,
+                        timeout=self.express_poll_s if self.spare else None,
+                        return_when=FIRST_COMPLETED,
+                    )
                     for fut in done:
                         self._finish(jobs.pop(fut), fut)
+                    for urgent in [] if self.stopped else self.express():
+                        if (sent := self._submit(pool, urgent)) is not None:
+                            jobs[sent] = urgent
+                            pending.add(sent)
+                if self.superseded(action):
+                    continue
                 probing = (
                     action.kind in _UPDATES
                     and not self._updates_confirmed

@@ -559,6 +559,15 @@ class BudgetSettings(Strict):
         le=10,
         description="Seconds allowed between skuferry's clock and the server's counting window.",
     )
+    urgent_share: float = Field(
+        0.1,
+        ge=0,
+        le=0.5,
+        description="The share of each window (`bucket`: half of it, standing in the bucket) "
+        "that a backlog leaves for urgent writes (`[mapping] urgent`, hooks, `sync --only`), "
+        "so they go within seconds while a long run drains. `window` keeps its bulk pace "
+        "whatever the share; `bucket` starts a big sync that many tokens later. 0: none kept.",
+    )
     # all keys together (issue 12); unset: the spec's 900/180/40, never below one key's limit
     workspace_read_per_minute: int | None = Field(
         None,
