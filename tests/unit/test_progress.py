@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import structlog
 
 from skuferry import logs
 from skuferry.remote.budget import Budget
@@ -89,6 +90,7 @@ def test_a_log_line_while_the_bar_is_shown_starts_on_a_line_of_its_own(
     """A warning used to be printed straight after ``21/90 0:00:00 left``."""
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
+    saved = structlog.get_config()  # the other tests' logging, put back afterwards
     logs.configure(level="warning", json=True)  # configured before the bar, as the CLI does
     try:
         with progress_bar(enabled=True, file=terminal, force_terminal=True, width=80) as update:
@@ -97,7 +99,7 @@ def test_a_log_line_while_the_bar_is_shown_starts_on_a_line_of_its_own(
             logs.get("test").warning("source.row.bad", line=3)
             update(22, 90)
     finally:
-        logs.configure(level="warning", stream=io.StringIO())
+        structlog.configure(**saved)
     visible = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())  # ANSI codes out
     lines = [line.strip("\r") for line in re.split(r"[\r\n]", visible)]
     logged = [line for line in lines if "source.row.bad" in line]
