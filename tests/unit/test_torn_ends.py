@@ -154,3 +154,14 @@ def test_short_rows_read_the_same_through_the_line_reader(tmp_path: Path) -> Non
         list(lines)
         identities.add(lines.identity)
     assert len(identities) == 2
+
+
+def test_a_crlf_file_cut_between_cr_and_lf_is_torn(tmp_path: Path) -> None:
+    data = CSV.replace(b"\n", b"\r\n")
+    path = _plain(tmp_path / "c.csv", data[:-1])  # "...12.50\r"
+    for read in _csv_reads(CsvSource(path)):
+        with pytest.raises(SourceError, match=r"c\.csv line 3: the file ends inside"):
+            read()
+    path = _plain(tmp_path / "j.jsonl", JSONL.replace(b"\n", b"\r\n")[:-1])
+    with pytest.raises(SourceError, match=r"j\.jsonl line 2: the file ends inside"):
+        list(JsonlSource(path).records())

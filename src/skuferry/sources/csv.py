@@ -114,6 +114,7 @@ class CsvSource(Source):
         width = 0
         consumed = 0  # physical lines the reader has taken so far
         last: str | None = None  # the last physical line read: a torn end has no line break
+        first: str | None = None  # the header's last line
         while True:
             start = consumed + 1  # the physical line this row starts on
             error: csv.Error | None = None
@@ -135,11 +136,11 @@ class CsvSource(Source):
                         last = lines[-1] if lines else last
                         yield from self._other(header, row, lines, start=start, end=end)
                         consumed, start = end, end + 1
-                    check_end(self._name, consumed, last, self.final_newline)
+                    check_end(self._name, consumed, last, self.final_newline, first=first)
                     return
                 row = next(reader)
             except StopIteration:
-                check_end(self._name, consumed, last, self.final_newline)
+                check_end(self._name, consumed, last, self.final_newline, first=first)
                 return
             except csv.Error as exc:
                 error = exc
@@ -155,6 +156,7 @@ class CsvSource(Source):
                     continue  # a blank line
                 header = self._header(row, start)
                 width = len(header)
+                first = lines[-1]  # its line break is the file's
                 continue
             if error is not None:
                 yield from self._broken(header, lines, start=start, error=error, row=row)
@@ -237,12 +239,16 @@ class CsvSource(Source):
             # A stray quote within one line: the cells before it are sure.
             yield self._bad(header, start, f"{name} line {start}: {error}", lines[0])
             return
+        # A quote still open at the end of the file: the record may have been cut there
+        # (a copy cut off inside a description), and what followed it is unknown, so its
+        # lines cannot prove any product absent (``guessed``).
         if start == end:
             yield self._bad(
                 header,
                 start,
                 f"{name} line {start}: a quote opened here is never closed; line {start} rejected",
                 lines[0],
+                unsure=eof,
             )
             return
         if eof:
@@ -256,13 +262,15 @@ class CsvSource(Source):
             )
         span = f"lines {start}\u2013{end} rejected"
         opened = f"{name} line {start}: a quote opened here {runs}; {span}"
-        yield self._bad(header, start, opened, lines[0])
+        yield self._bad(header, start, opened, lines[0], unsure=eof)
         for number, text in enumerate(lines[1:], start=start + 1):
             if text.strip():  # a blank line inside the quote holds no product
                 inside = f"{name} line {number}: inside the quote opened on line {start}; {span}"
-                yield self._bad(header, number, inside, text)
+                yield self._bad(header, number, inside, text, unsure=eof)
 
-    def _bad(self, header: list[str], line: int, reason: str, text: str) -> BadRecord:
+    def _bad(
+        self, header: list[str], line: int, reason: str, text: str, *, unsure: bool = False
+    ) -> BadRecord:
         """A rejected physical line with the cells that are sure in it, for its key.
 
         Were the line a row of its own, its first cells are exactly those read before
@@ -271,7 +279,7 @@ class CsvSource(Source):
         """
         cells, _complete = leading_cells(text, self.delimiter)
         fields = dict(zip(header, cells, strict=False))
-        return BadRecord(line, reason, fields=fields, guessed=len(cells) > len(header))
+        return BadRecord(line, reason, fields=fields, guessed=unsure or len(cells) > len(header))
 
     def _header(self, row: list[str], line: int) -> list[str]:
         names = [cell.strip() for cell in row]
@@ -313,6 +321,7 @@ class CsvLines:
         self.block = max(1, block)
         self.header: list[str] | None = None
         self.identity: str | None = None
+        self._first: str | None = None
 
     def __iter__(self) -> Iterator[RawRecord | BadRecord | RawLines]:
         return self.source._opened(self._read)
@@ -345,6 +354,7 @@ class CsvLines:
             return None  # a blank line
         self.header = source._header(row, line)
         self.identity = self._identity("".join(taken))
+        self._first = taken[-1]  # its line break is the file's
         return self.header
 
     def _identity(self, header_line: str) -> str:
@@ -402,7 +412,7 @@ class CsvLines:
             yield from source._other(header, row, taken, start=first, end=number)
         if block:
             yield RawLines(start, block)
-        check_end(source._name, number, last, source.final_newline)
+        check_end(source._name, number, last, source.final_newline, first=self._first)
 
 
 class _Feed:

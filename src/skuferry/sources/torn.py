@@ -24,20 +24,35 @@ FinalNewline = Literal["required", "optional"]
 _SHOWN = 60  # characters of the last line quoted in the error
 
 
-def ends_line(text: str | bytes) -> bool:
-    """Whether ``text`` (a physical line as a reader got it) ends with its line break."""
+def ends_line(text: str | bytes, first: str | None = None) -> bool:
+    """Whether ``text`` (a physical line as a reader got it) ends with its line break.
+
+    JSON Lines (bytes) end a line with LF. A CSV line may end with LF, CRLF or a lone
+    CR (old Mac exports), but a file whose ``first`` line ends with LF (or CRLF) and
+    whose last ends with a lone CR was cut between the CR and the LF.
+    """
     if isinstance(text, bytes):
-        return text.endswith((b"\n", b"\r"))
-    return text.endswith(("\n", "\r"))
+        return text.endswith(b"\n")
+    if text.endswith("\n"):
+        return True
+    return text.endswith("\r") and not (first or "").endswith("\n")
 
 
-def check_end(name: str, line: int, last: str | bytes | None, mode: FinalNewline) -> None:
+def check_end(
+    name: str,
+    line: int,
+    last: str | bytes | None,
+    mode: FinalNewline,
+    *,
+    first: str | None = None,
+) -> None:
     """Raise ``SourceError`` when the file's last line ``last`` (number ``line``) is torn.
 
     ``last`` is None for a file with no line at all (0 bytes): that is an empty
-    export, which the run's empty-source guard refuses, not a torn one.
+    export, which the run's empty-source guard refuses, not a torn one. ``first``:
+    the file's first line, whose line break the others share (CSV).
     """
-    if last is None or mode == "optional" or ends_line(last):
+    if last is None or mode == "optional" or ends_line(last, first):
         return
     raise torn_error(name, line, last)
 
