@@ -169,8 +169,9 @@ FORMATS = [
     Format("jsonl", "catalog.jsonl", jsonl_export, {"type": "jsonl"}, _PLAIN),
     Format("xlsx", "catalog.xlsx", xlsx_export, {"type": "xlsx"}, _PLAIN),
     Format("xml", "catalog.xml", xml_export, {"type": "xml", "record": "product"}, _PLAIN),
-    Format("bmecat", "bmecat.xml", bmecat_export, {"type": "xml", "record": "ARTICLE"},
-           BMECAT_FIELDS),  # fmt: skip
+    Format(
+        "bmecat", "bmecat.xml", bmecat_export, {"type": "xml", "record": "ARTICLE"}, BMECAT_FIELDS
+    ),
     Format("gz", "catalog.csv.gz", gz_export, {"type": "csv"}, _PLAIN),
     Format("zip", "catalog.jsonl.zip", zip_export, {"type": "jsonl"}, _PLAIN),
 ]
