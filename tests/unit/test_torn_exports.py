@@ -177,21 +177,21 @@ FORMATS = [
 ]
 
 
-def _cut(data: bytes, ends: list[int] | None, choice: int, edge: bool) -> int:
+def _cut(data: bytes, ends: list[int] | None, draw: st.DataObject) -> int:
     """A cut strictly inside a record (line formats) or anywhere short of the end.
 
-    ``edge``: one of the cuts a uniform draw rarely hits, where a reader is most easily
-    fooled: just after a line break inside a record (a quoted description), between a
-    record's CR and LF, just before its last line break.
+    Half the time, one of the cuts a uniform draw rarely hits, where a reader is most
+    easily fooled: just after a line break inside a record (a quoted description),
+    between a record's CR and LF, just before its last line break.
     """
     if ends is None:
-        return 1 + choice % (len(data) - 1)
+        return draw.draw(st.integers(1, len(data) - 1), label="cut")
     bounds = set(ends)
     inside = [c for c in range(1, len(data)) if c not in bounds]
-    if edge:
-        edges = [c for c in inside if data[c - 1 : c] in (b"\n", b"\r") or c + 1 in bounds]
-        return edges[choice % len(edges)]
-    return inside[choice % len(inside)]
+    edges = [c for c in inside if data[c - 1 : c] in (b"\n", b"\r") or c + 1 in bounds]
+    if draw.draw(st.booleans(), label="at an edge"):
+        return draw.draw(st.sampled_from(edges), label="cut")
+    return draw.draw(st.sampled_from(inside), label="cut")
 
 
 # -- the sync ----------------------------------------------------------------------------
@@ -237,9 +237,9 @@ def _by_key(catalog: Catalog, fields: tuple[str, ...] = FIELDS) -> dict[str, dic
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(versions=catalogs(), choice=st.integers(0, 10**9), edge=st.booleans())
+@given(versions=catalogs(), draw=st.data())
 def test_a_torn_export_changes_nothing(
-    fmt: Format, versions: tuple[Catalog, Catalog], choice: int, edge: bool
+    fmt: Format, versions: tuple[Catalog, Catalog], draw: st.DataObject
 ) -> None:
     first, second = versions
     with tempfile.TemporaryDirectory() as scratch:
@@ -251,7 +251,7 @@ def test_a_torn_export_changes_nothing(
         assert _sync(settings_, remote) == 0
         assert len(remote.products) == len(first.rows)
         data, ends = fmt.export(second)
-        path.write_bytes(data[: _cut(data, ends, choice, edge)])
+        path.write_bytes(data[: _cut(data, ends, draw)])
         code = _sync(settings_, remote)
         _assert_whole(remote, [_by_key(first), _by_key(second)])
         assert len(remote.products) == len(first.rows)
@@ -289,9 +289,9 @@ PARTNERS = {"csv": _partner_csv, "jsonl": _partner_jsonl}
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(versions=catalogs(), choice=st.integers(0, 10**9), edge=st.booleans())
+@given(versions=catalogs(), draw=st.data())
 def test_a_torn_join_partner_changes_nothing(
-    kind: str, versions: tuple[Catalog, Catalog], choice: int, edge: bool
+    kind: str, versions: tuple[Catalog, Catalog], draw: st.DataObject
 ) -> None:
     first, second = versions
     with tempfile.TemporaryDirectory() as scratch:
@@ -306,7 +306,7 @@ def test_a_torn_join_partner_changes_nothing(
         partner.write_bytes(PARTNERS[kind](first.rows)[0])
         assert _sync(settings_, remote) == 0
         data, ends = PARTNERS[kind](second.rows)
-        partner.write_bytes(data[: _cut(data, ends, choice, edge)])
+        partner.write_bytes(data[: _cut(data, ends, draw)])
         code = _sync(settings_, remote)
         # the partner's text is the product's name of either whole partner export
         texts = {r["sku"]: {r["name"]} for r in first.rows}
