@@ -75,7 +75,12 @@ def catalogs(draw: st.DrawFn) -> tuple[Catalog, Catalog]:
     keys = [style.format(i + 1) for i in range(n)]
     first, second = [], []
     for key in keys:
-        text = draw(st.sampled_from(["", "one line", "first line\nsecond line", "a, b; c"]))
+        # Magento's descriptions hold about one line break per product
+        text = draw(
+            st.sampled_from(
+                ["", "a, b; c", "first line\nsecond line", '<p>Soft, "warm"</p>\n<p>Oak</p>']
+            )
+        )
         first.append({"sku": key, "name": draw(_name), "price": draw(_price), "text": text})
         second.append(
             {"sku": key, "name": draw(_name) + " II", "price": draw(_price) + "1", "text": text}
