@@ -15,6 +15,7 @@ place. Nothing below prints or exits.
     ├── Interrupted                     130 SIGTERM/SIGINT: in-flight work committed, run cut short
     ├── StateError                      3   the state file cannot be opened or is too new
     ├── SourceError                     3   the source cannot be opened or read to the end
+    │   └── SourceNotReady              75  its ready_file did not come: nothing was read
     └── ApiError                        3 when it ends a run, else per product
         ├── TransportError                  no response: connect error, DNS, ...
         │   └── Unreachable                 provably never reached the server
@@ -100,6 +101,12 @@ class StateError(SkuferryError):
 
 class SourceError(SkuferryError):
     exit_code = EXIT_UNAVAILABLE
+
+
+class SourceNotReady(SourceError):
+    """The export's ``ready_file`` did not come in time: nothing was read, try again later."""
+
+    exit_code = EXIT_TEMPFAIL
 
 
 class ApiError(SkuferryError):

@@ -206,7 +206,8 @@ def test_a_renamed_where_column_holds_every_product_and_archives_none(
         "A-3": None,
     }, "nothing archived"
 
-    # One short row lacks the column: that product is held, not archived; the rest sync.
+    # One short row lacks the column: it is unreadable (fewer fields than the header), so
+    # that product is held, not archived; the rest sync.
     catalog.write_text(
         "SKU,Name,Price,Status\n"
         "A-1,Claw hammer,13.90,active\n"
@@ -219,8 +220,8 @@ def test_a_renamed_where_column_holds_every_product_and_archives_none(
     (problem,) = summary["problems"]
     assert (problem["key"], problem["reason"]) == (
         "A-2",
-        "catalog.csv line 3: [source] where: reads 'Status', which this record lacks "
-        "(a renamed or dropped column?); held, not skipped",
+        "catalog.csv line 3: 3 field(s), the header has 4 (if the exporter drops trailing "
+        'empty fields, set short_rows = "pad" in the table that reads this file)',
     )
     assert "status" not in _by_sku(sandbox)["A-2"], "held as it was"
 

@@ -56,7 +56,7 @@ def test_plain_lines_come_as_text_and_quoted_records_as_records(tmp_path: Path) 
     path = tmp_path / "c.csv"
     path.write_bytes(
         b'SKU,Name,Price\r\nA,one,1\r\nB,"two, quoted",2\r\nC,three,3\r\n'
-        b'D,"multi\r\nline",4\r\nE,five,5\r\n\r\nF,six'
+        b'D,"multi\r\nline",4\r\nE,five,5\r\n\r\nF,six\r\n'
     )
     lines = _same(path, block=2000)
     items = list(lines)
@@ -66,7 +66,7 @@ def test_plain_lines_come_as_text_and_quoted_records_as_records(tmp_path: Path) 
     assert isinstance(first, RawLines) and (first.start, first.texts) == (2, ["A,one,1\r\n"])
     last = items[-1]
     assert isinstance(last, RawLines) and last.start == 7
-    assert last.texts == ["E,five,5\r\n", "\r\n", "F,six"]
+    assert last.texts == ["E,five,5\r\n", "\r\n", "F,six\r\n"]
     assert lines.identity == "csv|utf-8|,|SKU,Name,Price\r\n"
 
 

@@ -157,9 +157,22 @@ def test_csv_too_many_fields_is_rejected(tmp_path: Path) -> None:
     ]
 
 
-def test_csv_fewer_fields_leave_the_columns_out(tmp_path: Path) -> None:
+def test_csv_fewer_fields_is_rejected_with_its_key_read(tmp_path: Path) -> None:
+    path = _write(tmp_path / "p.csv", b"sku,name,price\nA-1,Anvil\nB-2,Bucket,2\n")
+    out = _read(CsvSource(path))
+    assert out[1:] == [RawRecord(3, {"sku": "B-2", "name": "Bucket", "price": "2"})]
+    bad = out[0]
+    assert isinstance(bad, BadRecord) and bad.line == 2
+    assert bad.reason.startswith("p.csv line 2: 2 field(s), the header has 3")
+    assert 'short_rows = "pad"' in bad.reason
+    # the key is read, so the product is held; which field is missing is unknown
+    assert bad.fields == {"sku": "A-1", "name": "Anvil"} and bad.guessed
+
+
+def test_csv_short_rows_pad_reads_the_missing_fields_as_empty(tmp_path: Path) -> None:
     path = _write(tmp_path / "p.csv", b"sku,name,price\nA-1,Anvil\n")
-    assert _read(CsvSource(path)) == [RawRecord(2, {"sku": "A-1", "name": "Anvil"})]
+    out = _read(CsvSource(path, short_rows="pad"))
+    assert out == [RawRecord(2, {"sku": "A-1", "name": "Anvil", "price": ""})]
 
 
 def test_csv_stray_quote_rejects_the_row_and_reads_on(tmp_path: Path) -> None:
@@ -256,7 +269,9 @@ def test_csv_bad_rows_hand_over_the_cells_sure_in_them(tmp_path: Path) -> None:
         (2, {"sku": "A-1", "name": "Caf\udce9", "price": "1"}, False),  # a bad byte: in place
         (3, {"sku": "B-2", "name": "Bucket", "price": " large"}, True),  # maybe shifted
         (4, {"sku": "C-3"}, False),  # the cells before the stray quote
-        (5, {}, False),  # the stray quote is in the first cell: nothing is sure
+        # the stray quote is in the first cell: nothing is sure; it is still open at the
+        # end of the file, so the record may have been cut: no product is proven absent
+        (5, {}, True),
     ]
 
 
@@ -324,7 +339,11 @@ def test_csv_bad_options_are_config_errors(
     tmp_path: Path, options: dict[str, str], where: str
 ) -> None:
     with pytest.raises(ConfigError, match=where):
-        CsvSource(tmp_path / "p.csv", **options)
+        CsvSource(
+            tmp_path / "p.csv",
+            encoding=options.get("encoding", "utf-8"),
+            delimiter=options.get("delimiter", ","),
+        )
 
 
 def test_stopping_early_closes_the_file(tmp_path: Path) -> None:
@@ -349,7 +368,7 @@ def test_jsonl_keeps_decimal_digits(tmp_path: Path) -> None:
 
 
 def test_jsonl_blank_lines_skipped_and_lines_counted(tmp_path: Path) -> None:
-    path = _write(tmp_path / "p.jsonl", b'\n{"sku": "A-1"}\r\n  \n{"sku": "B-2"}')
+    path = _write(tmp_path / "p.jsonl", b'\n{"sku": "A-1"}\r\n  \n{"sku": "B-2"}\n')
     assert _read(JsonlSource(path)) == [RawRecord(2, {"sku": "A-1"}), RawRecord(4, {"sku": "B-2"})]
 
 

@@ -39,13 +39,16 @@ def signature(path: Path) -> Signature | None:
 
 
 def watched_files(settings: Settings) -> list[Path]:
-    """The local files whose change starts a run: the source's and each join's."""
+    """The local files whose change starts a run: the source's and each join's, and their
+    ``ready_file`` (a run reads an export only once its ready file is there)."""
     found: list[Path] = []
     for source in [settings.source, *(join.source for join in settings.join)]:
         if isinstance(source, FileSourceSettings) and source.remote_scheme() is None:
-            path = Path(source.path)
-            if path not in found:
-                found.append(path)
+            # the ready file too: a run that gave up waiting for it starts again when it comes
+            ready = [] if source.ready_file is None else [Path(source.ready_file)]
+            for path in [Path(source.path), *ready]:
+                if path not in found:
+                    found.append(path)
     return found
 
 

@@ -21,7 +21,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import Literal, TextIO, TypeVar
 
 from skuferry.config.encoding import require_encoding
 from skuferry.config.schema import CsvSourceSettings
@@ -30,6 +30,11 @@ from skuferry.models import BadRecord, RawLines, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import open_text
 from skuferry.sources.fingerprint import file_fingerprint
+from skuferry.sources.torn import FinalNewline, check_end
+
+# "error": a row with fewer fields than the header is unreadable (held); "pad": the
+# exporter drops trailing empty fields, and the missing ones are read as empty.
+ShortRows = Literal["error", "pad"]
 
 # surrogateescape maps an undecodable byte 0xNN to the lone surrogate U+DCNN.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
@@ -41,7 +46,15 @@ _Item = TypeVar("_Item")
 class CsvSource(Source):
     """Rows of a CSV file as ``RawRecord`` keyed by the (stripped) header names."""
 
-    def __init__(self, path: Path | str, *, encoding: str = "utf-8", delimiter: str = ",") -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        encoding: str = "utf-8",
+        delimiter: str = ",",
+        final_newline: FinalNewline = "required",
+        short_rows: ShortRows = "error",
+    ) -> None:
         require_encoding(encoding)
         if len(delimiter) != 1 or delimiter in '"\r\n':
             raise ConfigError(
@@ -53,6 +66,8 @@ class CsvSource(Source):
         self.path = Path(path)
         self.encoding = encoding
         self.delimiter = delimiter
+        self.final_newline: FinalNewline = final_newline
+        self.short_rows: ShortRows = short_rows
         self._name = self.path.name
 
     def describe(self) -> str:
@@ -98,6 +113,8 @@ class CsvSource(Source):
         header: list[str] | None = None
         width = 0
         consumed = 0  # physical lines the reader has taken so far
+        last: str | None = None  # the last physical line read: a torn end has no line break
+        first: str | None = None  # the header's last line
         while True:
             start = consumed + 1  # the physical line this row starts on
             error: csv.Error | None = None
@@ -109,17 +126,21 @@ class CsvSource(Source):
                         end = reader.line_num
                         text = next(lag) if end == start else None
                         if text is not None and len(row) == width > 1 and text.isascii():
+                            last = text
                             # zip without keywords: passing strict= costs 0.25 us a row,
                             # and the lengths are equal here
                             yield RawRecord(start, dict(zip(header, row)))  # noqa: B905
                             consumed, start = end, end + 1
                             continue
                         lines = [text] if text is not None else self._lag(lag, end - consumed)
+                        last = lines[-1] if lines else last
                         yield from self._other(header, row, lines, start=start, end=end)
                         consumed, start = end, end + 1
+                    check_end(self._name, consumed, last, self.final_newline, first=first)
                     return
                 row = next(reader)
             except StopIteration:
+                check_end(self._name, consumed, last, self.final_newline, first=first)
                 return
             except csv.Error as exc:
                 error = exc
@@ -127,6 +148,7 @@ class CsvSource(Source):
             count, consumed = end - consumed, end
             # the common case is one line, one row: its text is kept by reference only
             lines = [next(lag)] if count == 1 else list(itertools.islice(lag, count))
+            last = lines[-1] if lines else last
             if header is None:
                 if error is not None:
                     raise SourceError(f"{self.path} line {start}: bad header: {error}") from error
@@ -134,6 +156,7 @@ class CsvSource(Source):
                     continue  # a blank line
                 header = self._header(row, start)
                 width = len(header)
+                first = lines[-1]  # its line break is the file's
                 continue
             if error is not None:
                 yield from self._broken(header, lines, start=start, error=error, row=row)
@@ -176,8 +199,23 @@ class CsvSource(Source):
                 fields=dict(zip(header, row, strict=False)),  # in place: the key is sure
             )
             return
-        # Fewer fields than the header: zip stops early and the missing columns are absent.
-        yield RawRecord(start, dict(zip(header, row, strict=False)))
+        if len(row) < width:
+            if self.short_rows == "pad":  # the exporter drops trailing empty fields
+                yield RawRecord(start, dict(itertools.zip_longest(header, row, fillvalue="")))
+                return
+            # Which fields are missing is unknown (the trailing ones, or one in the middle
+            # and the rest shifted): the key read by position holds its product, but the
+            # row's own product is not known for sure, as with too many fields.
+            yield BadRecord(
+                start,
+                f"{name} line {start}: {len(row)} field(s), the header has {width} (if the "
+                'exporter drops trailing empty fields, set short_rows = "pad" in the table '
+                "that reads this file)",
+                fields=dict(zip(header, row, strict=False)),
+                guessed=True,
+            )
+            return
+        yield RawRecord(start, dict(zip(header, row, strict=True)))
 
     def _broken(
         self,
@@ -201,12 +239,16 @@ class CsvSource(Source):
             # A stray quote within one line: the cells before it are sure.
             yield self._bad(header, start, f"{name} line {start}: {error}", lines[0])
             return
+        # A quote still open at the end of the file: the record may have been cut there
+        # (a copy cut off inside a description), and what followed it is unknown, so its
+        # lines cannot prove any product absent (``guessed``).
         if start == end:
             yield self._bad(
                 header,
                 start,
                 f"{name} line {start}: a quote opened here is never closed; line {start} rejected",
                 lines[0],
+                unsure=eof,
             )
             return
         if eof:
@@ -220,13 +262,15 @@ class CsvSource(Source):
             )
         span = f"lines {start}\u2013{end} rejected"
         opened = f"{name} line {start}: a quote opened here {runs}; {span}"
-        yield self._bad(header, start, opened, lines[0])
+        yield self._bad(header, start, opened, lines[0], unsure=eof)
         for number, text in enumerate(lines[1:], start=start + 1):
             if text.strip():  # a blank line inside the quote holds no product
                 inside = f"{name} line {number}: inside the quote opened on line {start}; {span}"
-                yield self._bad(header, number, inside, text)
+                yield self._bad(header, number, inside, text, unsure=eof)
 
-    def _bad(self, header: list[str], line: int, reason: str, text: str) -> BadRecord:
+    def _bad(
+        self, header: list[str], line: int, reason: str, text: str, *, unsure: bool = False
+    ) -> BadRecord:
         """A rejected physical line with the cells that are sure in it, for its key.
 
         Were the line a row of its own, its first cells are exactly those read before
@@ -235,7 +279,7 @@ class CsvSource(Source):
         """
         cells, _complete = leading_cells(text, self.delimiter)
         fields = dict(zip(header, cells, strict=False))
-        return BadRecord(line, reason, fields=fields, guessed=len(cells) > len(header))
+        return BadRecord(line, reason, fields=fields, guessed=unsure or len(cells) > len(header))
 
     def _header(self, row: list[str], line: int) -> list[str]:
         names = [cell.strip() for cell in row]
@@ -277,6 +321,7 @@ class CsvLines:
         self.block = max(1, block)
         self.header: list[str] | None = None
         self.identity: str | None = None
+        self._first: str | None = None
 
     def __iter__(self) -> Iterator[RawRecord | BadRecord | RawLines]:
         return self.source._opened(self._read)
@@ -298,6 +343,27 @@ class CsvLines:
             return list(self.source._broken(header, [text], start=line, error=exc, row=[]))
         return list(self.source._other(header, row, [text], start=line, end=line))
 
+    def _take_header(
+        self, row: list[str], error: csv.Error | None, line: int, taken: list[str]
+    ) -> list[str] | None:
+        """The header read from ``row`` (None for a blank line), with the reader's identity."""
+        source = self.source
+        if error is not None:
+            raise SourceError(f"{source.path} line {line}: bad header: {error}") from error
+        if not row or (len(row) == 1 and not row[0].strip()):
+            return None  # a blank line
+        self.header = source._header(row, line)
+        self.identity = self._identity("".join(taken))
+        self._first = taken[-1]  # its line break is the file's
+        return self.header
+
+    def _identity(self, header_line: str) -> str:
+        source = self.source
+        # short_rows decides how a line reads; "error" (the default) adds nothing, so that
+        # the line digests learnt before the key existed still hold
+        reading = [] if source.short_rows == "error" else [f"short_rows={source.short_rows}"]
+        return "|".join(["csv", source.encoding, source.delimiter, *reading, header_line])
+
     def _read(self, handle: TextIO) -> Iterator[RawRecord | BadRecord | RawLines]:
         source = self.source
         lines = iter(handle)
@@ -308,8 +374,10 @@ class CsvLines:
         size = self.block
         number = 0  # physical lines read so far
         start = 0  # the line number of block[0]
+        last: str | None = None  # the last physical line read: a torn end has no line break
         for text in lines:
             number += 1
+            last = text
             if header is not None and '"' not in text:
                 if not block:
                     start = number
@@ -334,14 +402,9 @@ class CsvLines:
             taken = feed.taken
             feed.taken = []
             number += len(taken) - 1
+            last = taken[-1] if taken else last
             if header is None:
-                if error is not None:
-                    raise SourceError(f"{source.path} line {first}: bad header: {error}") from error
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue  # a blank line
-                header = source._header(row, first)
-                self.header = header
-                self.identity = "|".join(["csv", source.encoding, source.delimiter, "".join(taken)])
+                header = self._take_header(row, error, first, taken)
                 continue
             if error is not None:
                 yield from source._broken(header, taken, start=first, error=error, row=row)
@@ -349,6 +412,7 @@ class CsvLines:
             yield from source._other(header, row, taken, start=first, end=number)
         if block:
             yield RawLines(start, block)
+        check_end(source._name, number, last, source.final_newline, first=self._first)
 
 
 class _Feed:
@@ -385,7 +449,13 @@ def _escaped_byte(header: list[str], row: list[str]) -> tuple[str, int]:
 
 
 def open_csv(settings: CsvSourceSettings) -> Source:
-    return CsvSource(settings.path, encoding=settings.encoding, delimiter=settings.delimiter)
+    return CsvSource(
+        settings.path,
+        encoding=settings.encoding,
+        delimiter=settings.delimiter,
+        final_newline=settings.final_newline,
+        short_rows=settings.short_rows,
+    )
 
 
 def leading_cells(text: str, delimiter: str) -> tuple[list[str], bool]:

@@ -9,6 +9,7 @@ imported in their branch only, so a csv sync never imports SQLAlchemy.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import assert_never
 
 from skuferry.config.schema import (
@@ -31,7 +32,15 @@ def open_source(settings: SourceSettings, *, stop: threading.Event | None = None
 
     ``stop`` (the engine's stop event) ends the API sources' waits between retries.
     """
-    return skip_empty_rows(_open(settings, stop), settings.skip_if_empty)  # every type, once
+    source = _open(settings, stop)
+    if isinstance(settings, FileSourceSettings) and settings.ready_file is not None:
+        from skuferry.sources.ready import ReadyGate, ReadySource  # waits for the exporter
+
+        gate = ReadyGate(
+            Path(settings.path), settings.ready_file, timeout_s=settings.ready_timeout_s, stop=stop
+        )
+        source = ReadySource(source, gate)
+    return skip_empty_rows(source, settings.skip_if_empty)  # every type, once
 
 
 def _open(settings: SourceSettings, stop: threading.Event | None = None) -> Source:

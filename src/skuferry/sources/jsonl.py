@@ -24,6 +24,7 @@ from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import open_binary
 from skuferry.sources.fingerprint import file_fingerprint
+from skuferry.sources.torn import FinalNewline, check_end
 
 _BOM = "\ufeff"
 # One line is one product; a line this long is refused rather than read into memory whole.
@@ -47,7 +48,12 @@ class JsonlSource(Source):
     """Each non-blank line of the file is one ``RawRecord`` (its object's members)."""
 
     def __init__(
-        self, path: Path | str, *, encoding: str = "utf-8", max_line_bytes: int = MAX_LINE_BYTES
+        self,
+        path: Path | str,
+        *,
+        encoding: str = "utf-8",
+        max_line_bytes: int = MAX_LINE_BYTES,
+        final_newline: FinalNewline = "required",
     ) -> None:
         require_encoding(encoding)
         # Lines are split on the byte b"\n", which only works for ASCII-compatible encodings.
@@ -62,6 +68,7 @@ class JsonlSource(Source):
         self.encoding = encoding
         self._name = self.path.name
         self.max_line_bytes = max_line_bytes
+        self.final_newline: FinalNewline = final_newline
 
     def describe(self) -> str:
         return str(self.path)
@@ -88,9 +95,12 @@ class JsonlSource(Source):
         name = self._name
         encoding = self.encoding
         limit = self.max_line_bytes
+        number = 0
+        last: bytes | None = None  # the last line read: a torn end has no line break
         for number, raw in enumerate(iter(partial(handle.readline, limit + 1), b""), start=1):
+            last = raw
             if len(raw) > limit and not raw.endswith(b"\n"):
-                _skip_rest_of_line(handle)
+                last = _skip_rest_of_line(handle) or raw
                 yield BadRecord(
                     number, f"{name} line {number}: longer than {limit:,} bytes, refused unread"
                 )
@@ -133,6 +143,7 @@ class JsonlSource(Source):
                 yield BadRecord(number, f"{name} line {number}: {kind}, not a JSON object")
                 continue
             yield RawRecord(number, value)
+        check_end(name, number, last, self.final_newline)
 
 
 def _members(text: str) -> dict[str, Any]:
@@ -186,12 +197,17 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
-def _skip_rest_of_line(handle: BinaryIO) -> None:
+def _skip_rest_of_line(handle: BinaryIO) -> bytes:
+    """Read past the rest of an overlong line; its last piece (b"" at the file's end)."""
+    last = b""
     while True:
         chunk = handle.readline(1 << 20)
         if not chunk or chunk.endswith(b"\n"):
-            return
+            return chunk or last
+        last = chunk
 
 
 def open_jsonl(settings: JsonlSourceSettings) -> Source:
-    return JsonlSource(settings.path, encoding=settings.encoding)
+    return JsonlSource(
+        settings.path, encoding=settings.encoding, final_newline=settings.final_newline
+    )

@@ -76,6 +76,7 @@ from skuferry.sync.pieces import (
     use_keys,
 )
 from skuferry.sync.plan import Tally, plan
+from skuferry.sync.pulled import reported
 from skuferry.sync.reread import Reread
 from skuferry.sync.writer import Writer
 
@@ -216,13 +217,15 @@ def _run(
         if route is not None
         else _records(pull, source)
     )
+    # the pull reports its verdict; absence decides gone only when it is complete
+    records = reported(records, summary.completeness, source.describe(), pull=pull, named=named)
     tally = _fill(
         store,
         records,
         mirror,
         mapper,
         settings,
-        full=full,
+        ledger=summary.completeness,
         resend=options.resend,
         lines=route,  # unchanged CSV lines recognised unparsed (sync/lines.py)
         learn=None if options.dry_run else store.learn,  # ... their digests, learnt
@@ -457,9 +460,10 @@ def _fetch_urgent(
 ) -> list[Action]:
     """Read ``keys`` from the source again and plan them against the mirror as it is now."""
     named = NamedPull(keys, lane.mapper)
+    records = named.records(lane.source)
     actions = list(
         plan(
-            named.records(lane.source),
+            reported(records, summary.completeness, lane.source.describe(), pull=None, named=named),
             mirror.known(),
             walked=mirror.walked(),
             mapper=lane.mapper,
@@ -680,7 +684,7 @@ def _fill(
     mapper: Mapper,
     settings: Settings,
     *,
-    full: bool,
+    ledger: Ledger,
     resend: frozenset[str] = frozenset(),
     lines: LineRoute | None = None,
     learn: Callable[[int, str, bytes], None] | None = None,
@@ -694,7 +698,7 @@ def _fill(
             walked=mirror.walked(),
             seen=mirror.seen_table(),
             mapper=mapper,
-            full=full,  # absence proves nothing in an incremental pull
+            ledger=ledger,  # gone only when the pull proved itself complete
             archiving=GonePolicy.from_settings(settings.gone).archiving,  # ARCHIVE, not GONE
             tally=tally,  # bad rows whose product is unknown: no gone decisions
             resend=resend,  # retry: refused data sent again

@@ -40,6 +40,7 @@ from skuferry import canonical
 from skuferry.models import BadRecord, RawLines, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.csv import CsvLines, CsvSource
+from skuferry.sources.ready import ReadySource
 from skuferry.sync.mapping import Mapper
 
 LINE_DIGEST_VERSION = "1"  # a new one makes every row learn its line digest again, once
@@ -48,8 +49,11 @@ LINE_DIGEST_VERSION = "1"  # a new one makes every row learn its line digest aga
 class LineRoute:
     """What ``plan(lines=...)`` needs of a CSV read line by line (``sync/plan.LineReader``)."""
 
-    def __init__(self, lines: CsvLines, mapper: Mapper, key_column: str) -> None:
+    def __init__(
+        self, lines: CsvLines, mapper: Mapper, key_column: str, ready: ReadySource | None = None
+    ) -> None:
         self._lines = lines
+        self._ready = ready
         self._mapper = mapper
         self._key_column = key_column
         self._delimiter = lines.source.delimiter
@@ -57,6 +61,8 @@ class LineRoute:
         self._indexed = False
 
     def records(self) -> Iterator[RawRecord | BadRecord | RawLines]:
+        if self._ready is not None:  # [source] ready_file: read once the exporter is done
+            return self._ready.gated(lambda: iter(self._lines))
         return iter(self._lines)
 
     def keys(self, block: RawLines) -> list[str | None]:
@@ -110,6 +116,9 @@ class LineRoute:
 def line_route(source: Source, mapper: Mapper) -> LineRoute | None:
     """The route for ``source``, or None when it could plan anything but what today's
     record-by-record reading plans (see the module docstring)."""
+    ready = source if isinstance(source, ReadySource) else None
+    if ready is not None:
+        source = ready.inner
     if type(source) is not CsvSource or not mapper.reads_columns_only:
         return None
-    return LineRoute(source.lines(), mapper, mapper.key_column)
+    return LineRoute(source.lines(), mapper, mapper.key_column, ready)

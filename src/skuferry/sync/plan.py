@@ -34,6 +34,7 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from skuferry.completeness import Ledger, Reader
 from skuferry.models import (
     UNMAPPED,
     Action,
@@ -203,6 +204,7 @@ def plan(
     recognised: bytearray | None = None,
     lines: LineReader | None = None,
     learn: Callable[[int, str, bytes], None] | None = None,
+    ledger: Ledger | None = None,
 ) -> Iterator[Action]:
     """Stream the actions that bring the remote in step with ``records``.
 
@@ -221,14 +223,20 @@ def plan(
     - a key repeated with the same digest -> the repeat is ignored; with a
       different digest (or as a bad record) -> REJECT for the key, naming both
       lines and, when known, a differing field;
-    - after the records, when the pull was ``full`` (an incremental pull holds
-      only the changed records, so absence proves nothing): GONE for each key of
+    - after the records, when absence is proven (``ledger.may_mark_gone()``: the
+      pull reported itself complete; an incremental pull holds only the changed
+      records, so absence proves nothing there): GONE for each key of
       ``mirror_keys`` (default: the mirror's keys) that was not seen and is in
       the source as far as the mirror knows (not GONE already, not REMOTE_ONLY);
       with ``archiving`` (the digest of the ``[gone] patch``, see ``gone.py``)
       such keys with a remote id are ARCHIVEd instead (see ``leaving``). Not
       when ``tally.unsure``: a row that could be any product was rejected, so
-      absence proves nothing and ``tally.gone_skipped`` is set instead.
+      the pull is reported incomplete to the ledger, and ``tally.gone_skipped``
+      is set when that alone stopped the gone decisions.
+
+    ``ledger``: the run's completeness ledger (``completeness.py``), which the pull
+    reported its verdict to by the time the records are exhausted. Without one, a
+    ledger holding one verdict for the records is made from ``full``.
 
     ``seen`` (key -> (digest, first line)) may be a disk-backed mapping for
     huge catalogs; it is filled as the records stream by.
@@ -299,15 +307,34 @@ def plan(
             reason=_conflict_reason(record, first_line, recent.get(record.key)),
             stage="check",  # each row reads and maps; together they contradict each other
         )
-    if not full:
-        return
-    if tally.unsure:
-        tally.gone_skipped = True
+    if not _absence_proven(ledger, tally, full=full):
         return
     for key, row in marks.unseen(mirror_keys):
         kind = leaving(row, archiving=archiving)
         if kind is not None:
             yield Action(kind, key, remote_id=row.remote_id)
+
+
+def _absence_proven(ledger: Ledger | None, tally: Tally, *, full: bool) -> bool:
+    """Whether the records just planned prove a product gone by its absence (the ledger's
+    rule); rows whose product cannot be told for sure are reported there first."""
+    if ledger is None:
+        ledger = Ledger()
+        if full:
+            ledger.complete(Reader.SOURCE, "records")
+        else:
+            ledger.incomplete(Reader.SOURCE, "records", "not a full pull")
+    proven = ledger.may_mark_gone()
+    if tally.unsure:
+        ledger.incomplete(
+            Reader.SOURCE,
+            "rejected rows",
+            f"{tally.unsure} rejected row(s) whose product cannot be told for sure",
+        )
+    if ledger.may_mark_gone():
+        return True
+    tally.gone_skipped = proven and tally.unsure > 0  # the rows alone stopped them
+    return False
 
 
 class _Seen:

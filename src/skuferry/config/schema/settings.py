@@ -382,6 +382,19 @@ class MappingSettings(Strict):
         return frozenset(name for name, spec in fields.items() if getattr(spec, "create_only", 0))
 
 
+FinalNewline = Literal["required", "optional"]
+
+
+def _final_newline() -> Any:
+    return Field(
+        "required",
+        description="`required` (default): a file whose last line has no line break is "
+        "taken for a torn export (cut short, or still being written) and the run stops "
+        "(exit 3, nothing written); `optional`: the exporter never writes a final line "
+        "break, and the last line is read as a whole record.",
+    )
+
+
 class CsvSourceSettings(FileSourceSettings):  # path: a file or an http(s)/sftp URL
     """A CSV file whose first row is the header."""
 
@@ -391,6 +404,13 @@ class CsvSourceSettings(FileSourceSettings):  # path: a file or an http(s)/sftp 
         description="Any codec Python knows, e.g. `cp1252` for Windows exports; a BOM is skipped.",
     )
     delimiter: str = Field(",", description='Exactly one character, e.g. `";"` or `"\\t"`.')
+    final_newline: FinalNewline = _final_newline()
+    short_rows: Literal["error", "pad"] = Field(
+        "error",
+        description="A row with fewer fields than the header: `error` (default) rejects it "
+        "and holds its product, as a row with too many fields; `pad`, for an exporter that "
+        "drops trailing empty fields, reads the missing fields as empty.",
+    )
 
 
 class JsonlSourceSettings(FileSourceSettings):
@@ -400,6 +420,7 @@ class JsonlSourceSettings(FileSourceSettings):
     encoding: Annotated[str, AfterValidator(known_encoding)] = Field(
         "utf-8", description="Any codec Python knows."
     )
+    final_newline: FinalNewline = _final_newline()
 
 
 SOURCE_MODELS: tuple[type[SourceCommon], ...] = (

@@ -757,7 +757,13 @@ def anchor_sqlite_url(url: str, base: Path) -> str:
 
 # --- file sources: a local path, or a remote file (http(s):// or sftp://) ----------------
 
-_FILE_KEYS = ("ca_bundle", "sftp_known_hosts", "sftp_key_file", "sftp_password_file")
+_FILE_KEYS = (
+    "ca_bundle",
+    "sftp_known_hosts",
+    "sftp_key_file",
+    "sftp_password_file",
+    "ready_file",
+)
 _HTTP_ONLY = ("headers",)
 _SFTP_ONLY = ("sftp_known_hosts", "sftp_key_file", "sftp_password_file", "sftp_password_env")
 
@@ -833,6 +839,22 @@ class FileSourceSettings(SourceCommon):
         description="`sftp://` paths: the environment variable holding the password (wins "
         "over `sftp_password_file`).",
     )
+    # a trigger file the exporter writes once the export is whole: a file still being
+    # written is never read
+    ready_file: Path | None = Field(
+        None,
+        description="A file the exporter writes once the export is complete (say "
+        "`catalog.csv.done`; relative to the config file's folder). A run waits for it "
+        "(at most `ready_timeout_s`) before reading the export; one older than the export "
+        "does not count. If it does not come, the run reads nothing and exits 75. Local "
+        "paths only.",
+    )
+    ready_timeout_s: float = Field(
+        300.0,
+        ge=0,
+        description="How long a run waits for `ready_file` before it gives up (exit 75, "
+        "nothing read); the daemon's watch starts a run again when the file comes.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -871,6 +893,8 @@ class FileSourceSettings(SourceCommon):
                 raise ValueError(f"path: {problem}")
         if scheme == "sftp":
             _check_sftp(self)
+        if scheme and self.ready_file is not None:
+            raise ValueError("ready_file only applies to a local path")
         return self
 
     def remote_scheme(self) -> str | None:
