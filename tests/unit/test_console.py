@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 from skuferry.config.schema import Settings
 from skuferry.errors import ConfigError
+from skuferry.service.console import app as app_mod
 from skuferry.service.console import auth, chart, views
 from skuferry.service.console.app import Console
 from skuferry.service.console.auth import Gate
@@ -144,7 +145,7 @@ def test_front_page_lists_each_workspace_with_its_last_run_and_a_link(settings: 
         ("rejected", "3"),
         ("failed", "0"),
     ]
-    assert "2026-11-27T02:00:00+00:00" in row  # next run
+    assert app_mod.when(1795744800) in row  # next run, 2026-11-27T02:00:00Z in local time
     assert '<td class="n pending">2</td>' in row  # the keys waiting in memory
     assert "9 writes at 120/min of " in row
     assert "no run yet" in html.split('data-workspace="other"')[1]
@@ -393,3 +394,18 @@ def test_rendering_leaves_the_state_file_untouched(settings: Settings) -> None:
     for path in ("/", "/workspaces/shop", "/workspaces/shop?q=SKU"):
         assert get(app, path).status == 200
     assert settings.state.path.read_bytes() == before
+
+
+def test_due_says_when_and_how_far_off() -> None:
+    assert app_mod.due("2026-11-27T02:00:00+00:00", 1795744800 - 600) == (
+        f"{app_mod.when(1795744800)} (in 10 min)"
+    )
+    assert app_mod.due("2026-11-27T02:00:00+00:00", 1795744800 + 5).endswith("(due now)")
+    assert app_mod.due(None, 0) == "none scheduled"
+    assert [app_mod.ago(s) for s in (None, 42, 300, 3 * 3600 + 600, 2 * 86400 + 4 * 3600)] == [
+        "never",
+        "42 s",
+        "5 min",
+        "3 h 10 min",
+        "2 d 4 h",
+    ]

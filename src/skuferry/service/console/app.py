@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from http.cookies import CookieError, SimpleCookie
 from importlib import resources
 from typing import Any
@@ -94,6 +95,7 @@ class Console:
         )
         self._env.filters["ago"] = ago
         self._env.filters["when"] = when
+        self._env.filters["due"] = lambda iso: due(iso, self._wall_clock())
         self._env.filters["count"] = lambda n: f"{n:,}"
         self._css = (resources.files(__package__) / "static" / "console.css").read_bytes()
 
@@ -341,6 +343,18 @@ def when(unix: float | None) -> str:
     if unix is None:
         return "—"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
+
+
+def due(iso: str | None, now: float) -> str:
+    """A next run's ISO 8601 time as local time and how far off it is."""
+    if not iso:
+        return "none scheduled"
+    try:
+        at = datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return iso
+    left = at - now
+    return f"{when(at)} ({'in ' + ago(left) if left > 0 else 'due now'})"
 
 
 def _notice(query: dict[str, list[str]]) -> str:
