@@ -24,6 +24,7 @@ SERIES = (  # bottom to top
     ("failed", "#c62828"),
 )
 DURATION_COLOUR = "#555555"
+MAX_BAR_W = 28.0  # a few runs: narrow bars, not slabs
 
 
 def runs_svg(runs: Sequence[Run]) -> str:
@@ -52,7 +53,7 @@ def runs_svg(runs: Sequence[Run]) -> str:
     top = max(1, *(sum(r.counts[name] for name, _ in SERIES) for r in ordered))
     longest = max(0.001, *(r.duration_s or 0.0 for r in ordered))
     slot = plot_w / len(ordered)
-    bar_w = max(1.0, slot * 0.7)
+    bar_w = min(MAX_BAR_W, max(1.0, slot * 0.7))
     points = []
     for i, run in enumerate(ordered):
         x = PAD_LEFT + i * slot + (slot - bar_w) / 2
