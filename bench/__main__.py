@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import (
+    console,
     density,
     fill,
     http_crowd,
@@ -48,6 +49,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
     "crowd": http_crowd.figure,  # issue 29: /healthz beside hundreds of stalled clients
     "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
+    "console": console.figure,  # issue 32: the operator's page: render time, the daemon's RSS
 }
 
 
