@@ -409,3 +409,16 @@ def test_due_says_when_and_how_far_off() -> None:
         "3 h 10 min",
         "2 d 4 h",
     ]
+
+
+def test_a_console_token_file_every_user_may_read_is_refused(tmp_path: Path) -> None:
+    from skuferry.config import security
+
+    token_file = tmp_path / "console_token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o644)
+    s = make_settings(tmp_path, daemon={"console_token_file": str(token_file)})
+    found = security.problems(s)
+    assert any("at 'daemon.console_token_file'" in p and "chmod 600" in p for p in found)
+    token_file.chmod(0o600)
+    assert not any("console_token" in p for p in security.problems(s))
