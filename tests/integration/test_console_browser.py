@@ -140,7 +140,8 @@ def screenshot(driver: Any, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(1280, max(600, min(int(height) + 40, 2400)))
+        frame = driver.execute_script("return window.outerHeight - window.innerHeight")
+        driver.set_window_size(1280, max(600, min(int(height) + int(frame), 2400)))
         driver.save_screenshot(str(Path(folder) / name))
         driver.set_window_size(1280, 1000)
 
@@ -161,7 +162,7 @@ def refused_keys(driver: Any) -> list[str]:
 def test_sign_in_find_a_refused_product_send_it_again_and_see_it_on_the_cms(
     daemon: tuple[str, Sandbox, Path], browser: Any
 ) -> None:
-    url, sandbox, _log = daemon
+    url, sandbox, log = daemon
     assert REFUSED not in remote_counts(sandbox), "refused by the first run"
 
     browser.get(url + "/")
@@ -200,6 +201,16 @@ def test_sign_in_find_a_refused_product_send_it_again_and_see_it_on_the_cms(
     assert TOKEN not in browser.page_source
 
     browser.get(url + "/workspaces/shop")
+    shown(browser, "#run-now").click()  # a full run, as POST /hooks/run asks for
+    assert "A run was asked for" in shown(browser, ".notice").text
+
+    def runs() -> int:
+        return sum(1 for e in events(log) if e.get("event") == "daemon.run.finished")
+
+    wait_until(lambda: runs() == 2, "the run asked for")
+    browser.get(url + "/workspaces/shop")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#run-table tbody tr")) == 2
+    assert refused_keys(browser) == [REFUSED], "the same data: still refused"
     screenshot(browser, "console-workspace.png")
     sandbox.config.required_fields = ("sku",)  # the CMS side is fixed
     letter = browser.find_element(By.CSS_SELECTOR, f'tr[data-key="{REFUSED}"]')
