@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import (
+    console,
     density,
     fill,
     http_crowd,
@@ -50,6 +51,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "crowd": http_crowd.figure,  # issue 29: /healthz beside hundreds of stalled clients
     "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
     "urgent": urgent.figure,  # issue 33: a hook or a new export during a backlog (12 min)
+    "console": console.figure,  # issue 32: the operator's page: render time, the daemon's RSS
 }
 
 

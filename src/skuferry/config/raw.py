@@ -60,6 +60,7 @@ SECRET_FILE_KEYS = (
     "sftp_key_file",
     "sftp_password_file",
     "hook_secret_file",
+    "console_token_file",
 )
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")

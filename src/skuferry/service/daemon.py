@@ -490,9 +490,36 @@ class Daemon:
                 )
             _listen, limits = _http_side(settings)
             self._endpoint = Endpoint(
-                settings.daemon.listen, self.board, desk, limits=limits
+                settings.daemon.listen, self.board, desk, limits=limits, console=self._console()
             ).start()
         self._restart_watch(settings)
+
+    def _console(self) -> Callable[[Any], object]:
+        """The operator's page (service/console/) over this daemon's one workspace."""
+        from skuferry.service.console.app import Console
+        from skuferry.service.console.workspace import DaemonWorkspace
+
+        path = self._config_path or self.settings.config_path
+        workspace = DaemonWorkspace(self, Path(path).stem if path else "default")
+        return Console.of(self.settings.daemon, lambda: [workspace]).mount
+
+    def waiting(self) -> int:
+        """Keys pushed (hooks, the page) and not yet taken by a run."""
+        return len(self.inbox)
+
+    def request_retry(self, keys: list[str]) -> None:
+        """Send ``keys`` again as ``skuferry retry`` does (refused data resent), in a
+        targeted run after the run going, if any. Thread-safe; returns at once."""
+        log.info("daemon.retry.queued", keys=len(keys))
+        self._scheduler.add_job(
+            self.run_targeted,
+            "date",
+            run_date=datetime.now().astimezone(),
+            args=[keys],
+            kwargs={"resend": True},
+            name="skuferry retry",
+            misfire_grace_time=None,
+        )
 
     def _restart_watch(self, settings: Settings) -> None:
         if self._watch is not None:
@@ -545,8 +572,9 @@ class Daemon:
             misfire_grace_time=None,
         )
 
-    def run_targeted(self, keys: list[str]) -> RunOutcome:
-        """A run of ``keys`` only (pushed by a hook); never raises."""
+    def run_targeted(self, keys: list[str], *, resend: bool = False) -> RunOutcome:
+        """A run of ``keys`` only (pushed by a hook; ``resend``: refused data sent again,
+        as ``skuferry retry`` does); never raises."""
         settings = self.settings
         self._targeted += 1
         number = self._targeted
@@ -556,7 +584,7 @@ class Daemon:
                 settings,
                 lambda: self._job(
                     settings,
-                    RunOptions(only=tuple(keys)),
+                    RunOptions(only=tuple(keys), resend=frozenset(keys) if resend else frozenset()),
                     stop=self.stop_event,
                     on_progress=ProgressPoints(self._progress),
                     urgent=self.inbox,  # more keys pushed meanwhile join this run's lane

@@ -140,9 +140,10 @@ class Endpoint:
         *,
         limits: Limits | None = None,
         open_files: int | None = None,
+        console: Callable[[Router], object] | None = None,
     ) -> None:
         self._server = HttpServer(
-            listen, routes(board, hooks), limits or Limits(), open_files=open_files
+            listen, routes(board, hooks, console), limits or Limits(), open_files=open_files
         )
         host = listen.rpartition(":")[0].strip("[]")
         if not _is_loopback(host):
@@ -184,8 +185,13 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def routes(board: Board, desk: hooks_http.Desk | None) -> Router:
-    """The WSGI application: health and metrics, and the hooks when a secret is set."""
+def routes(
+    board: Board,
+    desk: hooks_http.Desk | None,
+    console: Callable[[Router], object] | None = None,
+) -> Router:
+    """The WSGI application: health and metrics, the hooks when a secret is set, and the
+    operator's page when ``console`` mounts it (``console.app.Console.mount``)."""
     router = Router(Response.json(404, {"error": "not found; try /metrics or /healthz"}))
     router.add(
         "GET", "/metrics", lambda _r: Response(200, board.metrics_text().encode(), CONTENT_TYPE)
@@ -195,6 +201,8 @@ def routes(board: Board, desk: hooks_http.Desk | None) -> Router:
     if desk is not None:
         for path in hooks_http.PATHS:
             router.add("POST", path, _hook(desk))
+    if console is not None:
+        console(router)
     return router
 
 

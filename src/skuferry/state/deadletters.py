@@ -153,3 +153,42 @@ def oldest(conn: sqlite3.Connection) -> tuple[int, DeadLetter | None]:
     sql = f"SELECT {_COLUMNS} FROM dead_letters ORDER BY first_seen, key, line LIMIT 1"  # noqa: S608 - constant
     row = conn.execute(sql).fetchone()
     return int(count), DeadLetter(*row) if row is not None else None
+
+
+def page(
+    db: sqlite_utils.Database,
+    *,
+    text: str = "",
+    stage: str = "",
+    limit: int = 200,
+    offset: int = 0,
+) -> tuple[int, list[DeadLetter]]:
+    """(how many match, one page of them): the letters whose key, reason, message or
+    source holds ``text`` (any case), of ``stage`` when given, in ``listing``'s order.
+
+    A read for a person (the operator's page): the filter runs in SQLite, so a page of a
+    large list costs one page of rows, not the list."""
+    where, args = [], []
+    if text:
+        like = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in _SEARCHED) + ")")
+        args.extend([like] * len(_SEARCHED))
+    if stage:
+        where.append("stage = ?")
+        args.append(stage)
+    clause = " AND ".join(where) or None
+    table = db.table("dead_letters")
+    total = table.count_where(clause, args) if clause else table.count
+    stages = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(STAGES))
+    found = table.rows_where(
+        clause,
+        args,
+        select=_COLUMNS,
+        order_by=f"CASE stage {stages} END, key, line",
+        limit=limit,
+        offset=offset,
+    )
+    return int(total), [DeadLetter(**row) for row in found]
+
+
+_SEARCHED = ("key", "reason", "message", "source")

@@ -786,6 +786,18 @@ class DaemonSettings(Strict):
         description="The environment variable holding the hook secret, instead of "
         "`hook_secret_file`.",
     )
+    # the operator's page on `listen` (service/console/): the token that signs an operator in
+    console_token_file: Path | None = Field(
+        None,
+        description="A file (mode 0600) holding the token an operator signs in with on the "
+        "page served at `listen` (`/login`, or `Authorization: Bearer` from a script). "
+        "Without a console token the page is read-only. One of this and `console_token_env`.",
+    )
+    console_token_env: str | None = Field(
+        None,
+        description="The environment variable holding the console token, instead of "
+        "`console_token_file`.",
+    )
     # the limits of the HTTP side (service/http_server.py): no client can starve the others
     http_read_timeout_s: int = Field(
         10,
@@ -812,13 +824,20 @@ class DaemonSettings(Strict):
     @model_validator(mode="before")
     @classmethod
     def _relative_paths(cls, data: Any, info: ValidationInfo) -> Any:
-        return _anchor(data, info, ("hook_secret_file",))
+        return _anchor(data, info, ("hook_secret_file", "console_token_file"))
 
     @model_validator(mode="after")
     def _one_hook_secret(self) -> DaemonSettings:
         if self.hook_secret_file is not None and self.hook_secret_env is not None:
             raise ValueError("set one of hook_secret_file and hook_secret_env, not both")
+        if self.console_token_file is not None and self.console_token_env is not None:
+            raise ValueError("set one of console_token_file and console_token_env, not both")
         return self
+
+    @property
+    def console_actions(self) -> bool:
+        """A console token is configured: a signed-in operator may act on the page."""
+        return self.console_token_file is not None or self.console_token_env is not None
 
     @property
     def hooks(self) -> bool:

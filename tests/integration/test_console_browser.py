@@ -1,0 +1,264 @@
+"""The operator's page in a real browser: Debian's headless Chromium driven by Selenium
+through ``chromedriver``, against ``skuferry run`` as a real process and the sandbox CMS.
+
+An operator signs in, finds the product the CMS refused, sends it again once the CMS side
+is fixed, and sees it on the CMS; a POST whose session is gone is refused and changes
+nothing; every page renders with no error in the browser's console (the CSP blocks
+nothing the page needs). With ``SKUFERRY_CONSOLE_SCREENSHOTS=DIR`` the two pages are
+saved there as PNGs (the docs' screenshots are made so).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from skuferry.sandbox import Sandbox
+from tests.integration.conftest import catalog_rows, clean_env, closed_port_url, remote_counts
+
+pytestmark = pytest.mark.integration
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.webdriver.common.by import By  # noqa: E402 - after the skip
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+TOKEN = "console-token-Hq2wE9rT5yU1"
+REFUSED = "SKU-00002"
+
+if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+    pytest.skip(
+        "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+
+
+def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 60.0) -> None:
+    """Poll until ``predicate`` holds; the limit only guards against a hang."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    found = []
+    for line in path.read_text().splitlines():
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return found
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = webdriver.ChromeService(executable_path=CHROMEDRIVER, log_output=subprocess.DEVNULL)
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def daemon(
+    tmp_path: Path,
+    sandbox_factory: Callable[..., Sandbox],
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+) -> Iterator[tuple[str, Sandbox, Path]]:
+    # the CMS requires a name: SKU-00002, without one, is refused (422) by the first run
+    sandbox = sandbox_factory(updates="patch", required_fields=("sku", "name"))
+    rows = catalog_rows(5)
+    rows[1]["Name"] = ""
+    write_catalog(rows)
+    token_file = tmp_path / "console_token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
+    listen = closed_port_url().removeprefix("http://")
+    extra = (
+        "[schedule]\ninterval_minutes = 600\nrun_at_start = true\n"
+        f'[daemon]\nlisten = "{listen}"\nconsole_token_file = "{token_file}"\n'
+    )
+    config = write_config(sandbox.url, extra=extra, name="shop.toml")
+    err = tmp_path / "daemon.log"
+    with err.open("wb") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "skuferry", "--log-format", "json", "run", "-c", str(config)],
+            cwd=tmp_path,
+            env=clean_env(),
+            stderr=err_f,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            wait_until(
+                lambda: any(e.get("event") == "daemon.run.finished" for e in events(err)),
+                "the daemon's first run",
+            )
+            yield f"http://{listen}", sandbox, err
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+    assert TOKEN not in err.read_text(), "the token is never logged"
+
+
+def console_errors(driver: Any) -> list[dict[str, Any]]:
+    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def screenshot(driver: Any, name: str) -> None:
+    folder = os.environ.get("SKUFERRY_CONSOLE_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        frame = driver.execute_script("return window.outerHeight - window.innerHeight")
+        driver.set_window_size(1280, max(600, min(int(height) + int(frame), 2400)))
+        driver.save_screenshot(str(Path(folder) / name))
+        driver.set_window_size(1280, 1000)
+
+
+def shown(driver: Any, css: str) -> Any:
+    """The element once the page that shows it has loaded (a form's answer comes later)."""
+    wait_until(lambda: bool(driver.find_elements(By.CSS_SELECTOR, css)), f"{css} on the page")
+    return driver.find_element(By.CSS_SELECTOR, css)
+
+
+def refused_keys(driver: Any) -> list[str]:
+    return [
+        row.get_attribute("data-key")
+        for row in driver.find_elements(By.CSS_SELECTOR, "#letters tbody tr")
+    ]
+
+
+def test_sign_in_find_a_refused_product_send_it_again_and_see_it_on_the_cms(
+    daemon: tuple[str, Sandbox, Path], browser: Any
+) -> None:
+    url, sandbox, log = daemon
+    assert REFUSED not in remote_counts(sandbox), "refused by the first run"
+
+    browser.get(url + "/")
+    assert console_errors(browser) == []
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-workspace="shop"]')
+    assert row.find_element(By.CSS_SELECTOR, "td.created").text == "4"
+    assert row.find_element(By.CSS_SELECTOR, "td.rejected").text == "1"
+    screenshot(browser, "console-index.png")
+    row.find_element(By.LINK_TEXT, "shop").click()
+    assert browser.current_url.endswith("/workspaces/shop")
+    assert console_errors(browser) == []
+    assert refused_keys(browser) == [REFUSED]
+    assert browser.find_elements(By.CSS_SELECTOR, "button.retry") == [], "not signed in"
+    assert browser.find_element(By.CSS_SELECTOR, "svg.chart").is_displayed()
+
+    # the filter (a GET form): a key that is not refused shows none
+    box = browser.find_element(By.ID, "q")
+    box.send_keys("SKU-00004")
+    box.submit()
+    wait_until(lambda: "q=SKU-00004" in browser.current_url, "the filtered page")
+    assert refused_keys(browser) == []
+    browser.find_element(By.ID, "q").clear()
+    browser.find_element(By.ID, "q").send_keys("00002")
+    browser.find_element(By.ID, "q").submit()
+    wait_until(lambda: "q=00002" in browser.current_url, "the filtered page")
+    assert refused_keys(browser) == [REFUSED]
+
+    browser.get(url + "/login")
+    assert console_errors(browser) == []
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "token").submit()
+    wait_until(lambda: browser.current_url == url + "/", "the front page after signing in")
+    cookies = {c["name"]: c for c in browser.get_cookies()}
+    session = cookies["skuferry_session"]
+    assert session["httpOnly"] and session["sameSite"] == "Strict"
+    assert TOKEN not in browser.page_source
+
+    browser.get(url + "/workspaces/shop")
+    shown(browser, "#run-now").click()  # a full run, as POST /hooks/run asks for
+    assert "A run was asked for" in shown(browser, ".notice").text
+
+    def runs() -> int:
+        return sum(1 for e in events(log) if e.get("event") == "daemon.run.finished")
+
+    wait_until(lambda: runs() == 2, "the run asked for")
+    browser.get(url + "/workspaces/shop")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#run-table tbody tr")) == 2
+    assert refused_keys(browser) == [REFUSED], "the same data: still refused"
+    screenshot(browser, "console-workspace.png")
+    sandbox.config.required_fields = ("sku",)  # the CMS side is fixed
+    letter = browser.find_element(By.CSS_SELECTOR, f'tr[data-key="{REFUSED}"]')
+    letter.find_element(By.CSS_SELECTOR, "button.retry").click()
+    assert "handed to the daemon" in shown(browser, ".notice").text
+    wait_until(lambda: remote_counts(sandbox)[REFUSED] == 1, f"{REFUSED} on the CMS")
+
+    def gone_from_the_page() -> bool:
+        browser.get(url + "/workspaces/shop")
+        return refused_keys(browser) == []
+
+    wait_until(gone_from_the_page, "the refused list to empty")
+    assert console_errors(browser) == []
+    assert remote_counts(sandbox)[REFUSED] == 1, "sent once"
+
+
+def test_a_post_without_a_session_is_refused_and_changes_nothing(
+    daemon: tuple[str, Sandbox, Path], browser: Any
+) -> None:
+    url, sandbox, log = daemon
+    sandbox.config.required_fields = ("sku",)  # a retry would now succeed: none must happen
+    browser.get(url + "/login")
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "token").submit()
+    wait_until(lambda: browser.current_url == url + "/", "signed in")
+    browser.get(url + "/workspaces/shop")
+    button = browser.find_element(
+        By.CSS_SELECTOR, f'tr[data-key="{REFUSED}"] button.retry'
+    )  # a form with a valid CSRF token...
+    browser.delete_all_cookies()  # ... whose session is gone
+    console_errors(browser)  # (drain)
+    button.click()
+    assert "sign in first" in shown(browser, ".problem").text
+    refused = console_errors(browser)
+    assert any("401" in e["message"] for e in refused), "the console log is read: a 401 shows"
+
+    # and without a browser: no cookie, a forged one, or a wrong bearer token
+    target = f"{url}/workspaces/shop/retry"
+    assert httpx.post(target, data={"key": REFUSED}).status_code == 401
+    forged = httpx.post(
+        target, data={"key": REFUSED, "csrf": "x"}, headers={"Cookie": "skuferry_session=x"}
+    )
+    assert forged.status_code == 401
+    bearer = httpx.post(target, data={"key": REFUSED}, headers={"Authorization": "Bearer nope"})
+    assert bearer.status_code == 401
+    # each refusal was answered after the page decided: had it queued the key, the
+    # daemon's log would already say so
+    said = {e.get("event") for e in events(log)}
+    assert "console.action.refused" in said
+    assert not said & {"console.retry", "daemon.retry.queued", "daemon.targeted.started"}
+    assert REFUSED not in remote_counts(sandbox), "nothing was sent"
