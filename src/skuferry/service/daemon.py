@@ -68,7 +68,8 @@ from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.service.runner import run_watched
 from skuferry.service.watch import FileWatch, watched_files
-from skuferry.state.mirror import Mirror
+from skuferry.state.lock import Held, hold
+from skuferry.state.mirror import LANE_META, Mirror
 from skuferry.sync.lanes import UrgentInbox
 
 log = logs.get(__name__)
@@ -76,6 +77,7 @@ log = logs.get(__name__)
 JOB_ID = "sync"
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
+HANDED_POLL_S = 2.0  # how often an idle daemon looks for keys another process handed it
 _STOP, _RELOAD, _RUN, _KEYS = "stop", "reload", "run", "keys"
 
 
@@ -191,6 +193,7 @@ class Daemon:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         lanes: bool = True,
+        http: bool = True,
     ) -> None:
         self._config_path = config_path
         self._job = job
@@ -226,6 +229,9 @@ class Daemon:
         self._targeted = 0
         self._watch: FileWatch | None = None
         self._endpoint: Endpoint | None = None
+        self._http = http  # False: the process serves HTTP for many daemons (service/fleet.py)
+        self._held: Held | None = None  # the state's lock, from start to shutdown
+        self._handed_polled = float("-inf")
         self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
 
     @property
@@ -261,7 +267,13 @@ class Daemon:
         """Load the config, open the state, schedule, tell systemd READY=1. Raises SkuferryError."""
         settings = self._load(self._config_path)
         trigger = build_trigger(settings.schedule, interval_s=self._interval_s)
-        Mirror(settings.state.path).close()  # create/migrate now: fail before READY
+        # one writer, between runs too: a second process on this state exits 75
+        self._held = hold(settings.state.path)
+        try:
+            Mirror(settings.state.path).close()  # create/migrate now: fail before READY
+        except BaseException:
+            self.release_lock()
+            raise
         self._settings = settings
         first: dict[str, Any] = {}
         if settings.schedule.run_at_start:
@@ -298,6 +310,7 @@ class Daemon:
                 if not self._executor.busy():
                     self._notify.keepalive()  # during a run, progress points do it
                     self._run_if_asked()
+                    self._take_handed_keys()
                     self._run_keys_if_waiting()
                 continue
             if command == _STOP:
@@ -322,6 +335,8 @@ class Daemon:
                 waited_s=self._stop_timeout_s,
                 hint="the open write is resolved by lookup on the next start",
             )
+        else:
+            self.release_lock()  # a run still going keeps it until the process ends
         if self._settings is not None:
             # ``status`` then says "not running": no next run is promised by a stopped daemon
             self._publish(
@@ -337,7 +352,14 @@ class Daemon:
         try:
             new = self._load(self._config_path)
             trigger = build_trigger(new.schedule, interval_s=self._interval_s)
-            Mirror(new.state.path).close()
+            moved = new.state.path != old.state.path
+            held = hold(new.state.path) if moved else self._held
+            try:
+                Mirror(new.state.path).close()
+            except BaseException:
+                if moved and held is not None:
+                    held.release()
+                raise
         except ConfigError as exc:
             log.error("daemon.reload.failed", problems=exc.problems, kept="old config")
             self._notify.ready("config reload failed; running with the old config")
@@ -347,6 +369,10 @@ class Daemon:
             self._notify.ready("config reload failed; running with the old config")
             return False
         self._settings = new
+        if held is not self._held:
+            with self._gate:  # the run going on the old state ends first
+                self.release_lock()
+                self._held = held
         if (new.schedule.watch, new.schedule.watch_settle_s, watched_files(new)) != (
             old.schedule.watch,
             old.schedule.watch_settle_s,
@@ -474,22 +500,55 @@ class Daemon:
     # --- watch and listen (service/watch.py, service/http_endpoint.py) -------------------
 
     def _start_watchers(self, settings: Settings) -> None:
-        if settings.daemon.listen:
+        if settings.daemon.listen and self._http:
             self.board.seed(settings.metrics.textfile)
             secret = hooks_http.load_secret(settings.daemon)
-            desk = None
-            if secret is not None:
-                self._hooks = True
-                desk = hooks_http.Desk(
-                    secret,
-                    on_keys=self.push_keys,
-                    on_run=lambda: self.request_run("POST /hooks/run"),
-                )
+            desk = self.hook_desk(secret) if secret is not None else None
             _listen, limits = _http_side(settings)
             self._endpoint = Endpoint(
                 settings.daemon.listen, self.board, desk, limits=limits
             ).start()
         self._restart_watch(settings)
+
+    def hook_desk(self, secret: bytes) -> hooks_http.Desk:
+        """The hooks' desk for this daemon: pushed keys join its runs' urgent lane."""
+        self._hooks = True
+        return hooks_http.Desk(
+            secret,
+            on_keys=self.push_keys,
+            on_run=lambda: self.request_run("POST /hooks/run"),
+        )
+
+    def release_lock(self) -> None:
+        """Let another process write the state (the daemon stopped serving it)."""
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+
+    def _take_handed_keys(self) -> None:
+        """Keys a ``sync --only`` of another process left for this idle daemon: run them.
+
+        While a run goes, its urgent lane takes them; between runs the daemon still holds
+        the lock, so nobody else would.
+        """
+        now = self._clock()
+        if self._settings is None or now - self._handed_polled < HANDED_POLL_S:
+            return
+        self._handed_polled = now
+        try:
+            mirror = Mirror(self._settings.state.path)
+            try:
+                handed = [key for key, _at in mirror.metas(LANE_META)]
+                if handed:
+                    mirror.set_metas({LANE_META + key: None for key in handed})
+            finally:
+                mirror.close()
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; next tick again
+            log.warning("daemon.handed.read_failed", error=str(exc))
+            return
+        if handed:
+            log.info("daemon.handed.keys", keys=len(handed))
+            self.push_keys(handed)
 
     def _restart_watch(self, settings: Settings) -> None:
         if self._watch is not None:
