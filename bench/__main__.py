@@ -12,6 +12,7 @@ from pathlib import Path
 from bench import (
     density,
     fill,
+    fleet,
     http_crowd,
     keys,
     local,
@@ -48,6 +49,8 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
     "crowd": http_crowd.figure,  # issue 29: /healthz beside hundreds of stalled clients
     "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
+    "fleetdensity": fleet.density,  # issue 31: 100 workspaces in one process vs one each
+    "fleetconcurrency": fleet.concurrency,  # issue 31: 20 workspaces' budgets side by side
 }
 
 

@@ -25,7 +25,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,9 +34,6 @@ from types import FrameType
 from typing import Any
 
 import structlog
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from skuferry import errors, logs
 from skuferry.config.load import load_settings
@@ -501,26 +498,30 @@ class Fleet:
             )
 
 
-class _Families(Collector):
-    def __init__(self, families: list[Any]) -> None:
-        self._families = families
+def merge_expositions(texts: Iterable[str]) -> bytes:
+    """One exposition of many: each family's samples together under one HELP and TYPE.
 
-    def collect(self) -> Iterator[Any]:
-        return iter(self._families)
-
-
-def merge_expositions(texts: Any) -> bytes:
-    """One exposition of many: a family's samples together under one HELP and TYPE."""
-    merged: dict[str, Any] = {}
+    Each text is ``generate_latest``'s: a family is its ``# HELP`` and ``# TYPE`` lines,
+    then its samples. The same family from two workspaces twice would be an invalid
+    exposition (a scraper rejects a second TYPE line for one name).
+    """
+    heads: dict[str, list[str]] = {}
+    samples: dict[str, list[str]] = {}
     for text in texts:
-        for family in text_string_to_metric_families(text):
-            if family.name in merged:
-                merged[family.name].samples.extend(family.samples)
-            else:
-                merged[family.name] = family
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(list(merged.values())))
-    return bytes(generate_latest(registry))
+        name: str | None = None
+        for line in text.splitlines():
+            if line.startswith(("# HELP ", "# TYPE ")):
+                found = line.split(" ", 3)[2]
+                if found != name:
+                    name = found
+                    heads.setdefault(name, [])
+                    samples.setdefault(name, [])
+                if len(heads[name]) < 2 and line not in heads[name]:
+                    heads[name].append(line)
+            elif line and not line.startswith("#") and name is not None:
+                samples[name].append(line)
+    lines = [line for name in heads for line in (*heads[name], *samples[name])]
+    return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
 def routes(fleet: Fleet) -> Router:
