@@ -222,12 +222,12 @@ shard_option = click.option(
 
 def _fleet_args(ctx: click.Context, workspaces: Path | None, shard: str | None) -> Any:
     """The parsed ``--shard``, after checking the fleet options go together."""
-    from skuferry.service.fleet import Shard
-
     if workspaces is None:
         if shard is not None:
             raise errors.UsageError("--shard needs --workspaces DIR")
         return None
+    from skuferry.service.fleet import Shard  # the daemon's machinery: only for a fleet
+
     source = ctx.get_parameter_source("config_path")
     if source is click.core.ParameterSource.COMMANDLINE:
         raise errors.UsageError("--workspaces DIR and --config are either-or")
