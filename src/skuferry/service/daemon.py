@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
@@ -194,6 +194,7 @@ class Daemon:
         wall_clock: Callable[[], float] = time.time,
         lanes: bool = True,
         http: bool = True,
+        first_run_delay_s: float = 0.0,
     ) -> None:
         self._config_path = config_path
         self._job = job
@@ -231,6 +232,7 @@ class Daemon:
         self._endpoint: Endpoint | None = None
         self._http = http  # False: the process serves HTTP for many daemons (service/fleet.py)
         self._held: Held | None = None  # the state's lock, from start to shutdown
+        self._first_run_delay_s = first_run_delay_s  # a fleet staggers its first runs
         self._handed_polled = float("-inf")
         self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
 
@@ -277,7 +279,8 @@ class Daemon:
         self._settings = settings
         first: dict[str, Any] = {}
         if settings.schedule.run_at_start:
-            first["next_run_time"] = datetime.now().astimezone()
+            delay = timedelta(seconds=self._first_run_delay_s)
+            first["next_run_time"] = datetime.now().astimezone() + delay
         self._scheduler.add_job(
             self._run_scheduled,
             trigger,
