@@ -78,6 +78,7 @@ JOB_ID = "sync"
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
 HANDED_POLL_S = 2.0  # how often an idle daemon looks for keys another process handed it
+HANDED_LOOK_S = 30.0  # ... and reads the state for them even when its file looks unwritten
 _STOP, _RELOAD, _RUN, _KEYS = "stop", "reload", "run", "keys"
 
 
@@ -234,6 +235,8 @@ class Daemon:
         self._held: Held | None = None  # the state's lock, from start to shutdown
         self._first_run_delay_s = first_run_delay_s  # a fleet staggers its first runs
         self._handed_polled = float("-inf")
+        self._handed_stamp: tuple[int, ...] = ()
+        self._handed_looked = float("-inf")
         self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
 
     @property
@@ -538,6 +541,12 @@ class Daemon:
         if self._settings is None or now - self._handed_polled < HANDED_POLL_S:
             return
         self._handed_polled = now
+        # Nothing written since the last look: no new keys. A coarse file clock can hide a
+        # write in the same tick, so every HANDED_LOOK_S the daemon looks all the same.
+        stamp = _written(self._settings.state.path)
+        if stamp == self._handed_stamp and now - self._handed_looked < HANDED_LOOK_S:
+            return
+        self._handed_stamp, self._handed_looked = stamp, now
         try:
             mirror = Mirror(self._settings.state.path)
             try:
@@ -660,6 +669,19 @@ class Daemon:
                 mirror.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
             log.warning("daemon.state.publish_failed", error=str(exc))
+
+
+def _written(state_path: Path) -> tuple[int, ...]:
+    """When the state file (or its write-ahead log) was last written: a cheap change test."""
+    stamp: list[int] = []
+    for path in (state_path, state_path.with_name(state_path.name + "-wal")):
+        try:
+            found = path.stat()
+        except OSError:
+            stamp += [0, 0]
+        else:
+            stamp += [found.st_mtime_ns, found.st_size]
+    return tuple(stamp)
 
 
 def _http_side(settings: Settings) -> tuple[str | None, Limits]:
