@@ -263,3 +263,21 @@ def test_a_second_process_on_a_served_state_exits_75_between_runs(
     done = cli.run("sync", "--config", str(config), "--only", "SKU-00002")
     assert done.returncode == 0, done.stderr
     assert "handed 1 key(s)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["sync", "--shard", "0/2"], "--shard needs --workspaces"),
+        (["sync", "--workspaces", ".", "--only", "SKU-1"], "--only names keys of one"),
+        (["sync", "--workspaces", ".", "--config", "x.toml"], "either-or"),
+        (["run", "--listen", "127.0.0.1:0", "--config", "x.toml"], "--listen goes with"),
+        (["sync", "--workspaces", ".", "--shard", "3/3"], "K must be 0 to N-1"),
+    ],
+)
+def test_the_fleet_options_refuse_what_does_not_go_together(
+    cli: Cli, args: list[str], says: str
+) -> None:
+    done = cli.run(*args)
+    assert done.returncode == 2
+    assert says in done.stderr

@@ -13,7 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from skuferry import errors
 from skuferry.service import fleet
+from skuferry.service.daemon import Daemon
+from skuferry.service.notify import Notifier
 from skuferry.state import lock
+from tests.unit.test_daemon import FakeJob, make_settings
 
 NAMES = st.lists(
     st.from_regex(r"[a-z0-9][a-z0-9_-]{0,20}", fullmatch=True), unique=True, max_size=60
@@ -109,3 +112,23 @@ def test_a_held_lock_refuses_another_process_and_lets_the_holders_runs_through(
         [sys.executable, "-c", probe], check=False, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout
+
+
+def test_a_daemon_holds_its_state_from_start_to_shutdown_and_a_reload_moves_it(
+    tmp_path: Path,
+) -> None:
+    first = make_settings(tmp_path, schedule={"interval_minutes": 60, "run_at_start": False})
+    moved = first.model_copy(
+        update={"state": first.state.model_copy(update={"path": tmp_path / "moved.db"})}
+    )
+    configs = [first, moved]
+    daemon = Daemon(None, job=FakeJob(), load=lambda _p: configs.pop(0), notifier=Notifier(None))
+    daemon.start()
+    try:
+        assert lock.held_here(first.state.path)
+        assert daemon.reload()
+        assert lock.held_here(moved.state.path)
+        assert not lock.held_here(first.state.path)
+    finally:
+        daemon.shutdown()
+    assert not lock.held_here(moved.state.path)
