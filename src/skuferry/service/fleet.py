@@ -410,10 +410,10 @@ class Fleet:
             for name, m in current.items()
             if name in found and m.daemon is not None and _stamp(found[name]) != m.stamp
         ]
-        self._stop_members(removed)
-        with self._guard:
+        with self._guard:  # first: a stopping workspace is no reason for /livez to fail
             for member in removed:
                 del self.members[member.name]
+        self._stop_members(removed)
         for member in changed:
             member.stamp = _stamp(member.path)
             if member.daemon is not None:
