@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from skuferry import errors
+from skuferry.config.schema import Settings
 from skuferry.service import fleet
 from skuferry.service.daemon import Daemon
 from skuferry.service.notify import Notifier
@@ -132,3 +135,36 @@ def test_a_daemon_holds_its_state_from_start_to_shutdown_and_a_reload_moves_it(
     finally:
         daemon.shutdown()
     assert not lock.held_here(moved.state.path)
+
+
+def test_the_fleet_spreads_its_first_runs_and_names_a_workspace_that_does_not_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fleet, "STEP_S", 10.0)  # whole seconds: next_run() shows seconds
+    names = ["a", "b", "c", "d"]
+    for name in [*names, "broken"]:
+        (tmp_path / f"{name}.toml").write_text("")
+
+    def load(path: Path | None) -> Settings:
+        assert path is not None
+        if path.stem == "broken":
+            raise errors.ConfigError([f"{path}: at 'api': missing"])
+        folder = tmp_path / path.stem
+        folder.mkdir(exist_ok=True)
+        return make_settings(folder, schedule={"interval_minutes": 600})
+
+    fleet_ = fleet.Fleet(tmp_path, FakeJob(), load=load, notifier=Notifier(None))
+    fleet_.start()
+    try:
+        running = fleet_.running()
+        assert sorted(running) == names
+        # in name order, 10 s apart ("broken" is the third file); "a" ran at once
+        due = [datetime.fromisoformat(running[n].next_run() or "") for n in names[1:]]
+        gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(due)]
+        assert 19 <= gaps[0] <= 21 and 9 <= gaps[1] <= 11, gaps  # next_run() in whole seconds
+        assert running["a"].settings.metrics.labels == {"workspace": "a"}
+        status, health = fleet_.health()
+        assert (status, health["failing"]) == (503, ["broken"])
+        assert fleet_.liveness()[0] == 200
+    finally:
+        fleet_.shutdown()
