@@ -516,52 +516,6 @@ class Daemon:
             ).start()
         self._restart_watch(settings)
 
-    def hook_desk(self, secret: bytes) -> hooks_http.Desk:
-        """The hooks' desk for this daemon: pushed keys join its runs' urgent lane."""
-        self._hooks = True
-        return hooks_http.Desk(
-            secret,
-            on_keys=self.push_keys,
-            on_run=lambda: self.request_run("POST /hooks/run"),
-        )
-
-    def release_lock(self) -> None:
-        """Let another process write the state (the daemon stopped serving it)."""
-        if self._held is not None:
-            self._held.release()
-            self._held = None
-
-    def _take_handed_keys(self) -> None:
-        """Keys a ``sync --only`` of another process left for this idle daemon: run them.
-
-        While a run goes, its urgent lane takes them; between runs the daemon still holds
-        the lock, so nobody else would.
-        """
-        now = self._clock()
-        if self._settings is None or now - self._handed_polled < HANDED_POLL_S:
-            return
-        self._handed_polled = now
-        # Nothing written since the last look: no new keys. A coarse file clock can hide a
-        # write in the same tick, so every HANDED_LOOK_S the daemon looks all the same.
-        stamp = _written(self._settings.state.path)
-        if stamp == self._handed_stamp and now - self._handed_looked < HANDED_LOOK_S:
-            return
-        self._handed_stamp, self._handed_looked = stamp, now
-        try:
-            mirror = Mirror(self._settings.state.path)
-            try:
-                handed = [key for key, _at in mirror.metas(LANE_META)]
-                if handed:
-                    mirror.set_metas({LANE_META + key: None for key in handed})
-            finally:
-                mirror.close()
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; next tick again
-            log.warning("daemon.handed.read_failed", error=str(exc))
-            return
-        if handed:
-            log.info("daemon.handed.keys", keys=len(handed))
-            self.push_keys(handed)
-
     def _restart_watch(self, settings: Settings) -> None:
         if self._watch is not None:
             self._watch.stop()
@@ -637,6 +591,52 @@ class Daemon:
             )
         self._after_run(settings, outcome)
         return outcome
+
+    def hook_desk(self, secret: bytes) -> hooks_http.Desk:
+        """The hooks' desk for this daemon: pushed keys join its runs' urgent lane."""
+        self._hooks = True
+        return hooks_http.Desk(
+            secret,
+            on_keys=self.push_keys,
+            on_run=lambda: self.request_run("POST /hooks/run"),
+        )
+
+    def release_lock(self) -> None:
+        """Let another process write the state (the daemon stopped serving it)."""
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+
+    def _take_handed_keys(self) -> None:
+        """Keys a ``sync --only`` of another process left for this idle daemon: run them.
+
+        While a run goes, its urgent lane takes them; between runs the daemon still holds
+        the lock, so nobody else would.
+        """
+        now = self._clock()
+        if self._settings is None or now - self._handed_polled < HANDED_POLL_S:
+            return
+        self._handed_polled = now
+        # Nothing written since the last look: no new keys. A coarse file clock can hide a
+        # write in the same tick, so every HANDED_LOOK_S the daemon looks all the same.
+        stamp = _written(self._settings.state.path)
+        if stamp == self._handed_stamp and now - self._handed_looked < HANDED_LOOK_S:
+            return
+        self._handed_stamp, self._handed_looked = stamp, now
+        try:
+            mirror = Mirror(self._settings.state.path)
+            try:
+                handed = [key for key, _at in mirror.metas(LANE_META)]
+                if handed:
+                    mirror.set_metas({LANE_META + key: None for key in handed})
+            finally:
+                mirror.close()
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; next tick again
+            log.warning("daemon.handed.read_failed", error=str(exc))
+            return
+        if handed:
+            log.info("daemon.handed.keys", keys=len(handed))
+            self.push_keys(handed)
 
     def schedule_problem(self) -> str | None:
         """Why the schedule is not alive (for /healthz), or None."""
