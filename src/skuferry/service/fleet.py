@@ -369,6 +369,12 @@ class Fleet:
             member.error, member.error_type = error_text(exc), type(exc).__name__
             log.error("fleet.workspace.failed", workspace=name, error=member.error)
             return member
+        if daemon.settings.daemon.listen:
+            log.info(  # the process serves one address for all (--listen)
+                "fleet.workspace.listen_unused",
+                workspace=name,
+                listen=daemon.settings.daemon.listen,
+            )
         member.daemon = daemon
         member.thread = threading.Thread(
             target=self._serve_member, args=(name, daemon), name=f"skuferry-{name}", daemon=True
