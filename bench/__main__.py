@@ -13,6 +13,7 @@ from bench import (
     console,
     density,
     fill,
+    fleet,
     http_crowd,
     keys,
     local,
@@ -45,6 +46,8 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "xml": readers.xml,  # a 300 MB BMEcat XML read with flat memory
     "soak": soak.figure,  # the daemon for 10 min against 4 % write faults (issue 18)
     "density": density.density,  # the daemon's RSS idle and during runs: workspaces per node
+    "fleetdensity": fleet.density,  # issue 31: 100 workspaces in one process vs one each
+    "fleetconcurrency": fleet.concurrency,  # issue 31: 20 workspaces' budgets side by side
     "unchanged": speed.unchanged,  # issue 23: a no-op whose source is unchanged, vs --full
     "startup": speed.startup,  # issue 23: exec to the first useful work
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils

@@ -207,6 +207,31 @@ def _settings(config_path: Path | None) -> Settings:
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout."
 )
+workspaces_option = click.option(
+    "--workspaces",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    metavar="DIR",
+    help="Every workspace of DIR (one <name>.toml each, a complete config), side by side.",
+)
+shard_option = click.option(
+    "--shard",
+    metavar="K/N",
+    help="With --workspaces: only the workspaces in shard K of N (0 <= K < N), by name.",
+)
+
+
+def _fleet_args(ctx: click.Context, workspaces: Path | None, shard: str | None) -> Any:
+    """The parsed ``--shard``, after checking the fleet options go together."""
+    if workspaces is None:
+        if shard is not None:
+            raise errors.UsageError("--shard needs --workspaces DIR")
+        return None
+    from skuferry.service.fleet import Shard  # the daemon's machinery: only for a fleet
+
+    source = ctx.get_parameter_source("config_path")
+    if source is click.core.ParameterSource.COMMANDLINE:
+        raise errors.UsageError("--workspaces DIR and --config are either-or")
+    return Shard.parse(shard) if shard is not None else Shard()
 
 
 @main.command()
@@ -245,23 +270,73 @@ json_option = click.option(
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="Only the keys listed in FILE, one a line (# comments); implies --only.",
 )
+@workspaces_option
+@shard_option
 @click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.pass_context
 @guarded
 def sync(
     ctx: click.Context,
     /,
+    *,
     only: bool,
     keys_from: Path | None,
     keys: tuple[str, ...],
+    workspaces: Path | None,
+    shard: str | None,
     **options: Any,
 ) -> None:
     """One run: pull, diff, check-then-create/update, report.
 
     With --only KEY ... (or --keys-from FILE), a run of those products only.
+    With --workspaces DIR, one run of every workspace in DIR, side by side.
     """
     named = _named_keys(only=only, keys=keys, keys_from=keys_from)
+    chosen = _fleet_args(ctx, workspaces, shard)
+    if chosen is not None and workspaces is not None:
+        if named is not None:
+            raise errors.UsageError("--only names keys of one workspace: use --config")
+        options.pop("config_path")
+        _sync_fleet(ctx, workspaces, chosen, **options)
     _sync(ctx, **options, only=named)
+
+
+def _sync_fleet(
+    ctx: click.Context,
+    directory: Path,
+    shard: Any,
+    *,
+    as_json: bool,
+    quiet: bool,
+    **flags: Any,
+) -> None:
+    """``sync --workspaces``: every workspace once; a line each; the worst exit code."""
+    from skuferry.models import RunOptions
+    from skuferry.service import fleet
+
+    _configure_logs(ctx, quiet=quiet)
+    stop = threading.Event()
+    echo_lock = threading.Lock()
+
+    def report(result: fleet.Result) -> None:
+        if not quiet or result.exit_code != errors.EXIT_OK:
+            with echo_lock:
+                click.echo(result.line(), err=quiet)
+
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+    try:
+        results = fleet.sync_all(
+            directory, RunOptions(**flags), shard=shard, stop=stop, on_result=report
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not results and not quiet:
+        click.echo(f"no workspaces in {directory} (shard {shard})")
+    if as_json:
+        data = {"workspaces": {r.name: r.as_json() for r in results}}
+        click.echo(json.dumps(data, ensure_ascii=False))
+    sys.exit(fleet.worst([r.exit_code for r in results]))
 
 
 def _named_keys(
@@ -425,13 +500,37 @@ def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
 
 @main.command()
 @config_option
+@workspaces_option
+@shard_option
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help="With --workspaces: serve /livez, /healthz, /metrics and the hooks of every "
+    "workspace here (their own [daemon] listen is not used).",
+)
 @click.pass_context
 @guarded
-def run(ctx: click.Context, config_path: Path | None) -> None:
-    """The daemon: sync on the configured schedule until SIGTERM/SIGINT."""
+def run(
+    ctx: click.Context,
+    config_path: Path | None,
+    workspaces: Path | None,
+    shard: str | None,
+    listen: str | None,
+) -> None:
+    """The daemon: sync on the configured schedule until SIGTERM/SIGINT.
+
+    With --workspaces DIR, one daemon per workspace of DIR in this process.
+    """
     from skuferry.service import daemon
 
     _configure_logs(ctx)
+    chosen = _fleet_args(ctx, workspaces, shard)
+    if chosen is not None and workspaces is not None:
+        from skuferry.service import fleet
+
+        sys.exit(fleet.serve(workspaces, shard=chosen, listen=listen))
+    if listen is not None:
+        raise errors.UsageError("--listen goes with --workspaces; one workspace: [daemon] listen")
     sys.exit(daemon.serve(config_path))
 
 

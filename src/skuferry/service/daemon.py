@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
@@ -68,7 +68,8 @@ from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.service.runner import run_watched
 from skuferry.service.watch import FileWatch, watched_files
-from skuferry.state.mirror import Mirror
+from skuferry.state.lock import Held, hold
+from skuferry.state.mirror import LANE_META, Mirror
 from skuferry.sync.lanes import UrgentInbox
 
 log = logs.get(__name__)
@@ -76,6 +77,8 @@ log = logs.get(__name__)
 JOB_ID = "sync"
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
+HANDED_POLL_S = 2.0  # how often an idle daemon looks for keys another process handed it
+HANDED_LOOK_S = 30.0  # ... and reads the state for them even when its file looks unwritten
 _STOP, _RELOAD, _RUN, _KEYS = "stop", "reload", "run", "keys"
 
 
@@ -191,6 +194,8 @@ class Daemon:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         lanes: bool = True,
+        http: bool = True,
+        first_run_delay_s: float = 0.0,
     ) -> None:
         self._config_path = config_path
         self._job = job
@@ -226,6 +231,12 @@ class Daemon:
         self._targeted = 0
         self._watch: FileWatch | None = None
         self._endpoint: Endpoint | None = None
+        self._http = http  # False: the process serves HTTP for many daemons (service/fleet.py)
+        self._held: Held | None = None  # the state's lock, from start to shutdown
+        self._first_run_delay_s = first_run_delay_s  # a fleet staggers its first runs
+        self._handed_polled = float("-inf")
+        self._handed_stamp: tuple[int, ...] = ()
+        self._handed_looked = float("-inf")
         self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
 
     @property
@@ -261,11 +272,18 @@ class Daemon:
         """Load the config, open the state, schedule, tell systemd READY=1. Raises SkuferryError."""
         settings = self._load(self._config_path)
         trigger = build_trigger(settings.schedule, interval_s=self._interval_s)
-        Mirror(settings.state.path).close()  # create/migrate now: fail before READY
+        # one writer, between runs too: a second process on this state exits 75
+        self._held = hold(settings.state.path)
+        try:
+            Mirror(settings.state.path).close()  # create/migrate now: fail before READY
+        except BaseException:
+            self.release_lock()
+            raise
         self._settings = settings
         first: dict[str, Any] = {}
         if settings.schedule.run_at_start:
-            first["next_run_time"] = datetime.now().astimezone()
+            delay = timedelta(seconds=self._first_run_delay_s)
+            first["next_run_time"] = datetime.now().astimezone() + delay
         self._scheduler.add_job(
             self._run_scheduled,
             trigger,
@@ -298,6 +316,7 @@ class Daemon:
                 if not self._executor.busy():
                     self._notify.keepalive()  # during a run, progress points do it
                     self._run_if_asked()
+                    self._take_handed_keys()
                     self._run_keys_if_waiting()
                 continue
             if command == _STOP:
@@ -322,6 +341,8 @@ class Daemon:
                 waited_s=self._stop_timeout_s,
                 hint="the open write is resolved by lookup on the next start",
             )
+        else:
+            self.release_lock()  # a run still going keeps it until the process ends
         if self._settings is not None:
             # ``status`` then says "not running": no next run is promised by a stopped daemon
             self._publish(
@@ -337,7 +358,14 @@ class Daemon:
         try:
             new = self._load(self._config_path)
             trigger = build_trigger(new.schedule, interval_s=self._interval_s)
-            Mirror(new.state.path).close()
+            moved = new.state.path != old.state.path
+            held = hold(new.state.path) if moved else self._held
+            try:
+                Mirror(new.state.path).close()
+            except BaseException:
+                if moved and held is not None:
+                    held.release()
+                raise
         except ConfigError as exc:
             log.error("daemon.reload.failed", problems=exc.problems, kept="old config")
             self._notify.ready("config reload failed; running with the old config")
@@ -347,6 +375,10 @@ class Daemon:
             self._notify.ready("config reload failed; running with the old config")
             return False
         self._settings = new
+        if held is not self._held:
+            with self._gate:  # the run going on the old state ends first
+                self.release_lock()
+                self._held = held
         if (new.schedule.watch, new.schedule.watch_settle_s, watched_files(new)) != (
             old.schedule.watch,
             old.schedule.watch_settle_s,
@@ -477,17 +509,10 @@ class Daemon:
     # --- watch and listen (service/watch.py, service/http_endpoint.py) -------------------
 
     def _start_watchers(self, settings: Settings) -> None:
-        if settings.daemon.listen:
+        if settings.daemon.listen and self._http:
             self.board.seed(settings.metrics.textfile)
             secret = hooks_http.load_secret(settings.daemon)
-            desk = None
-            if secret is not None:
-                self._hooks = True
-                desk = hooks_http.Desk(
-                    secret,
-                    on_keys=self.push_keys,
-                    on_run=lambda: self.request_run("POST /hooks/run"),
-                )
+            desk = self.hook_desk(secret) if secret is not None else None
             _listen, limits = _http_side(settings)
             self._endpoint = Endpoint(
                 settings.daemon.listen, self.board, desk, limits=limits, console=self._console()
@@ -605,6 +630,52 @@ class Daemon:
         self._after_run(settings, outcome)
         return outcome
 
+    def hook_desk(self, secret: bytes) -> hooks_http.Desk:
+        """The hooks' desk for this daemon: pushed keys join its runs' urgent lane."""
+        self._hooks = True
+        return hooks_http.Desk(
+            secret,
+            on_keys=self.push_keys,
+            on_run=lambda: self.request_run("POST /hooks/run"),
+        )
+
+    def release_lock(self) -> None:
+        """Let another process write the state (the daemon stopped serving it)."""
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+
+    def _take_handed_keys(self) -> None:
+        """Keys a ``sync --only`` of another process left for this idle daemon: run them.
+
+        While a run goes, its urgent lane takes them; between runs the daemon still holds
+        the lock, so nobody else would.
+        """
+        now = self._clock()
+        if self._settings is None or now - self._handed_polled < HANDED_POLL_S:
+            return
+        self._handed_polled = now
+        # Nothing written since the last look: no new keys. A coarse file clock can hide a
+        # write in the same tick, so every HANDED_LOOK_S the daemon looks all the same.
+        stamp = _written(self._settings.state.path)
+        if stamp == self._handed_stamp and now - self._handed_looked < HANDED_LOOK_S:
+            return
+        self._handed_stamp, self._handed_looked = stamp, now
+        try:
+            mirror = Mirror(self._settings.state.path)
+            try:
+                handed = [key for key, _at in mirror.metas(LANE_META)]
+                if handed:
+                    mirror.set_metas({LANE_META + key: None for key in handed})
+            finally:
+                mirror.close()
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; next tick again
+            log.warning("daemon.handed.read_failed", error=str(exc))
+            return
+        if handed:
+            log.info("daemon.handed.keys", keys=len(handed))
+            self.push_keys(handed)
+
     def schedule_problem(self) -> str | None:
         """Why the schedule is not alive (for /healthz), or None."""
         if self.stop_event.is_set():
@@ -636,6 +707,19 @@ class Daemon:
                 mirror.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
             log.warning("daemon.state.publish_failed", error=str(exc))
+
+
+def _written(state_path: Path) -> tuple[int, ...]:
+    """When the state file (or its write-ahead log) was last written: a cheap change test."""
+    stamp: list[int] = []
+    for path in (state_path, state_path.with_name(state_path.name + "-wal")):
+        try:
+            found = path.stat()
+        except OSError:
+            stamp += [0, 0]
+        else:
+            stamp += [found.st_mtime_ns, found.st_size]
+    return tuple(stamp)
 
 
 def _http_side(settings: Settings) -> tuple[str | None, Limits]:
