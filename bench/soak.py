@@ -141,7 +141,7 @@ def _price(cents: int) -> str:
     return f"{cents // 100}.{cents % 100:02d}"
 
 
-def _config(folder: Path, url: str) -> Path:
+def _config(folder: Path, url: str, *, verify_every: int = 0, page_size: int = 100) -> Path:
     text = f"""\
 [api]
 base_url = "{url}"
@@ -149,6 +149,7 @@ api_key = "{KEY}"
 update_method = "patch"
 timeout_s = 10
 max_in_flight = 4
+page_size = {page_size}
 
 [source]
 type = "csv"
@@ -168,6 +169,7 @@ write_per_minute = {PER_MINUTE}
 
 [schedule]
 interval_minutes = {INTERVAL_MINUTES}
+verify_every = {verify_every}
 
 [state]
 path = "skuferry.db"
@@ -225,7 +227,7 @@ def check(sandbox: Sandbox, catalog: Catalog) -> dict[str, int]:
     return {"duplicates": duplicates, "lost": lost, "wrong": wrong, "held": len(held)}
 
 
-def soak(minutes: float, *, seed: int = 18) -> Result:
+def soak(minutes: float, *, seed: int = 18, verify_every: int = 0, page_size: int = 100) -> Result:
     folder = Path(tempfile.mkdtemp(prefix="skuferry-soak-"))
     limits = TierLimit(per_key=PER_MINUTE, per_workspace=PER_MINUTE)
     config = SandboxConfig(
@@ -238,7 +240,7 @@ def soak(minutes: float, *, seed: int = 18) -> Result:
     rng = random.Random(seed)
     with Sandbox(config) as sandbox:
         catalog = Catalog(folder / "catalog.csv", PRODUCTS, rng)
-        cfg = _config(folder, sandbox.url)
+        cfg = _config(folder, sandbox.url, verify_every=verify_every, page_size=page_size)
         log_path = folder / "daemon.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("SKUFERRY_")}
         started = time.time()
@@ -327,9 +329,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument(
+        "--verify-every",
+        type=int,
+        default=0,
+        help="[schedule] verify_every: walk the CMS every N runs (more list pages, more faults)",
+    )
+    parser.add_argument("--page-size", type=int, default=100, help="[api] page_size of the walks")
     args = parser.parse_args(argv)
     logs.configure(level="error")  # the sandbox's own events would drown the figures
-    result = soak(args.minutes, seed=args.seed)
+    result = soak(
+        args.minutes, seed=args.seed, verify_every=args.verify_every, page_size=args.page_size
+    )
     print(f"{result.figure}: {result.measured} [{result.verdict}] (target {result.target})")
     for note in result.notes:
         print(f"- {note}")

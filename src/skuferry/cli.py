@@ -505,17 +505,31 @@ def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
 @click.option(
     "--listen",
     metavar="HOST:PORT",
-    help="With --workspaces: serve /livez, /healthz, /metrics and the hooks of every "
-    "workspace here (their own [daemon] listen is not used).",
+    help="With --workspaces: serve /livez, /healthz, /metrics, the hooks and the operator's "
+    "page of every workspace here (their own [daemon] listen is not used).",
+)
+@click.option(
+    "--console-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --listen: the operator's page takes its sign-in token from FILE (0600); "
+    "without a token the page is read-only.",
+)
+@click.option(
+    "--console-token-env",
+    metavar="NAME",
+    help="With --listen: ... or from the environment variable NAME.",
 )
 @click.pass_context
 @guarded
 def run(
     ctx: click.Context,
+    *,
     config_path: Path | None,
     workspaces: Path | None,
     shard: str | None,
     listen: str | None,
+    console_token_file: Path | None,
+    console_token_env: str | None,
 ) -> None:
     """The daemon: sync on the configured schedule until SIGTERM/SIGINT.
 
@@ -528,10 +542,31 @@ def run(
     if chosen is not None and workspaces is not None:
         from skuferry.service import fleet
 
-        sys.exit(fleet.serve(workspaces, shard=chosen, listen=listen))
-    if listen is not None:
-        raise errors.UsageError("--listen goes with --workspaces; one workspace: [daemon] listen")
+        console = _console_settings(console_token_file, console_token_env, listen=listen)
+        sys.exit(fleet.serve(workspaces, shard=chosen, listen=listen, console=console))
+    if listen is not None or console_token_file is not None or console_token_env is not None:
+        raise errors.UsageError(
+            "--listen and --console-token-* go with --workspaces; one workspace: [daemon] listen, "
+            "console_token_file, console_token_env"
+        )
     sys.exit(daemon.serve(config_path))
+
+
+def _console_settings(file: Path | None, env: str | None, *, listen: str | None) -> Any:
+    """The fleet's page token, given by flags, checked as ``[daemon]`` checks its keys."""
+    if file is None and env is None:
+        return None
+    if listen is None:
+        raise errors.UsageError("--console-token-file/--console-token-env need --listen")
+    from pydantic import ValidationError
+
+    from skuferry.config.schema.settings import DaemonSettings
+
+    try:
+        return DaemonSettings(console_token_file=file, console_token_env=env)
+    except ValidationError as exc:
+        problems = [f"--console-token-*: {e['msg']}" for e in exc.errors()]
+        raise errors.ConfigError(problems) from None
 
 
 @main.command()

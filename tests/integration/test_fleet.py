@@ -186,6 +186,15 @@ def test_the_fleet_daemon_lives_through_a_revoked_key_and_routes_hooks_per_works
     assert any("refused" in p for p in health["workspaces"]["crow"]["problems"])
     assert get(f"{base}/livez") == (200, {"status": "alive", "problems": {}})
 
+    # the operator's page lists every workspace the process serves, each with its page
+    front = httpx.get(f"{base}/", timeout=10)
+    assert front.status_code == 200 and "text/html" in front.headers["content-type"]
+    for name in SHOPS:
+        assert f'href="/workspaces/{name}"' in front.text
+        assert httpx.get(f"{base}/workspaces/{name}", timeout=10).status_code == 200
+    refused = httpx.post(f"{base}/workspaces/acme/run", timeout=10)  # no token: read-only
+    assert refused.status_code in (401, 403)
+
 
 def _healthy(base: str) -> bool:
     try:
@@ -271,7 +280,9 @@ def test_a_second_process_on_a_served_state_exits_75_between_runs(
         (["sync", "--shard", "0/2"], "--shard needs --workspaces"),
         (["sync", "--workspaces", ".", "--only", "SKU-1"], "--only names keys of one"),
         (["sync", "--workspaces", ".", "--config", "x.toml"], "either-or"),
-        (["run", "--listen", "127.0.0.1:0", "--config", "x.toml"], "--listen goes with"),
+        (["run", "--listen", "127.0.0.1:0", "--config", "x.toml"], "go with --workspaces"),
+        (["run", "--console-token-env", "T", "--config", "x.toml"], "go with --workspaces"),
+        (["run", "--workspaces", ".", "--console-token-env", "T"], "need --listen"),
         (["sync", "--workspaces", ".", "--shard", "3/3"], "K must be 0 to N-1"),
     ],
 )

@@ -37,7 +37,7 @@ import structlog
 
 from skuferry import errors, logs
 from skuferry.config.load import load_settings
-from skuferry.config.schema import Settings
+from skuferry.config.schema import DaemonSettings, Settings
 from skuferry.models import RunOptions
 from skuferry.service import hooks_http
 from skuferry.service.daemon import STOP_TIMEOUT_S, Daemon, Job
@@ -284,6 +284,9 @@ class Fleet:
     interval_s: float | None = None
     idle_tick_s: float = 1.0
     members: dict[str, Member] = field(default_factory=dict)
+    # The operator's page over every running workspace: its token, as [daemon] names it
+    # for one workspace (console_token_file / _env), given to the process by flags.
+    console: DaemonSettings | None = None
 
     def __post_init__(self) -> None:
         self._commands: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -307,9 +310,11 @@ class Fleet:
         found = workspace_files(self.directory, self.shard)
         self._start_all(found, stagger=True)
         if self.listen:
+            router = routes(self)
+            self._page().mount(router)
             self._server = HttpServer(
                 self.listen,
-                routes(self),
+                router,
                 Limits(max_body_bytes=hooks_http.MAX_BODY_BYTES),
             ).start()
             log.info("fleet.listen.started", url=self._server.url)
@@ -322,6 +327,18 @@ class Fleet:
             shard=str(self.shard),
         )
         self.notifier.ready(f"{running} of {len(self.members)} workspace(s) running")
+
+    def _page(self) -> Any:
+        """The operator's page (service/console/) over the workspaces running now."""
+        from skuferry.service.console.app import Console
+        from skuferry.service.console.workspace import DaemonWorkspace
+
+        def running() -> list[DaemonWorkspace]:
+            with self._guard:
+                members = sorted(self.members.items())
+            return [DaemonWorkspace(m.daemon, name) for name, m in members if m.daemon]
+
+        return Console.of(self.console or DaemonSettings(), running)
 
     def _start_all(self, found: Mapping[str, Path], *, stagger: bool = False) -> None:
         """Start ``found`` side by side: one slow to open its state delays no other."""
@@ -578,6 +595,7 @@ def serve(
     *,
     shard: Shard = Shard(),
     listen: str | None = None,
+    console: DaemonSettings | None = None,
     job: Job | None = None,
     install_signals: bool = True,
 ) -> int:
@@ -586,7 +604,7 @@ def serve(
         from skuferry.sync.engine import run_once  # the whole sync stack, when used
 
         job = run_once
-    fleet = Fleet(directory, job, shard=shard, listen=listen)
+    fleet = Fleet(directory, job, shard=shard, listen=listen, console=console)
     if not install_signals:
         fleet.start()
         return fleet.serve_forever()
