@@ -14,8 +14,8 @@ decisions rest on absence, and each asks this ledger first, never its reader:
 
 An incomplete verdict never guesses: the decision is not taken (the product is held,
 the create waits) and the run says why (``reasons``). A reader whose incompleteness
-must end the run (a torn export: exit 3, nothing written) raises ``SourceError``
-through ``require``, so the message is worded in one place.
+must end the run (a torn export: exit 3, nothing written) raises its ``SourceError``
+after reporting.
 
 Pure and thread-safe: the ledger is a list of frozen verdicts behind a lock.
 """
@@ -26,8 +26,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-
-from skuferry.errors import SourceError
 
 
 class Reader(StrEnum):
@@ -44,7 +42,7 @@ class Verdict:
     """What one reader proved: ``complete``, or not, and ``reason`` why not."""
 
     reader: Reader
-    where: str  # "catalog.csv", "join 'pim' (pim.jsonl)", "GET /api/v1/products"
+    where: str  # "catalog.csv", a join's name ("pim"), "GET /api/v1/products"
     complete: bool
     reason: str = ""
 
@@ -72,11 +70,6 @@ class Ledger:
 
     def incomplete(self, reader: Reader, where: str, reason: str) -> Verdict:
         return self.report(Verdict(reader, where, complete=False, reason=reason))
-
-    def require(self, reader: Reader, where: str, reason: str) -> SourceError:
-        """Record a verdict that ends the run; returns the error to raise (exit 3)."""
-        verdict = self.incomplete(reader, where, reason)
-        return SourceError(f"{verdict.where}: {verdict.reason}; nothing was written")
 
     # -- decisions ask ----------------------------------------------------------------
     def _proven(self, reader: Reader, where: str | None = None) -> bool:

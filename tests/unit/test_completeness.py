@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from skuferry.completeness import Ledger, Reader
-from skuferry.errors import SourceError
 
 
 def test_nothing_reported_proves_nothing() -> None:
@@ -39,14 +36,3 @@ def test_defaults_are_per_join() -> None:
     assert ledger.may_default("prices")
     assert not ledger.may_default("pim")
     assert not ledger.may_default("never-read")
-
-
-def test_require_words_the_error_and_records_the_verdict() -> None:
-    ledger = Ledger()
-    ledger.complete(Reader.SOURCE, "catalog.csv")
-    error = ledger.require(Reader.SOURCE, "catalog.csv", "line 57 has no final newline")
-    assert isinstance(error, SourceError)
-    assert "catalog.csv" in str(error) and "line 57" in str(error)
-    assert not ledger.may_mark_gone()
-    with pytest.raises(SourceError):
-        raise error
