@@ -269,9 +269,17 @@ def test_a_second_process_on_a_served_state_exits_75_between_runs(
     assert done.returncode == 75, done.stderr
     assert "holds" in done.stderr
     # a named sync beside the idle daemon hands its key over; the daemon runs it
+    catalog = tmp_path / "acme.csv"
+    catalog.write_text(catalog.read_text().replace("Cordless drill 2,", "Renamed drill 2,"))
     done = cli.run("sync", "--config", str(config), "--only", "SKU-00002")
     assert done.returncode == 0, done.stderr
     assert "handed 1 key(s)" in done.stdout
+
+    def renamed() -> bool:
+        names = {p["sku"]: p["name"] for p in shops.products("acme")}
+        return names.get("SKU-00002") == "Renamed drill 2"
+
+    wait_until(renamed, "the daemon to send the handed key")
 
 
 @pytest.mark.parametrize(

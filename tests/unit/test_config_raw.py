@@ -115,6 +115,14 @@ def test_no_secret_reaches_the_masked_data(tmp_path: Path) -> None:
     assert '"Accept": "x"' in dumped, "only secrets are masked"
 
 
+def test_a_reading_s_repr_shows_no_secret(tmp_path: Path) -> None:
+    """A reading in a log line or a traceback's locals must not print the key it read."""
+    env = {"EXPORT": "/srv", "SKUFERRY_SOURCE__PASSWORD": "pw-1"}
+    shown = repr(_read(tmp_path, CONFIG, env))
+    assert "sk-secret-1" not in shown and "pw-1" not in shown
+    assert "RawConfig(" in shown
+
+
 def test_a_problem_of_the_reading_is_the_loader_s(tmp_path: Path) -> None:
     found = _read(tmp_path, CONFIG, {})
     assert found.problems == ["at 'source.path': environment variable $EXPORT is not set"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,48 @@ def test_verify_reads_products_it_knows_by_id_before_any_re_create(tmp_path: Pat
         sync(settings, remote, catalog, clock, verify=True)
     assert remote.posts == posts, "the 50 products of page 2 were read by id, not re-created"
     assert_each_once(remote, catalog)
+
+
+class _EmptyList(FaultyRemote):
+    """A list served from an index being rebuilt: no page, ``meta.pages = 0``."""
+
+    def iter_pages(self, *, limit: int = 100) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+        self._count("read")
+        return iter(())
+
+
+def test_an_empty_list_while_the_state_knows_products_on_the_cms_proves_nothing(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock(tick=0.001)
+    settings = make_settings(tmp_path, page_size=50, list_lag_s=0)  # listed at once
+    first, catalog = make_remote(tmp_path, clock), rows(11)
+    sync(settings, first, catalog[:10], clock)
+    first.faults = [WriteFault(catalog[10]["sku"], "create", "after", "crash")]
+    with pytest.raises(Crash):  # K0010 stored on the CMS, its answer never came
+        sync(settings, first, catalog, clock)
+    empty = _EmptyList(state_path=tmp_path / "state.db", clock=clock)
+    empty.products = first.products  # the same CMS, its list answering from a rebuilt index
+    with pytest.raises(errors.ApiError, match="the list answered no product"):
+        sync(settings, empty, catalog, clock)  # the create in doubt is looked up: no page
+    assert twice(empty) == {}, "not created again on the word of an empty list"
+
+
+def test_a_refused_key_ends_verify_instead_of_one_failure_per_product(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.001)
+    settings = make_settings(tmp_path, page_size=50)
+    remote, catalog = make_remote(tmp_path, clock), rows(150)
+    sync(settings, remote, catalog, clock)
+    remote.page_faults = [PageFault(2, "empty"), PageFault(2, "empty")]  # 50 read by id
+
+    def refused(product_id: str) -> dict[str, Any]:
+        remote.get_reads.append(product_id)
+        raise errors.AuthError(401, "UNAUTHORIZED", "the key was revoked")
+
+    remote.get_product = refused  # type: ignore[method-assign]
+    with pytest.raises(errors.AuthError):
+        sync(settings, remote, catalog, clock, verify=True)
+    assert len(remote.get_reads) == 1, "the first 401 ends the reads by id"
 
 
 # -- figure 2: a list lagging 3 s, 15 % of create answers lost ------------------------------

@@ -79,12 +79,13 @@ class RawConfig:
     """One reading of a config: the data the settings are validated from, and what else
     decides the load (problems found while reading, the files it depends on)."""
 
-    data: dict[str, Any]  # resolved, ready for validation
-    toml: dict[str, Any]  # the file's own tables, as written
+    # data, toml and from_env hold secrets as read: never in a repr (a log, a traceback)
+    data: dict[str, Any] = field(repr=False)  # resolved, ready for validation
+    toml: dict[str, Any] = field(repr=False)  # the file's own tables, as written
     origin: str  # the file as the user named it (problems say it)
     base_dir: Path
     file: Path | None = None  # absolute; None: data built in code
-    from_env: dict[str, Any] = field(default_factory=dict)  # what SKUFERRY_* variables set
+    from_env: dict[str, Any] = field(default_factory=dict, repr=False)  # SKUFERRY_* set these
     problems: list[str] = field(default_factory=list)
     # what else the load refuses, checked by the loader in its own words once validated:
     # a secret file readable by everyone, a source secret's file or variable not there

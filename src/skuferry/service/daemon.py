@@ -341,8 +341,13 @@ class Daemon:
                 waited_s=self._stop_timeout_s,
                 hint="the open write is resolved by lookup on the next start",
             )
+            # the run still going keeps the lock until it ends, then lets it go: a process
+            # that serves on (the fleet) can start this workspace again
+            threading.Thread(
+                target=self._release_after_run, name="skuferry-release", daemon=True
+            ).start()
         else:
-            self.release_lock()  # a run still going keeps it until the process ends
+            self.release_lock()
         if self._settings is not None:
             # ``status`` then says "not running": no next run is promised by a stopped daemon
             self._publish(
@@ -638,6 +643,10 @@ class Daemon:
             on_keys=self.push_keys,
             on_run=lambda: self.request_run("POST /hooks/run"),
         )
+
+    def _release_after_run(self) -> None:
+        with self._gate:  # the run going holds the gate until it ends
+            self.release_lock()
 
     def release_lock(self) -> None:
         """Let another process write the state (the daemon stopped serving it)."""

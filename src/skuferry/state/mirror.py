@@ -226,6 +226,15 @@ class Mirror:
         where = "state = 'synced' AND remote_id IS NOT NULL AND digest IS NOT NULL"
         return ((k, r, d) for k, r, d in scan(self._conn, select, where))
 
+    def synced_before(self, when: float) -> tuple[str, str] | None:
+        """(key, remote id) of one product in step on the CMS since before ``when``."""
+        sql = (
+            "SELECT key, remote_id FROM products WHERE state = 'synced' "
+            "AND remote_id IS NOT NULL AND synced_at < ? LIMIT 1"
+        )
+        row = self._conn.execute(sql, (when,)).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
     def has_intent(self, key: str) -> bool:
         sql = "SELECT 1 FROM intents WHERE key = ?"
         return self._conn.execute(sql, (key,)).fetchone() is not None

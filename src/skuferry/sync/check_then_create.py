@@ -19,13 +19,14 @@ product known by id is read by id before it is ever created again (``--verify``)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from skuferry import errors, logs
-from skuferry.completeness import Ledger, Reader
+from skuferry.completeness import Ledger, Reader, Verdict
 from skuferry.config.schema import Settings
 from skuferry.models import Action, Kind, Product, Progress, RunSummary
 from skuferry.state.mirror import Mirror
@@ -48,18 +49,6 @@ InDoubt = Callable[[str], bool]  # key -> its create from an earlier run may not
 Defer = Callable[[Product], bool]  # hands such a create to the second look; True if taken
 
 
-def walk(
-    client: RemoteApi,
-    mirror: Mirror,
-    settings: Settings,
-    on_progress: Progress | None,
-    ledger: Ledger | None = None,
-) -> RemoteIndex:
-    """The remote index of one proven walk (its verdict goes to ``ledger``)."""
-    index, _walked = walk_proven(client, mirror, settings, on_progress, ledger or Ledger())
-    return index
-
-
 def walk_proven(
     client: RemoteApi,
     mirror: Mirror,
@@ -69,7 +58,15 @@ def walk_proven(
     *,
     clock: Callable[[], float] = time.time,
     watch: Callable[[str, float], None] | None = None,
+    before_writes: bool = False,
 ) -> tuple[RemoteIndex, walks.Walked]:
+    """Walk the CMS into the mirror's remote index; the verdict goes to ``ledger``.
+
+    ``before_writes``: the run's first walk. A list that shows no product while the state
+    knows one on the CMS since longer than ``[api] list_lag_s`` proves nothing (an index
+    being rebuilt answers so); younger ones the list may rightly not show yet, and a
+    second look's walk may rightly miss this run's creates.
+    """
     index = mirror.remote_index(settings.mapping.key)  # the field both sides share
     walked = walks.walk(
         client,
@@ -80,6 +77,15 @@ def walk_proven(
         clock=clock,
         watch=watch,
     )
+    if before_writes and walked.verdict.complete and index.products == index.keyless == 0:
+        known = mirror.synced_before(clock() - settings.api.list_lag_s)  # the mirror's clock
+        if known is not None:
+            reason = (
+                "the list answered no product while the state knows products on the CMS "
+                f"(e.g. {known[0]}, id {known[1]}); `sync --verify` reads them by id"
+            )
+            verdict = Verdict(Reader.WALK, walks.WHERE, complete=False, reason=reason)
+            walked = dataclasses.replace(walked, verdict=ledger.report(verdict))
     if walked.verdict.complete:
         # Record what the walk found, so a remote product the source adds later is adopted,
         # never POSTed blind because "the mirror has walked". Only a complete walk says so.
@@ -117,10 +123,14 @@ def handed_over(doubt: InDoubt, writer: Writer, mirror: Mirror) -> Defer:
     return defer
 
 
+def _walk_reasons(ledger: Ledger) -> list[str]:
+    return [v.reason for v in ledger.verdicts() if v.reader is Reader.WALK and not v.complete]
+
+
 def unproven(ledger: Ledger) -> errors.ApiError | None:
     """The run's end when a walk stayed incomplete: exit 3, naming why (the writes that
     needed no proof of absence were made)."""
-    reasons = [str(v) for v in ledger.verdicts() if v.reader is Reader.WALK and not v.complete]
+    reasons = [f"walk {walks.WHERE}: not complete: {why}" for why in _walk_reasons(ledger)]
     if not reasons:
         return None
     return errors.ApiError(
@@ -291,7 +301,7 @@ def adopt_or_create(
     if not matches:
         ledger = summary.completeness
         if not ledger.may_create_unseen():
-            why = "; ".join(v.reason for v in ledger.verdicts() if not v.complete)
+            why = "; ".join(_walk_reasons(ledger))
             _held(summary, product, f"the list of the CMS was not read whole ({why})")
             return None
         if mirror.has_intent(product.key):
@@ -352,6 +362,8 @@ def _listed_or_read(
         body = client.get_product(remote_id)
     except errors.NotFound:
         return None
+    except (errors.AuthError, errors.QuotaExceeded):
+        raise  # the run's end, as in the writer: not one failed product per remote id
     except errors.ApiError as exc:
         summary.fail(key, f"remote id {remote_id} is not on the list and could not be read: {exc}")
         log.warning("verify.unread", key=key, remote_id=remote_id, error=str(exc))

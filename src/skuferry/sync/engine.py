@@ -266,7 +266,13 @@ def _run(
     doubt = check_then_create.in_doubt(mirror, settings, clock())
     if options.verify or orphans or store.needs_lookup():
         index, _walked = check_then_create.walk_proven(
-            client, mirror, settings, on_progress, summary.completeness, clock=clock
+            client,
+            mirror,
+            settings,
+            on_progress,
+            summary.completeness,
+            clock=clock,
+            before_writes=not options.verify,  # --verify reads what it knows by id
         )
         stack.callback(index.close)
         check_then_create.settle(orphans, index, mirror, summary.completeness, doubt)
@@ -463,7 +469,8 @@ def _fetch_urgent(
     records = named.records(lane.source)
     actions = list(
         plan(
-            reported(records, summary.completeness, lane.source.describe(), pull=None, named=named),
+            # a named read decides no absence: its verdicts stay out of the run's ledger
+            reported(records, Ledger(), lane.source.describe(), pull=None, named=named),
             mirror.known(),
             walked=mirror.walked(),
             mapper=lane.mapper,

@@ -416,7 +416,8 @@ class Mapper:
         def key_of(record: RawRecord) -> str | None:
             value = record.fields.get(column)
             if type(value) is str:
-                return canonical_key(value) or None
+                text = value.strip()  # the common ASCII key: no call per row
+                return (text if text.isascii() else canonical_key(text)) or None
             return slow(record)
 
         return key_of

@@ -63,7 +63,6 @@ class PageProof:
     page size asked for (spec §4: up to 100 is honoured)."""
 
     limit: int | None = None
-    first_pages: int | None = None
     reason: str = ""  # the first inconsistency found; "" while none
     _expected_page: int = 1
     _last: tuple[int, int] | None = None  # (page, pages) of the latest page read
@@ -72,8 +71,6 @@ class PageProof:
 
     def see(self, page: int, pages: int, items: Iterable[dict[str, Any]]) -> None:
         rows = list(items)
-        if self.first_pages is None:
-            self.first_pages = pages
         if page != self._expected_page:
             self._fail(f"page {page} came where page {self._expected_page} was due")
         self._expected_page = page + 1
@@ -98,10 +95,6 @@ class PageProof:
         if self.reason:
             return Verdict(Reader.WALK, WHERE, complete=False, reason=self.reason)
         return Verdict(Reader.WALK, WHERE, complete=True)
-
-    @property
-    def ids(self) -> int:
-        return len(self._ids)
 
     def _check_sizes(self) -> None:
         last = self._last
