@@ -23,8 +23,8 @@ from skuferry.remote.client import RemoteClient
 from skuferry.sources.csv import CsvSource
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
-from skuferry.sync.lines import LineRoute
-from skuferry.sync.mapping import Mapper
+from skuferry.sync.map.mapper import Mapper
+from skuferry.sync.plan.lines import LineRoute
 
 C = TypeVar("C", bound=RemoteClient)
 
@@ -236,7 +236,7 @@ def build_mirror(settings: Settings, n: int) -> float:
 
 
 def learn_lines(settings: Settings, csv_path: Path, *, skip_every: int = 0) -> int:
-    """Store the line digests a quiet sync of ``csv_path`` would learn (sync/lines.py).
+    """Store the line digests a quiet sync of ``csv_path`` would learn (sync/plan/lines.py).
 
     The rows of a mirror built by ``build_mirror`` are recognised by fingerprint; the
     sync after that stores each line's digest. Here they are computed directly with the

@@ -35,8 +35,8 @@ from pathlib import Path
 from bench.readers import peak_mb
 from skuferry import logs
 from skuferry.config.load import settings_from_dict
-from skuferry.sync.mapping import Mapper
-from skuferry.sync.pieces import joins_read, open_pieces
+from skuferry.sync.map.mapper import Mapper
+from skuferry.sync.read.pieces import joins_read, open_pieces
 logs.configure(level="error")
 folder, with_join = Path(sys.argv[1]), sys.argv[2] == "join"
 fields = {

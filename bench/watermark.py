@@ -1,7 +1,7 @@
 """Issue 29 (found 8): what reading each record's change time costs a pull.
 
 An incremental window in the source's own clock reads the change time of every
-record a pull passes (sync/watermark.py). Measured: microseconds per record over
+record a pull passes (sync/read/watermark.py). Measured: microseconds per record over
 ``n`` rising change times (each one a new latest: the dearest order), for the
 layouts the presets use (``%Y-%m-%d %H:%M:%S``, read as ISO 8601), a pattern that
 needs ``strptime`` (``%d.%m.%Y %H:%M:%S``), and unix seconds. Median of 3.
@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.common import Result
-from skuferry.sync.watermark import ChangeTimes
+from skuferry.sync.read.watermark import ChangeTimes
 
 _START = datetime(2026, 1, 1, 4, 0, 0)
 

@@ -12,10 +12,11 @@ its file. ``python3 dev.py test --fast`` runs the rest.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from tests.fakes import FakeClock, write_config_file
 
@@ -24,6 +25,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.parent.name == "integration" and item.path.parent.parent.name == "tests":
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    # A test that configures the logs (level, stream, JSON) must not decide what a later
+    # test's captured events hold: the order of files is not a contract.
+    config = structlog.get_config()
+    yield
+    structlog.configure(**config)
 
 
 @pytest.fixture

@@ -342,7 +342,7 @@ def _sync_fleet(
 def _named_keys(
     *, only: bool, keys: tuple[str, ...], keys_from: Path | None
 ) -> tuple[str, ...] | None:
-    from skuferry.sync.named import read_keys, unique
+    from skuferry.sync.read.named import read_keys, unique
 
     if keys and not (only or keys_from):
         raise errors.UsageError(f"keys given without --only: {' '.join(keys[:3])}")
@@ -689,7 +689,7 @@ def retry(
     """
     from skuferry.models import RunOptions
     from skuferry.service import operator
-    from skuferry.sync.named import unique
+    from skuferry.sync.read.named import unique
 
     _configure_logs(ctx)
     settings = _settings(config_path)

@@ -37,7 +37,7 @@ class RawLines:
 
     A reader that can tell a line holds one record by itself (no quote in it, and not
     inside a quoted field) hands such lines over as text: the planner parses only those
-    it does not recognise (``sync/lines.py``), and its reader turns each into exactly
+    it does not recognise (``sync/plan/lines.py``), and its reader turns each into exactly
     the records it would have yielded (``LineReader.parse``). ``start``: the line
     number of ``texts[0]``; the lines keep their line breaks.
     """

@@ -27,7 +27,7 @@ from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import JoinSettings, Settings
 from skuferry.sources import fingerprint as fingerprints
 from skuferry.sync.engine import Adapters, run_once
-from skuferry.sync.joins import open_joins
+from skuferry.sync.read.joins import open_joins
 from tests.fakes import FakeRemote
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,8 @@ from skuferry.sandbox.pim import PimServer
 from skuferry.service import freshness, report
 from skuferry.sources.base import IncrementalSource
 from skuferry.state.mirror import Mirror
-from skuferry.sync import engine, incremental
+from skuferry.sync import engine
+from skuferry.sync.read import incremental
 from tests.integration import test_postgres_source as pg
 from tests.integration.conftest import KEY, closed_port_url
 

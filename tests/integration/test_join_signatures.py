@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skuferry.config.schema import JoinSettings
-from skuferry.sync.joins import open_joins
+from skuferry.sync.read.joins import open_joins
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,8 @@ from skuferry.config.schema import Settings
 from skuferry.sandbox import Sandbox
 from skuferry.sandbox.pims.prestashop import STAMP, WS_KEY, PrestaShopServer, make_products
 from skuferry.state.mirror import Mirror
-from skuferry.sync import engine, incremental
+from skuferry.sync import engine
+from skuferry.sync.read import incremental
 from tests.integration.conftest import KEY
 
 pytestmark = pytest.mark.integration

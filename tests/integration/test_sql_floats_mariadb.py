@@ -24,7 +24,7 @@ import pytest
 from skuferry.config.schema import FieldSpec, MappingSettings, SqlSourceSettings
 from skuferry.models import Product, RawRecord
 from skuferry.sources.sql import SqlSource
-from skuferry.sync.mapping import Mapper, map_records
+from skuferry.sync.map.mapper import Mapper, map_records
 
 pytestmark = pytest.mark.integration
 

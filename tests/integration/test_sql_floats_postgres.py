@@ -13,7 +13,7 @@ import pytest
 
 from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.models import Product, RawRecord
-from skuferry.sync.mapping import Mapper, map_records
+from skuferry.sync.map.mapper import Mapper, map_records
 from tests.integration.test_postgres_source import Postgres, postgres
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]

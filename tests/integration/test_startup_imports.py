@@ -48,9 +48,9 @@ import skuferry.cli, skuferry.service.operator, skuferry.service.report
 import skuferry.service.runner, skuferry.sync.engine
 from skuferry.config import schema
 from skuferry.config.load import load_settings
-from skuferry.sync import unchanged
+from skuferry.sync import skip
 settings = load_settings(Path(sys.argv[1]), env={})
-unchanged.identity(settings)
+skip.identity(settings)
 built = [m.__name__ for m in schema.SOURCE_MODELS if m.__pydantic_complete__]
 print(json.dumps({"modules": sorted(sys.modules), "built": built}))
 """

@@ -13,7 +13,7 @@ from typing import Any
 from skuferry import errors
 from skuferry.models import MAX_LISTED_PROBLEMS, RunSummary
 from tests.fakes import FakeRemote
-from tests.unit.test_engine import catalog, make_settings, sync
+from tests.unit.sync.test_engine import catalog, make_settings, sync
 
 COUNTS = (
     "created",

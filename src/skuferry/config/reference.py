@@ -171,7 +171,7 @@ def _doc(model: type[BaseModel]) -> str:
         return ""
     first = model.__doc__.strip().split("\n\n")[0]
     text = " ".join(line.strip() for line in first.splitlines()).replace("``", "`")
-    return re.sub(r" \([\w/]+\.py\)", "", text)  # "(sync/gone.py)" is for developers
+    return re.sub(r" \([\w/]+\.py\)", "", text)  # "(sync/write/gone.py)" is for developers
 
 
 def _source_type(model: type[BaseModel]) -> str:

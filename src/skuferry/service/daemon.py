@@ -70,7 +70,7 @@ from skuferry.service.runner import run_watched
 from skuferry.service.watch import FileWatch, watched_files
 from skuferry.state.lock import Held, hold
 from skuferry.state.mirror import LANE_META, Mirror
-from skuferry.sync.lanes import UrgentInbox
+from skuferry.sync.write.lanes import UrgentInbox
 
 log = logs.get(__name__)
 
@@ -222,7 +222,7 @@ class Daemon:
         self._run_asked = False  # a watched file changed: run as soon as no run is going
         self._run_reason = ""
         # Keys pushed by POST /hooks/sync: taken by the urgent lane of the run going, or
-        # by a targeted run started at once (sync/lanes.py). ``lanes=False`` (benchmarks):
+        # by a targeted run started at once (sync/write/lanes.py). ``lanes=False`` (benchmarks):
         # the run going does not see them; they wait for a targeted run after it.
         self.inbox = UrgentInbox()
         self._lanes = lanes
@@ -566,7 +566,7 @@ class Daemon:
 
     def _source_changed(self) -> None:
         """A watched file settled in a new version: a run after the one going (if any),
-        and the run going reads it again for its urgent fields (sync/reread.py)."""
+        and the run going reads it again for its urgent fields (sync/write/reread.py)."""
         if self._lanes and self._executor.busy():
             self.inbox.source_changed()
         self.request_run()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skuferry.net.paths import is_remote
-from skuferry.sync import incremental
+from skuferry.sync.read import incremental
 
 if TYPE_CHECKING:  # the quick lane (service/quick.py) reads the figures without pydantic
     from skuferry.config.schema import Settings

@@ -6,7 +6,7 @@ inbound kind.)
 ``/hooks/sync`` takes ``{"keys": ["SKU-1", ...]}``, or Akeneo's Events API
 payload (``{"events": [{"data": {"resource": {"identifier": "SKU-1"}}}]}``),
 and queues those keys: coalesced in the daemon's inbox, synced by a targeted
-run within a second, or by the urgent lane of the run going (``sync/lanes.py``).
+run within a second, or by the urgent lane of the run going (``sync/write/lanes.py``).
 ``/hooks/run`` asks for a full run.
 
 Every request is authenticated before its body is even parsed, by an

@@ -6,7 +6,7 @@
   planner's ``resend``): sent again by the normal rules (check-then-create,
   budgets, field ownership), then each key's outcome read back from the mirror.
 - ``hand_over``: a named run while another run holds the lock: the keys go to
-  that run's urgent lane (``sync/lanes.py``) through the state file; when the
+  that run's urgent lane (``sync/write/lanes.py``) through the state file; when the
   other run ends first, this process runs them itself.
 """
 

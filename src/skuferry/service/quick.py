@@ -21,7 +21,7 @@ unchanged check would:
   the engine builds it, is the one the last committed run stored;
 - nothing is pending, and the auth check is not due.
 
-Otherwise it returns None and the full start runs, unchanged. The skipped run is the
+Otherwise it returns None and the full start runs, skip. The skipped run is the
 engine's own: the same runs-table row, summary, log events and exit code.
 
 The record exists only for configs whose skipped run does nothing the lane cannot do
@@ -170,7 +170,8 @@ def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None
     """The record, when the run it describes may be skipped now; else None."""
     from skuferry.models import State
     from skuferry.sources.fingerprint import file_fingerprint
-    from skuferry.sync import auth_check, unchanged
+    from skuferry.sync import skip
+    from skuferry.sync.write import auth_check
 
     try:
         record = json.loads(mirror.get_meta(RECORD) or "null")
@@ -180,9 +181,9 @@ def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None
     if why is None:
         parts = [file_fingerprint(Path(p)) for p in record["files"]]
         states = tuple(State(s) for s in record["states"])
-        if unchanged.token(config.identity, parts) != mirror.get_meta(unchanged.FINGERPRINT):
+        if skip.token(config.identity, parts) != mirror.get_meta(skip.FINGERPRINT):
             why = "the source changed, or was read since the last commit"
-        elif unchanged.has_pending_work(mirror, states, record["archiving"]):
+        elif skip.has_pending_work(mirror, states, record["archiving"]):
             why = "retries, creates in doubt or drift are pending"
         elif auth_check.due(mirror.last_api_contact(), time.time(), minutes=record["auth"]):
             why = "the auth check is due"
@@ -210,7 +211,7 @@ def _skip(
 ) -> int:
     """The engine's skipped run, recorded the same way."""
     from skuferry.models import RunSummary, State
-    from skuferry.sync import unchanged
+    from skuferry.sync import skip
 
     warning = config.readable_secret_warning()  # what loading this config warns about
     if warning:
@@ -219,7 +220,7 @@ def _skip(
         )
     run_id = mirror.start_run()
     summary = RunSummary()
-    unchanged.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
+    skip.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
     log.info("sync.source.checked", skip=True, why="source unchanged")
     summary.duration_s = time.monotonic() - started
     data = summary.as_json()
@@ -265,8 +266,8 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
     identity is not the one loaded)."""
     from skuferry.config.schema import FileSourceSettings, TableFile
     from skuferry.service import hooks
-    from skuferry.sync import unchanged
-    from skuferry.sync.gone import GonePolicy
+    from skuferry.sync import skip
+    from skuferry.sync.write.gone import GonePolicy
 
     environ = os.environ if env is None else env
     source, config, monitor = settings.source, settings.config_path, settings.monitor
@@ -288,11 +289,11 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
     tables = [t.file for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
     return {
         "format": _FORMAT,
-        "identity": unchanged.identity(settings),
+        "identity": skip.identity(settings),
         "state": str(settings.state.path),
         "files": [str(source.path), *map(str, tables)],
         "bundles": found.bundles,
-        "states": [str(s) for s in unchanged.pending_states(settings)],
+        "states": [str(s) for s in skip.pending_states(settings)],
         "archiving": GonePolicy.from_settings(settings.gone).archiving,
         "auth": settings.api.auth_check_minutes,
         "metrics": None  # what the run hooks write after the run, when a textfile is set
@@ -314,13 +315,13 @@ def remember(prepared: dict[str, Any] | None, state: Path) -> None:
     """
     from skuferry.state.lock import run_lock
     from skuferry.state.mirror import Mirror
-    from skuferry.sync import unchanged
+    from skuferry.sync import skip
 
     try:
         with run_lock(state):
             mirror = Mirror(state)
             try:
-                token = mirror.get_meta(unchanged.FINGERPRINT)
+                token = mirror.get_meta(skip.FINGERPRINT)
                 record = None
                 if prepared is not None and token is not None:
                     lines = token.split("\n")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help)
 
     from skuferry.sources.base import Source
     from skuferry.state.mirror import Mirror
-    from skuferry.sync.mapping import Mapper
+    from skuferry.sync.map.mapper import Mapper
 
 log = logs.get(__name__)
 
@@ -331,8 +331,8 @@ def check(settings: Settings, *, sample: int = 1) -> None:
     from rich.console import Console
 
     from skuferry.state.mirror import Mirror
-    from skuferry.sync.mapping import Mapper
-    from skuferry.sync.pieces import open_pieces
+    from skuferry.sync.map.mapper import Mapper
+    from skuferry.sync.read.pieces import open_pieces
 
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"config: ok ({settings.config_path})")
@@ -356,8 +356,8 @@ def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> 
     """Read the whole source (as the mapping sees it), print counts and the sample."""
     from skuferry.models import BadRecord
     from skuferry.service.sample import Sample, render, sampled
-    from skuferry.sync.incremental import WindowCheck
-    from skuferry.sync.pieces import pieces_notes
+    from skuferry.sync.read.incremental import WindowCheck
+    from skuferry.sync.read.pieces import pieces_notes
 
     window = WindowCheck(source, datetime.now(UTC))  # what the records say of their change times
     good = bad = 0

@@ -17,7 +17,7 @@ from typing import Any
 
 from skuferry import canonical
 from skuferry.models import BadRecord, Product, RawRecord
-from skuferry.sync.mapping import Mapper
+from skuferry.sync.map.mapper import Mapper
 
 MAX_TEXT = 120  # characters of a text value shown
 MAX_ITEMS = 20  # items of a list shown

@@ -37,7 +37,7 @@ class Source(ABC):
         Taken *before* the records are read, so a change made while they are read shows
         as a different token next time. ``previous`` is the token a committed run stored
         (a remote file sends it back as a conditional request). A source that cannot
-        tell cheaply keeps this default, and every run reads it (sync/unchanged.py).
+        tell cheaply keeps this default, and every run reads it (sync/skip.py).
         """
         del previous
         return None
@@ -56,12 +56,12 @@ class IncrementalSource(Source):
 
     ``incremental`` says whether the config asks for it (an http source with
     ``since_param``, a sql source with ``updated_column`` or ``:since``). The
-    engine decides when a pull is full (sync/incremental.py); ``records()``
+    engine decides when a pull is full (sync/read/incremental.py); ``records()``
     stays the full pull, so every caller that knows nothing of this still works.
 
     A source whose records carry their change time names it
     (``change_time_field``, ``change_time``): the window then starts at the latest
-    one read, in the source's own clock (sync/watermark.py). Without it the window
+    one read, in the source's own clock (sync/read/watermark.py). Without it the window
     is computed from skuferry's clock.
     """
 

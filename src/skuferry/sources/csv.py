@@ -309,7 +309,7 @@ class CsvLines:
     ``BadRecord`` or nothing for a blank line). Every other line (the header, any line
     holding a quote, and the lines a quoted field takes) is read by the same csv
     reader as ``records()`` reads it and yielded as records. Expanding each block by
-    ``parse`` gives ``list(source.records())`` exactly (tests/unit/test_csv_lines.py).
+    ``parse`` gives ``list(source.records())`` exactly (tests/unit/sources/test_csv_lines.py).
 
     ``identity``, once the header is read: what else decides how a line reads (the
     delimiter, the encoding and the header line as it is in the file, BOM and line

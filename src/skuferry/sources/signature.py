@@ -1,8 +1,8 @@
 """Has a source changed since the token stored for it? One answer for every user.
 
 A source's change token is its ``Source.fingerprint(previous)``; ``source_signature``
-asks it from the settings alone, for a ``[[join]]`` (``sync/joins.py``: is its index
-current?) and for the unchanged check of the run (``sync/unchanged.py``), which asks the
+asks it from the settings alone, for a ``[[join]]`` (``sync/read/joins.py``: is its index
+current?) and for the unchanged check of the run (``sync/skip.py``), which asks the
 primary source's own ``fingerprint`` the same way. ``None`` means "cannot tell": the
 source is read every run.
 

@@ -22,7 +22,7 @@ _MISSING: Any = object()
 # What a cell shows when its formula failed (openpyxl gives the code as text; a text cell
 # that reads exactly so is taken as one too: it is never a product's value either).
 # openpyxl's ERROR_CODES, written out so that a calamine run need not import openpyxl
-# (tests/unit/test_xlsx_pin.py checks they are the same)
+# (tests/unit/sources/test_xlsx_pin.py checks they are the same)
 ERRORS = frozenset(("#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#N/A"))
 
 

@@ -18,7 +18,7 @@ are kept too, as what they say about the partners they may have been: the key,
 when it could be read for sure (``held_many``), else a count (``BuildFacts.unkeyed``),
 and the first one's line and reason. A join with any such record is not complete:
 a primary record whose partner is missing is held rather than given the join's
-default (``sync/pieces.py``). These facts are kept in the index, so a run that reuses
+default (``sync/read/pieces.py``). These facts are kept in the index, so a run that reuses
 it says the same as the run that built it.
 
 An index also counts the records its source gave (``BuildFacts.read``): a source that

@@ -1,7 +1,7 @@
 """The mirror: the SQLite state file, skuferry's truth about what it sent.
 
 Per key it holds the digest last confirmed on the remote, the fields last
-sent (``sent``: what an update is diffed against, see ``sync/fields.py``), the
+sent (``sent``: what an update is diffed against, see ``sync/write/fields.py``), the
 remote id, the state (see ``models.State``) and, for every create in flight,
 an *intent*: committed before the POST and closed only once the outcome is
 known, so a crash or a lost response is resolved by lookup, never by re-POST.
@@ -243,7 +243,7 @@ class Mirror:
         """Whether a run has work even if the source did not change: an open intent, a
         product in one of ``states``, or one whose [gone] patch ``archiving`` is in doubt.
 
-        Indexed reads that stop at the first row found (sync/unchanged.py)."""
+        Indexed reads that stop at the first row found (sync/skip.py)."""
         if self._conn.execute("SELECT 1 FROM intents LIMIT 1").fetchone() is not None:
             return True
         names = sorted({State(s).value for s in states})
@@ -523,7 +523,7 @@ class Mirror:
 
     def remember_line_digests(self, items: Iterable[tuple[int, str, bytes]]) -> int:
         """(slot, fingerprint, line digest) of products recognised from a raw line this run
-        (sync/lines.py): the next run recognises that line unparsed. Only rows still
+        (sync/plan/lines.py): the next run recognises that line unparsed. Only rows still
         SYNCED with that very fingerprint change (the digest is bound to it anyway)."""
         with self._write() as conn:
             done = conn.executemany(

@@ -51,7 +51,7 @@ class PlanStore:
         # key in run_plan (a duplicate found further down) supersedes the row here.
         conn.execute("DROP TABLE IF EXISTS temp.run_unchanged")
         conn.execute("CREATE TEMP TABLE run_unchanged (key TEXT, digest TEXT, fingerprint TEXT)")
-        # Line digests learnt this run (sync/lines.py): what the mirror stores once the
+        # Line digests learnt this run (sync/plan/lines.py): what the mirror stores once the
         # run's writes are done (``Mirror.remember_line_digests``).
         conn.execute("DROP TABLE IF EXISTS temp.run_lines")
         conn.execute(

@@ -50,24 +50,15 @@ from skuferry.state.mirror import LANE_META, Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.state.schema import open_state
-from skuferry.sync import (
-    auth_check,
-    check_then_create,
-    eta,
-    gone,
-    incremental,
-    settle,
-    unchanged,
-)
-from skuferry.sync.doubt import Clock, Doubts, WallClock
-from skuferry.sync.fields import Ownership
-from skuferry.sync.gone import GonePolicy
-from skuferry.sync.guard import ratio_guard
-from skuferry.sync.lanes import Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
-from skuferry.sync.lines import LineRoute, line_route
-from skuferry.sync.mapping import Mapper
-from skuferry.sync.named import NamedPull
-from skuferry.sync.pieces import (
+from skuferry.sync import skip
+from skuferry.sync.map.mapper import Mapper
+from skuferry.sync.plan import eta
+from skuferry.sync.plan.guard import ratio_guard
+from skuferry.sync.plan.lines import LineRoute, line_route
+from skuferry.sync.plan.planner import Tally, plan
+from skuferry.sync.read import incremental
+from skuferry.sync.read.named import NamedPull
+from skuferry.sync.read.pieces import (
     join_tokens,
     joins_read,
     open_pieces,
@@ -75,10 +66,14 @@ from skuferry.sync.pieces import (
     skipped,
     use_keys,
 )
-from skuferry.sync.plan import Tally, plan
-from skuferry.sync.pulled import reported
-from skuferry.sync.reread import Reread
-from skuferry.sync.writer import Writer
+from skuferry.sync.read.pulled import reported
+from skuferry.sync.write import auth_check, check_then_create, gone, settle
+from skuferry.sync.write.doubt import Clock, Doubts, WallClock
+from skuferry.sync.write.fields import Ownership
+from skuferry.sync.write.gone import GonePolicy
+from skuferry.sync.write.lanes import Arrivals, Lanes, TrackingWriter, UrgentInbox, ordered
+from skuferry.sync.write.reread import Reread
+from skuferry.sync.write.writer import Writer
 
 if TYPE_CHECKING:
     from skuferry.remote.client import RemoteApi, RemoteClient
@@ -193,7 +188,7 @@ def _run(
     pull = (
         None if named else _choose_pull(settings, mirror, source, summary, force_full=options.full)
     )
-    seen_before = unchanged.Check(None)  # a named run always reads its keys
+    seen_before = skip.Check(None)  # a named run always reads its keys
     if pull is not None:
         seen_before = _unchanged(
             settings, mirror, base, pull, options=options, summary=summary, joins=source
@@ -201,7 +196,7 @@ def _run(
         if seen_before.skip and _skip_unchanged(
             settings, mirror, summary, pull, stop, stack, on_progress, adapters
         ):
-            return  # nothing read or planned (sync/unchanged.py)
+            return  # nothing read or planned (sync/skip.py)
     full = pull is not None and pull.full  # absence proves nothing in incremental, named pulls
     store = stack.enter_context(contextlib.closing(mirror.plan_store()))
     if named is not None:
@@ -227,7 +222,7 @@ def _run(
         settings,
         ledger=summary.completeness,
         resend=options.resend,
-        lines=route,  # unchanged CSV lines recognised unparsed (sync/lines.py)
+        lines=route,  # unchanged CSV lines recognised unparsed (sync/plan/lines.py)
         learn=None if options.dry_run else store.learn,  # ... their digests, learnt
     )
     counts = store.counts()
@@ -329,12 +324,12 @@ def _report_missing(missing: list[str], summary: RunSummary) -> None:
 
 @dataclass
 class _Lane:
-    """What the urgent lane needs to read keys that arrive mid-run (sync/lanes.py)."""
+    """What the urgent lane needs to read keys that arrive mid-run (sync/write/lanes.py)."""
 
     source: Source
     mapper: Mapper
     inbox: UrgentInbox | None
-    reread: Reread | None = None  # a source changed mid-run: read again (sync/reread.py)
+    reread: Reread | None = None  # a source changed mid-run: read again (sync/write/reread.py)
 
     def use(self, source: Source) -> None:
         self.source = source
@@ -515,14 +510,14 @@ def _refusals(store: PlanStore) -> Iterator[tuple[str | None, str, str, int | No
 
 
 def _commit_pull(
-    mirror: Mirror, pull: incremental.Pull, summary: RunSummary, seen_before: unchanged.Check
+    mirror: Mirror, pull: incremental.Pull, summary: RunSummary, seen_before: skip.Check
 ) -> None:
     """All writes committed: the next window starts at this pull's start, and the next run
     may skip an unchanged source."""
     committed = not summary.interrupted and not summary.failed
     incremental.finish(mirror, pull, committed=committed)
     if committed:
-        unchanged.remember(mirror, seen_before.token, summary)
+        skip.remember(mirror, seen_before.token, summary)
 
 
 def _unchanged(
@@ -534,27 +529,25 @@ def _unchanged(
     options: RunOptions,
     summary: RunSummary,
     joins: Source,
-) -> unchanged.Check:
-    """The unchanged check (sync/unchanged.py). A run that reads forgets the stored
+) -> skip.Check:
+    """The unchanged check (sync/skip.py). A run that reads forgets the stored
     fingerprint until it commits; a dry run neither skips nor stores. ``joins``: the
     source in pieces, whose joins' tokens were taken as they opened (not asked again)."""
     if summary.dry_run:
-        return unchanged.Check(None)
+        return skip.Check(None)
     archiving = GonePolicy.from_settings(settings.gone).archiving
-    found = unchanged.check(
+    found = skip.check(
         settings,
         mirror,
         source,
         options=options,
         full_pull=pull.full,
         joins=join_tokens(joins),
-        pending=lambda: unchanged.has_pending_work(
-            mirror, unchanged.pending_states(settings), archiving
-        ),
+        pending=lambda: skip.has_pending_work(mirror, skip.pending_states(settings), archiving),
     )
     log.info("sync.source.checked", skip=found.skip, why=found.reason)
     if not found.skip:
-        unchanged.forget(mirror)  # stored again only when this run commits
+        skip.forget(mirror)  # stored again only when this run commits
     return found
 
 
@@ -568,8 +561,8 @@ def _skip_unchanged(  # noqa: PLR0917 - the run's edges, passed on from _run
     on_progress: Progress | None,
     adapters: Adapters,
 ) -> bool:
-    """Nothing read, nothing planned (sync/unchanged.py); the auth check still runs. True."""
-    unchanged.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
+    """Nothing read, nothing planned (sync/skip.py); the auth check still runs. True."""
+    skip.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
     incremental.finish(mirror, pull, committed=False)  # counts toward full_every, keeps the window
     now = time.time()
     minutes = settings.api.auth_check_minutes
@@ -620,7 +613,7 @@ def _open_source(
     ledger: Ledger | None = None,
     allow_empty: bool = False,
 ) -> tuple[Source, Source, Mapper]:
-    """The source as read, the same in pieces (sync/pieces.py), and the mapping."""
+    """The source as read, the same in pieces (sync/read/pieces.py), and the mapping."""
     base = adapters.source or open_source(settings.source, stop=stop)  # stop ends its waits
     # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
     source, tables = open_pieces(
@@ -825,7 +818,7 @@ def _dry_run_report(
     summary.archived = counts[Kind.ARCHIVE]
     summary.restored = counts[Kind.RESTORE]
     writes = summary.created + summary.updated + summary.archived + summary.restored
-    # keys, workspace cap and learnt pace (sync/eta.py)
+    # keys, workspace cap and learnt pace (sync/plan/eta.py)
     summary.notes.append(
         eta.plan_note(
             settings, creates=summary.created, updates=writes - summary.created, pace_rows=paces

@@ -100,7 +100,7 @@ class ApiSettings(Strict):
         100, ge=1, le=100, description="Products per page when walking `GET /api/v1/products`."
     )
     # a create whose answer was lost is settled by a walk only once the list could show it
-    # (sync/doubt.py): the list's lag is learnt from the run's own creates, this bounds it
+    # (sync/write/doubt.py): the list's lag is learnt from the run's own creates, this bounds it
     list_lag_s: float = Field(
         10.0,
         ge=0,
@@ -112,7 +112,7 @@ class ApiSettings(Strict):
         "`0`: the list shows every write at once (no wait).",
     )
     # a run that has not talked to the API for this long makes one cheap authenticated read,
-    # so a revoked key is noticed while the source does not change (sync/auth_check.py); 0: never
+    # so a revoked key is noticed while the source does not change; 0: never
     auth_check_minutes: int = Field(
         60,
         ge=0,
@@ -199,7 +199,7 @@ class FieldSpec(Strict):
         description="Sent when the product is created, never again: the CMS owns it after "
         "that, so staff edits stay. Not for the key field.",
     )
-    # checks on the converted value (sync/checks.py); a failed one rejects the row, held
+    # checks on the converted value (sync/map/checks.py); a failed one rejects the row, held
     check: Literal["gtin"] | None = Field(
         None,
         description="`gtin`: the value must be a GTIN-8, 12, 13 or 14 with a valid check "
@@ -317,14 +317,14 @@ class MappingSettings(Strict):
         description="A field the source no longer gives is updated to `null` on the remote "
         "(once); by default it is left alone.",
     )
-    # target fields whose changes jump the queue when writes wait for budget (sync/lanes.py)
+    # target fields whose changes jump the queue when writes wait for budget (sync/write/lanes.py)
     urgent: list[str] = Field(
         default_factory=list,
         description="Target fields of `[mapping.fields]` whose changes jump the queue when "
         "writes wait for budget: updates changing one go first, then creates, "
         "then the rest.",
     )
-    # products in pieces (sync/pieces.py, docs/mapping-pieces.md)
+    # products in pieces (sync/read/pieces.py, docs/mapping-pieces.md)
     each: str | None = Field(
         None,
         description="JMESPath to a list in each record: every element becomes its own "
@@ -691,7 +691,7 @@ class SafetySettings(Strict):
 
 
 class GoneSettings(Strict):
-    """What happens on the remote to a product that leaves the source (sync/gone.py)."""
+    """What happens on the remote to a product that leaves the source (sync/write/gone.py)."""
 
     action: Literal["leave", "patch"] = Field(
         "leave",

@@ -68,7 +68,7 @@ class SourceCommon(Strict):
         'Shopify\'s image-only rows: `["Variant SKU"]`.',
     )
     # values that count as missing, like null (Odoo's false): a field's default and
-    # required apply; a field of type "boolean" keeps false as a value (sync/mapping.py)
+    # required apply; a field of type "boolean" keeps false as a value (sync/map/mapper.py)
     empty_values: list[JsonValue] = Field(
         default_factory=list,
         description="Values read like a missing one (Odoo's `false`): a field's `default` "
@@ -150,7 +150,7 @@ class IncrementalPull(SourceCommon):
 
     The one home of the keys that the sources able to pull incrementally share
     (``http`` and ``graphql`` through ``ApiSourceSettings``, and ``sql``; see
-    sources/since.py and sync/incremental.py). How the time is written
+    sources/since.py and sync/read/incremental.py). How the time is written
     (``since_format``) differs by source and stays in each.
     """
 

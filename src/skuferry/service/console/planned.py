@@ -20,10 +20,10 @@ from skuferry.config.schema import Settings
 from skuferry.errors import SkuferryError
 from skuferry.models import BadRecord, Kind
 from skuferry.state.mirror import Mirror
-from skuferry.sync.mapping import Mapper
-from skuferry.sync.named import NamedPull
-from skuferry.sync.pieces import open_pieces
-from skuferry.sync.plan import decide
+from skuferry.sync.map.mapper import Mapper
+from skuferry.sync.plan.planner import decide
+from skuferry.sync.read.named import NamedPull
+from skuferry.sync.read.pieces import open_pieces
 
 _ONE_AT_A_TIME = threading.Lock()
 

@@ -1,0 +1,1 @@
+"""Mapping: a source record becomes a product payload, with its checks."""

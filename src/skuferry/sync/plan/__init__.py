@@ -1,0 +1,1 @@
+"""Planning: source records against the mirror become actions. Pure."""

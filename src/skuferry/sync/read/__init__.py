@@ -1,0 +1,1 @@
+"""Reading and shaping records: the pull, pieces, joins, where, named keys, incremental."""
