@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from skuferry.sources.fingerprint import RACY_S
+from skuferry.sources.change_token import RACY_S
 
 _PULL = """
 import json, resource, sys, time

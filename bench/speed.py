@@ -51,7 +51,7 @@ from bench.common import (
 )
 from bench.local import run_child
 from skuferry.sandbox import Sandbox, SandboxConfig
-from skuferry.sources.fingerprint import RACY_S
+from skuferry.sources.change_token import RACY_S
 from skuferry.state.mirror import Mirror
 
 RUNS = 5

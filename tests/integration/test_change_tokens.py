@@ -25,7 +25,7 @@ import pytest
 
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import JoinSettings, Settings
-from skuferry.sources import fingerprint as fingerprints
+from skuferry.sources import change_token as change_tokens
 from skuferry.sync.engine import Adapters, run_once
 from skuferry.sync.read.joins import open_joins
 from tests.fakes import FakeRemote
@@ -171,7 +171,7 @@ def test_a_run_over_an_unchanged_remote_join_reads_nothing(
     export: Export, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "products.jsonl").write_text('{"sku": "A"}\n{"sku": "B"}\n', encoding="utf-8")
-    monkeypatch.setattr(fingerprints, "RACY_S", 0.0)  # the local file is seconds old
+    monkeypatch.setattr(change_tokens, "RACY_S", 0.0)  # the local file is seconds old
     join = {"name": "pim", "type": "jsonl", "path": export.url(), "key": "sku", "on": "sku"}
     settings = settings_from_dict(
         {

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from skuferry.sandbox import Sandbox
-from skuferry.sources.fingerprint import RACY_S
+from skuferry.sources.change_token import RACY_S
 from tests.integration.conftest import KEY, WORKSPACE
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def _sync(run_cli: Run, config: Path, *args: str, code: int = 0) -> dict[str, An
 
 def _settle(*paths: Path) -> None:
     """Wait until ``paths`` are older than the racy window: a file changed within it has no
-    signature, so its join is read again (sources/fingerprint.py)."""
+    change token, so its join is read again."""
     newest = max(max(p.stat().st_mtime, p.stat().st_ctime) for p in paths)
     if (age := time.time() - newest) < RACY_S:
         time.sleep(RACY_S - age + 0.1)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from skuferry.sandbox import Sandbox
-from skuferry.sources.fingerprint import RACY_S
+from skuferry.sources.change_token import RACY_S
 from skuferry.state.lock import run_lock
 from tests.integration.conftest import KEY, catalog_rows
 

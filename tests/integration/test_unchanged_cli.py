@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from skuferry.sandbox import Sandbox
-from skuferry.sources.fingerprint import RACY_S
+from skuferry.sources.change_token import RACY_S
 from tests.integration.conftest import KEY, catalog_rows, clean_env
 
 pytestmark = pytest.mark.integration

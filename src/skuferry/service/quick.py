@@ -169,7 +169,7 @@ def attempt(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | 
 def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None:
     """The record, when the run it describes may be skipped now; else None."""
     from skuferry.models import State
-    from skuferry.sources.fingerprint import file_fingerprint
+    from skuferry.sources.change_token import file_change_token
     from skuferry.sync import skip
     from skuferry.sync.write import auth_check
 
@@ -179,7 +179,7 @@ def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None
         record = None
     why = mismatch(record, config)
     if why is None:
-        parts = [file_fingerprint(Path(p)) for p in record["files"]]
+        parts = [file_change_token(Path(p)) for p in record["files"]]
         states = tuple(State(s) for s in record["states"])
         if skip.token(config.identity, parts) != mirror.get_meta(skip.FINGERPRINT):
             why = "the source changed, or was read since the last commit"

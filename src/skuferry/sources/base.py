@@ -2,7 +2,7 @@
 
 A source streams ``RawRecord`` (or ``BadRecord`` for a record it could not
 decode) and never holds the whole catalog in memory. Sources are selected by
-``[source] type`` in ``sources/dispatch.py`` (``open_source``).
+``[source] type`` in ``open_source``.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ class Source(ABC):
     def describe(self) -> str:
         """Where the records come from, for messages (a path or URL, no secrets)."""
 
-    def fingerprint(self, previous: str | None = None) -> str | None:
+    def change_token(self, previous: str | None = None) -> str | None:
         """A cheap token that changes whenever the records may have changed; None: unknown.
 
         Taken *before* the records are read, so a change made while they are read shows
         as a different token next time. ``previous`` is the token a committed run stored
         (a remote file sends it back as a conditional request). A source that cannot
-        tell cheaply keeps this default, and every run reads it (sync/skip.py).
+        tell cheaply keeps this default, and every run reads it (the run's unchanged check).
         """
         del previous
         return None
@@ -51,23 +51,41 @@ class Source(ABC):
         return self.describe()
 
 
+class WrappedSource(Source):
+    """A source that changes how ``inner``'s records are read, not where they come from:
+    its description, name and change token are ``inner``'s."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def change_token(self, previous: str | None = None) -> str | None:
+        return self.inner.change_token(previous)
+
+
 class IncrementalSource(Source):
     """A source that can also pull only the records changed after a moment.
 
     ``incremental`` says whether the config asks for it (an http source with
     ``since_param``, a sql source with ``updated_column`` or ``:since``). The
-    engine decides when a pull is full (sync/read/incremental.py); ``records()``
+    engine decides when a pull is full; ``records()``
     stays the full pull, so every caller that knows nothing of this still works.
 
     A source whose records carry their change time names it
     (``change_time_field``, ``change_time``): the window then starts at the latest
-    one read, in the source's own clock (sync/read/watermark.py). Without it the window
+    one read, in the source's own clock (the watermark). Without it the window
     is computed from skuferry's clock.
     """
 
     full_every: int = 24  # every Nth run is a full pull
     overlap_s: float = 300.0  # the window starts this long before the watermark
-    since_format: str = "iso8601"  # how the source writes a time (sources/since.py)
+    since_format: str = "iso8601"  # how the source writes a time (``format_since``)
 
     @property
     def change_time_field(self) -> str | None:

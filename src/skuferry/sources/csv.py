@@ -19,31 +19,25 @@ from __future__ import annotations
 import csv
 import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal, TextIO, TypeVar
+from typing import TextIO
 
 from skuferry.config.encoding import require_encoding
-from skuferry.config.schema import CsvSourceSettings
+from skuferry.config.schema import CsvSourceSettings, FinalNewline, ShortRows
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawLines, RawRecord
 from skuferry.sources.base import Source
-from skuferry.sources.compression import open_text
-from skuferry.sources.fingerprint import file_fingerprint
-from skuferry.sources.torn import FinalNewline, check_end
-
-# "error": a row with fewer fields than the header is unreadable (held); "pad": the
-# exporter drops trailing empty fields, and the missing ones are read as empty.
-ShortRows = Literal["error", "pad"]
+from skuferry.sources.file import FileSource
+from skuferry.sources.torn import check_end
 
 # surrogateescape maps an undecodable byte 0xNN to the lone surrogate U+DCNN.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 _BOM = "\ufeff"
 LINE_BLOCK = 2000  # quote-free lines per RawLines block (CsvLines)
-_Item = TypeVar("_Item")
 
 
-class CsvSource(Source):
+class CsvSource(FileSource):
     """Rows of a CSV file as ``RawRecord`` keyed by the (stripped) header names."""
 
     def __init__(
@@ -63,40 +57,16 @@ class CsvSource(Source):
                     "not a quote or a line break"
                 ]
             )
-        self.path = Path(path)
+        super().__init__(path)
         self.encoding = encoding
         self.delimiter = delimiter
         self.final_newline: FinalNewline = final_newline
         self.short_rows: ShortRows = short_rows
-        self._name = self.path.name
-
-    def describe(self) -> str:
-        return str(self.path)
-
-    def fingerprint(self, previous: str | None = None) -> str | None:
-        return file_fingerprint(self.path)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
-        return self._opened(self._rows)
-
-    def _opened(self, read: Callable[[TextIO], Iterator[_Item]]) -> Iterator[_Item]:
-        """``read`` over the opened file; failing to open or read it is a SourceError."""
-        try:
-            # newline="" lets the csv module see quoted line breaks (and count lines) itself.
-            handle = open_text(  # .gz / single-file .zip decompressed on the fly
-                self.path, encoding=self.encoding, errors="surrogateescape", newline=""
-            )
-        except OSError as exc:
-            raise SourceError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
-        with handle:
-            try:
-                yield from read(handle)
-            except OSError as exc:
-                raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
+        # read as text with newline="": the csv module sees quoted line breaks (and
+        # counts lines) itself
+        return self.read_text(self._rows, encoding=self.encoding)
 
     def lines(self, *, block: int = LINE_BLOCK) -> CsvLines:
         """The records as ``records()`` yields them, but each line that holds one whole
@@ -136,11 +106,11 @@ class CsvSource(Source):
                         last = lines[-1] if lines else last
                         yield from self._other(header, row, lines, start=start, end=end)
                         consumed, start = end, end + 1
-                    check_end(self._name, consumed, last, self.final_newline, first=first)
+                    check_end(self.name, consumed, last, self.final_newline, first=first)
                     return
                 row = next(reader)
             except StopIteration:
-                check_end(self._name, consumed, last, self.final_newline, first=first)
+                check_end(self.name, consumed, last, self.final_newline, first=first)
                 return
             except csv.Error as exc:
                 error = exc
@@ -171,7 +141,7 @@ class CsvSource(Source):
         self, header: list[str], row: list[str], lines: list[str], *, start: int, end: int
     ) -> Iterator[RawRecord | BadRecord]:
         """A row read without error that is not the common case (see ``_rows``)."""
-        name = self._name
+        name = self.name
         width = len(header)
         if end > start and len(row) != width:
             yield from self._broken(header, lines, start=start, error=None, row=row)
@@ -232,7 +202,7 @@ class CsvSource(Source):
         the lines after it into one field: each of those lines is reported, and the
         cells it holds before anything went wrong are handed over for its key.
         """
-        name = self._name
+        name = self.name
         end = start + len(lines) - 1
         eof = error is not None and str(error) == "unexpected end of data"
         if start == end and not eof:
@@ -309,7 +279,7 @@ class CsvLines:
     ``BadRecord`` or nothing for a blank line). Every other line (the header, any line
     holding a quote, and the lines a quoted field takes) is read by the same csv
     reader as ``records()`` reads it and yielded as records. Expanding each block by
-    ``parse`` gives ``list(source.records())`` exactly (tests/unit/sources/test_csv_lines.py).
+    ``parse`` gives ``list(source.records())`` exactly (the CSV lines tests check it).
 
     ``identity``, once the header is read: what else decides how a line reads (the
     delimiter, the encoding and the header line as it is in the file, BOM and line
@@ -324,7 +294,7 @@ class CsvLines:
         self._first: str | None = None
 
     def __iter__(self) -> Iterator[RawRecord | BadRecord | RawLines]:
-        return self.source._opened(self._read)
+        return self.source.read_text(self._read, encoding=self.source.encoding)
 
     def parse(self, line: int, text: str) -> list[RawRecord | BadRecord]:
         """What ``records()`` yields for the quote-free ``text`` read as line ``line``.
@@ -412,7 +382,7 @@ class CsvLines:
             yield from source._other(header, row, taken, start=first, end=number)
         if block:
             yield RawLines(start, block)
-        check_end(source._name, number, last, source.final_newline, first=self._first)
+        check_end(source.name, number, last, source.final_newline, first=self._first)
 
 
 class _Feed:

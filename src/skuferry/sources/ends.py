@@ -18,7 +18,7 @@ planned, written or marked gone) when the evidence says it ended early:
 The latest announcement counts (a catalog may change during the pull, and an
 incremental pull's filtered answer announces the filtered total). Without any of
 this evidence the walk's own end (an empty or short page, no next link, no
-cursor) is taken as the end, as it always was (docs/source-paths.md).
+cursor) is taken as the end, as it always was (the docs on source paths say so).
 
 Pure: ``Totals`` reads a page's announcements, the http source feeds ``EndProof``
 one page at a time; a GraphQL source can do the same.

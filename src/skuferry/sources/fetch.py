@@ -50,7 +50,7 @@ class RemoteFileSource(Source):
     def describe(self) -> str:
         return safe_url(str(self.settings.path))
 
-    def fingerprint(self, previous: str | None = None) -> str | None:
+    def change_token(self, previous: str | None = None) -> str | None:
         """ETag or Last-Modified by a conditional GET (``fetch_http.probe_http``); sftp: None."""
         if self.settings.remote_scheme() == "sftp":
             return None

@@ -18,7 +18,7 @@ from skuferry import tls
 from skuferry.config.schema import FileSourceSettings
 from skuferry.errors import SourceError
 from skuferry.net.origins import Origin, parse_allowed
-from skuferry.sources.fingerprint import RACY_S
+from skuferry.sources.change_token import RACY_S
 from skuferry.sources.http import safe_url
 from skuferry.sources.pinned import send_pinned
 
@@ -53,7 +53,7 @@ def probe_http(
     transport: httpx.BaseTransport | None = None,
     now: float | None = None,
 ) -> str | None:
-    """The remote file's validator (``Source.fingerprint``), by a conditional GET.
+    """The remote file's validator (``Source.change_token``), by a conditional GET.
 
     ``previous`` (``http:etag:...`` or ``http:lm:...``) goes back as ``If-None-Match``
     or ``If-Modified-Since``: a ``304`` returns it unchanged and no body is sent. A

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from skuferry.config.encoding import require_encoding
-from skuferry.config.schema import JsonlSourceSettings
-from skuferry.errors import ConfigError, SourceError
+from skuferry.config.schema import FinalNewline, JsonlSourceSettings
+from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
-from skuferry.sources.compression import open_binary
-from skuferry.sources.fingerprint import file_fingerprint
-from skuferry.sources.torn import FinalNewline, check_end
+from skuferry.sources.file import FileSource
+from skuferry.sources.torn import check_end
 
 _BOM = "\ufeff"
 # One line is one product; a line this long is refused rather than read into memory whole.
@@ -44,7 +43,7 @@ _SPACE = " \t\r\n"
 _KIND = {list: "an array", str: "a string", bool: "a boolean", int: "a number", Decimal: "a number"}
 
 
-class JsonlSource(Source):
+class JsonlSource(FileSource):
     """Each non-blank line of the file is one ``RawRecord`` (its object's members)."""
 
     def __init__(
@@ -64,35 +63,16 @@ class JsonlSource(Source):
                     f"not {encoding!r}"
                 ]
             )
-        self.path = Path(path)
+        super().__init__(path)
         self.encoding = encoding
-        self._name = self.path.name
         self.max_line_bytes = max_line_bytes
         self.final_newline: FinalNewline = final_newline
 
-    def describe(self) -> str:
-        return str(self.path)
-
-    def fingerprint(self, previous: str | None = None) -> str | None:
-        return file_fingerprint(self.path)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
     def records(self) -> Iterator[RawRecord | BadRecord]:
-        try:
-            handle = open_binary(self.path)  # .gz / single-file .zip decompressed on the fly
-        except OSError as exc:
-            raise SourceError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
-        with handle:
-            try:
-                yield from self._lines(handle)
-            except OSError as exc:
-                raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
+        return self.read_bytes(self._lines)
 
     def _lines(self, handle: BinaryIO) -> Iterator[RawRecord | BadRecord]:
-        name = self._name
+        name = self.name
         encoding = self.encoding
         limit = self.max_line_bytes
         number = 0

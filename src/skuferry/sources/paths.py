@@ -5,7 +5,7 @@ these: ``items_path``, ``next_path``, ``cursor_path``, ``total_path``,
 ``total_pages_path``. A dotted path (``_links.next.href``, ``meta.pages``) is
 already JMESPath and keeps its meaning; a key holding a dot or an ``@`` is quoted:
 ``'"@odata.nextLink"'``. The config checked the text when it loaded
-(``config/expressions.py``); a path that still does not compile (a settings object
+(its expression checks); a path that still does not compile (a settings object
 built by hand) is a ``ConfigError`` naming the key.
 """
 

@@ -24,7 +24,7 @@ from typing import TypeVar
 from skuferry import logs
 from skuferry.errors import Interrupted, SourceError, SourceNotReady
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import Source
+from skuferry.sources.base import Source, WrappedSource
 
 log = logs.get(__name__)
 
@@ -100,22 +100,12 @@ class ReadyGate:
             )
 
 
-class ReadySource(Source):
+class ReadySource(WrappedSource):
     """``inner``'s records, read only once ``gate`` says the export is whole."""
 
     def __init__(self, inner: Source, gate: ReadyGate) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.gate = gate
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def fingerprint(self, previous: str | None = None) -> str | None:
-        return self.inner.fingerprint(previous)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         return self.gated(self.inner.records)

@@ -1,16 +1,15 @@
 """Has a source changed since the token stored for it? One answer for every user.
 
-A source's change token is its ``Source.fingerprint(previous)``; ``source_signature``
-asks it from the settings alone, for a ``[[join]]`` (``sync/read/joins.py``: is its index
-current?) and for the unchanged check of the run (``sync/skip.py``), which asks the
-primary source's own ``fingerprint`` the same way. ``None`` means "cannot tell": the
-source is read every run.
+A source's change token is its ``Source.change_token(previous)``; ``source_signature``
+asks it from the settings alone, for a ``[[join]]`` (is its index current?) and for the
+run's unchanged check, which asks the primary source's own ``change_token`` the same
+way. ``None`` means "cannot tell": the source is read every run.
 
-- a local file: its ``stat()`` (``sources/fingerprint.py``): size, mtime and ctime (ns),
+- a local file: its ``stat()`` (``file_change_token``): size, mtime and ctime (ns),
   inode and device; none within ``RACY_S`` of a change;
 - a file at an http(s) URL: its ``ETag`` (else ``Last-Modified``) by a conditional GET
-  that sends the stored token back (``sources/fetch_http.py``, ``probe_http``): a ``304``
-  keeps it and no body is sent; a server that sends neither header gives none;
+  that sends the stored token back (``probe_http``): a ``304`` keeps it and no body is
+  sent; a server that sends neither header gives none;
 - a SQL ``table`` with an ``updated_column``: its row count and the column's maximum.
 
 SFTP files, paginated HTTP APIs and SQL queries have none: they are read every run.
@@ -22,8 +21,8 @@ import threading
 from pathlib import Path
 
 from skuferry.config.schema import FileSourceSettings, SourceSettings
+from skuferry.sources.change_token import file_change_token
 from skuferry.sources.dispatch import open_source
-from skuferry.sources.fingerprint import file_fingerprint
 
 
 def source_signature(
@@ -35,7 +34,7 @@ def source_signature(
     conditional request); nothing is read. ``stop`` is handed to the source as it opens.
     """
     if isinstance(settings, FileSourceSettings) and settings.remote_scheme() is None:
-        # what each local file source's fingerprint answers, without importing its reader
+        # what each local file source's change token is, without importing its reader
         # (openpyxl for xlsx): a no-op run stays a stat()
-        return file_fingerprint(Path(settings.path))
-    return open_source(settings, stop=stop).fingerprint(previous)
+        return file_change_token(Path(settings.path))
+    return open_source(settings, stop=stop).change_token(previous)

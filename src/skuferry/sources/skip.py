@@ -15,7 +15,7 @@ from typing import Any
 
 from skuferry import logs
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import IncrementalSource, Source
+from skuferry.sources.base import IncrementalSource, Source, WrappedSource
 
 log = logs.get(__name__)
 
@@ -24,23 +24,13 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-class SkipEmptyRows(Source):
+class SkipEmptyRows(WrappedSource):
     """``source`` minus the records whose ``columns`` are all empty or absent."""
 
     def __init__(self, source: Source, columns: Sequence[str]) -> None:
-        self.inner = source
+        super().__init__(source)
         self.columns = tuple(columns)
         self.skipped = 0  # in the last pull; read by the engine for its note
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def fingerprint(self, previous: str | None = None) -> str | None:
-        return self.inner.fingerprint(previous)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         return self._filter(self.inner.records())

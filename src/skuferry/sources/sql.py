@@ -127,7 +127,7 @@ class SqlSource(IncrementalSource):
         column = self.settings.updated_column
         return None if column is None else fields.get(column)
 
-    def fingerprint(self, previous: str | None = None) -> str | None:
+    def change_token(self, previous: str | None = None) -> str | None:
         """The table's ``signature()`` (row count, newest ``updated_column``); a query: None."""
         return self.signature()
 

@@ -16,11 +16,9 @@ line and that key; nothing is read until the user says so.
 
 from __future__ import annotations
 
-from typing import Literal
-
+from skuferry.config.schema import FinalNewline
 from skuferry.errors import SourceError
 
-FinalNewline = Literal["required", "optional"]
 _SHOWN = 60  # characters of the last line quoted in the error
 
 

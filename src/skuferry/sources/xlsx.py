@@ -1,10 +1,10 @@
 """``[source] type = "xlsx"``: one sheet of an Excel workbook, one product per row.
 
 Two readers give the same records (``reader``, see ``_calamine``): calamine
-(``xlsx_calamine.py``, Rust, the sheet held in memory) by default while the sheet
-is small enough, and openpyxl (``xlsx_openpyxl.py``), which in read-only mode
-streams the sheet's XML row by row, so memory stays flat in the row count. Both
-give formula cells their cached value (what Excel last computed and showed).
+(Rust, the sheet held in memory) by default while the sheet is small enough, and
+openpyxl, which in read-only mode streams the sheet's XML row by row, so memory
+stays flat in the row count. Both give formula cells their cached value (what Excel
+last computed and showed).
 
 ``sheet`` is a name or a 1-based position, ``header_row`` the row holding the
 column names; rows above it (a title, notes) are ignored, and so are rows that are
@@ -37,7 +37,7 @@ from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
 from skuferry.sources.compression import as_plain_file
-from skuferry.sources.fingerprint import file_fingerprint
+from skuferry.sources.file import FileSource
 from skuferry.sources.xlsx_cells import ERRORS as _ERRORS
 from skuferry.sources.xlsx_cells import AmbiguousRow, cell_value, column_letter
 from skuferry.sources.xlsx_cells import filled as _filled
@@ -45,7 +45,7 @@ from skuferry.sources.xlsx_cells import filled as _filled
 log = logs.get(__name__)
 
 
-class XlsxSource(Source):
+class XlsxSource(FileSource):
     """Rows of one worksheet as ``RawRecord`` keyed by the header row's names."""
 
     def __init__(
@@ -56,30 +56,21 @@ class XlsxSource(Source):
         header_row: int = 1,
         reader: str = "auto",
     ) -> None:
-        self.path = Path(path)
-        # "auto", "calamine" (sources/xlsx_calamine.py) or "openpyxl": see _calamine
+        super().__init__(path)
+        # "auto", "calamine" or "openpyxl": see _calamine
         self.reader = reader
         self.sheet = sheet
         self.header_row = header_row
-        self._name = self.path.name
-
-    def describe(self) -> str:
-        return str(self.path)
-
-    def fingerprint(self, previous: str | None = None) -> str | None:
-        return file_fingerprint(self.path)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
-        with tempfile.TemporaryDirectory(prefix="skuferry-xlsx-") as scratch:
-            try:
-                with as_plain_file(self.path, Path(scratch) / "workbook.xlsx") as plain:
-                    yield from self._read(plain)
-            except OSError as exc:
-                raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
+        # a workbook is a zip read by random access: a compressed one is first
+        # decompressed to a scratch file, and failing to open it is a failed read
+        with (
+            tempfile.TemporaryDirectory(prefix="skuferry-xlsx-") as scratch,
+            self.reading(),
+            as_plain_file(self.path, Path(scratch) / "workbook.xlsx") as plain,
+        ):
+            yield from self._read(plain)
 
     def _read(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
         calamine = self._calamine(plain)
@@ -165,7 +156,7 @@ class XlsxSource(Source):
         sure = {k: v for k, v in values.items() if k not in errors}
         return BadRecord(
             number,
-            f"{self._name} line {number}, column {column!r}: the cell shows the Excel error "
+            f"{self.name} line {number}, column {column!r}: the cell shows the Excel error "
             f"{code} (a formula that failed)",
             fields=AmbiguousRow(sure, ambiguous) if ambiguous else sure,
         )
@@ -209,7 +200,7 @@ class XlsxSource(Source):
             if len(where) > 1:
                 letters = " and ".join(column_letter(i) for i in where)
                 ambiguous[name] = (
-                    f"at 'mapping': column {name!r} is ambiguous in {self._name} sheet "
+                    f"at 'mapping': column {name!r} is ambiguous in {self.name} sheet "
                     f"{title!r}: columns {letters} of row {self.header_row} share the name; "
                     "rename one of them in the sheet"
                 )

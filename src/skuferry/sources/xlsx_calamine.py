@@ -30,7 +30,7 @@ at cell by cell in Python.
 
 calamine holds the sheet it reads in memory (about twice the sheet's uncompressed
 XML); ``[source] reader = "openpyxl"`` streams it with flat memory. The figures are in
-docs/sources/xlsx.md; tests/unit/sources/test_xlsx_readers.py diffs both readers' records and
+the xlsx source's page of the docs; the readers' tests diff both readers' records and
 mapped values over the real-shape fixtures.
 """
 
@@ -123,8 +123,7 @@ def _records(
     without an error's text, the common case of a catalog, then becomes its records
     with one ``dict`` display a row (``_row_dict``); any other block is built row by
     row, leaving empty cells and empty rows out and rejecting rows showing an error,
-    exactly as a row-by-row reading would (``tests/unit/sources/test_xlsx_readers.py`` diffs
-    the two).
+    exactly as a row-by-row reading would (the readers' tests diff the two).
     """
     names = [column for _, column in read_columns]
     as_dict = _row_dict(names)

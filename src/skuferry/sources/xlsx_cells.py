@@ -1,9 +1,8 @@
 """What the xlsx source's readers share: a cell's value as a record holds it, the row
 type, the compact shared-strings table.
 
-``sources/xlsx.py``, ``sources/xlsx_openpyxl.py`` and ``sources/xlsx_calamine.py``
-import from here, never from each other's module, so there is no cycle; nothing here
-imports openpyxl.
+The xlsx source and its openpyxl and calamine readers import from here, never from
+each other's module, so there is no cycle; nothing here imports openpyxl.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ _MISSING: Any = object()
 # What a cell shows when its formula failed (openpyxl gives the code as text; a text cell
 # that reads exactly so is taken as one too: it is never a product's value either).
 # openpyxl's ERROR_CODES, written out so that a calamine run need not import openpyxl
-# (tests/unit/sources/test_xlsx_pin.py checks they are the same)
+# (the pin's tests check they are the same)
 ERRORS = frozenset(("#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#N/A"))
 
 

@@ -22,7 +22,7 @@ class CompactReader(ExcelReader):  # type: ignore[misc]
     """openpyxl's workbook reader with the shared strings in a ``SharedStrings`` table.
 
     ``ExcelReader`` and ``read_strings`` are not openpyxl's public API: the version is
-    pinned (``openpyxl>=3.1,<3.2``) and ``tests/unit/sources/test_xlsx_pin.py`` checks them.
+    pinned (``openpyxl>=3.1,<3.2``) and the pin's tests check them.
     """
 
     def read_strings(self) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from xml.parsers import expat
 
 from skuferry import logs
@@ -27,8 +27,7 @@ from skuferry.config.schema import XmlSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
-from skuferry.sources.compression import open_binary
-from skuferry.sources.fingerprint import file_fingerprint
+from skuferry.sources.file import FileSource
 
 log = logs.get(__name__)
 
@@ -178,39 +177,20 @@ class _RecordBuilder:
             self._stack.clear()
 
 
-class XmlSource(Source):
+class XmlSource(FileSource):
     """Streams the ``record`` elements of an XML file as ``RawRecord`` objects."""
 
     def __init__(
         self, path: Path | str, *, record: str, max_record_bytes: int = MAX_RECORD_BYTES
     ) -> None:
-        self.path = Path(path)
+        super().__init__(path)
         self.record = record
         self.max_record_bytes = max_record_bytes
-        self._name = self.path.name
-
-    def describe(self) -> str:
-        return str(self.path)
-
-    def fingerprint(self, previous: str | None = None) -> str | None:
-        return file_fingerprint(self.path)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
-        try:
-            handle = open_binary(self.path)
-        except OSError as exc:
-            raise SourceError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
-        with handle:
-            try:
-                yield from self._parse(handle)
-            except OSError as exc:
-                raise SourceError(f"reading {self.path} failed: {exc.strerror or exc}") from exc
+        return self.read_bytes(self._parse)
 
-    def _parse(self, handle: Any) -> Iterator[RawRecord | BadRecord]:
+    def _parse(self, handle: BinaryIO) -> Iterator[RawRecord | BadRecord]:
         builder = _RecordBuilder(self.record, self.max_record_bytes)
         parser = hardened_parser()
         parser.StartElementHandler = builder.start
@@ -262,7 +242,7 @@ class XmlSource(Source):
             if record is None:
                 yield BadRecord(
                     line,
-                    f"{self._name} line {line}: <{self.record}> is larger than "
+                    f"{self.name} line {line}: <{self.record}> is larger than "
                     f"{self.max_record_bytes:,} bytes; refused",
                 )
             else:

@@ -108,9 +108,9 @@ def joined(settings: Settings, joins: list[str | None] | None = None) -> list[st
 
     tables = [t for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
     if tables:
-        from skuferry.sources.fingerprint import file_fingerprint
+        from skuferry.sources.change_token import file_change_token
 
-        found.extend(file_fingerprint(table.file) for table in tables)
+        found.extend(file_change_token(table.file) for table in tables)
     return found
 
 
@@ -145,7 +145,7 @@ def check(
     """
     stored = metas.get_meta(FINGERPRINT)
     previous = stored.split("\n")[1] if stored and "\n" in stored else None
-    fingerprint = source.fingerprint(previous or None)
+    fingerprint = source.change_token(previous or None)
     parts = [fingerprint, *joined(settings, joins)] if fingerprint is not None else [None]
     now = token(identity(settings), parts)
     if options.dry_run or options.full or options.verify:

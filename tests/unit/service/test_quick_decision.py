@@ -32,8 +32,8 @@ from skuferry.config.load import load_settings
 from skuferry.errors import ConfigError
 from skuferry.models import RunOptions, RunSummary
 from skuferry.service import quick
+from skuferry.sources.change_token import RACY_S
 from skuferry.sources.dispatch import open_source
-from skuferry.sources.fingerprint import RACY_S
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
 

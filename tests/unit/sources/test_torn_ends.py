@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from skuferry.config.schema import ShortRows
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawLines, RawRecord
-from skuferry.sources.csv import CsvSource, ShortRows
+from skuferry.sources.csv import CsvSource
 from skuferry.sources.jsonl import JsonlSource
 
 CSV = b"sku,name,price\nA-1,Anvil,687.70\nB-2,Bucket,12.50\n"

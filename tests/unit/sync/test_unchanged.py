@@ -19,10 +19,10 @@ import pytest
 from skuferry import errors
 from skuferry.config.schema import Settings
 from skuferry.models import BadRecord, Product, RawRecord, RunSummary
-from skuferry.sources import fingerprint as fingerprints
+from skuferry.sources import change_token as change_tokens
 from skuferry.sources.base import Source
+from skuferry.sources.change_token import file_change_token
 from skuferry.sources.csv import CsvSource
-from skuferry.sources.fingerprint import file_fingerprint
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
 from skuferry.sync.engine import Adapters, run_once
@@ -40,8 +40,8 @@ class CountingSource(Source):
     def describe(self) -> str:
         return self.inner.describe()
 
-    def fingerprint(self, previous: str | None = None) -> str | None:
-        return self.inner.fingerprint(previous)
+    def change_token(self, previous: str | None = None) -> str | None:
+        return self.inner.change_token(previous)
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         self.reads += 1
@@ -59,7 +59,7 @@ def _write(path: Path, n: int, *, price: str = "1.00") -> Path:
 @pytest.fixture(autouse=True)
 def _no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     # The files here are seconds old; the racy window is tested on its own below.
-    monkeypatch.setattr(fingerprints, "RACY_S", 0.0)
+    monkeypatch.setattr(change_tokens, "RACY_S", 0.0)
 
 
 @pytest.fixture
@@ -238,31 +238,31 @@ def test_rejected_rows_are_reported_again_by_a_skipped_run(tmp_path: Path) -> No
     assert second.problems == first.problems
 
 
-# -- the fingerprint itself ------------------------------------------------------------------
+# -- the change token itself -----------------------------------------------------------------
 
 
-def test_a_file_fingerprint_is_its_stat(tmp_path: Path) -> None:
+def test_a_file_change_token_is_its_stat(tmp_path: Path) -> None:
     path = _write(tmp_path / "a.csv", 2)
-    first = file_fingerprint(path)
-    assert first is not None and first == file_fingerprint(path)
+    first = file_change_token(path)
+    assert first is not None and first == file_change_token(path)
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
-    assert file_fingerprint(path) != first, "a touch is a change (then read, nothing written)"
+    assert file_change_token(path) != first, "a touch is a change (then read, nothing written)"
     replaced = _write(tmp_path / "b.csv", 2)
     replaced.replace(path)
-    assert file_fingerprint(path) != first, "a new inode is a change"
-    assert file_fingerprint(tmp_path / "missing.csv") is None
+    assert file_change_token(path) != first, "a new inode is a change"
+    assert file_change_token(tmp_path / "missing.csv") is None
 
 
-def test_a_file_changed_within_the_racy_window_has_no_fingerprint(
+def test_a_file_changed_within_the_racy_window_has_no_change_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fingerprints, "RACY_S", 2.0)
+    monkeypatch.setattr(change_tokens, "RACY_S", 2.0)
     path = _write(tmp_path / "a.csv", 2)
     stat = path.stat()
     changed = max(stat.st_mtime_ns, stat.st_ctime_ns)
-    assert file_fingerprint(path, now_ns=changed + 1_000_000_000) is None
-    assert file_fingerprint(path, now_ns=changed + 3_000_000_000) is not None
+    assert file_change_token(path, now_ns=changed + 1_000_000_000) is None
+    assert file_change_token(path, now_ns=changed + 3_000_000_000) is not None
 
 
 def test_a_changed_join_file_forces_the_read(tmp_path: Path) -> None:

@@ -383,6 +383,9 @@ class MappingSettings(Strict):
 
 
 FinalNewline = Literal["required", "optional"]
+# "error": a row with fewer fields than the header is unreadable (held); "pad": the
+# exporter drops trailing empty fields, and the missing ones are read as empty.
+ShortRows = Literal["error", "pad"]
 
 
 def _final_newline() -> Any:
@@ -405,7 +408,7 @@ class CsvSourceSettings(FileSourceSettings):  # path: a file or an http(s)/sftp 
     )
     delimiter: str = Field(",", description='Exactly one character, e.g. `";"` or `"\\t"`.')
     final_newline: FinalNewline = _final_newline()
-    short_rows: Literal["error", "pad"] = Field(
+    short_rows: ShortRows = Field(
         "error",
         description="A row with fewer fields than the header: `error` (default) rejects it "
         "and holds its product, as a row with too many fields; `pad`, for an exporter that "

@@ -19,7 +19,7 @@ from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import JoinSettings, MappingSettings, Settings
 from skuferry.errors import EmptySourceRefused
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources import fingerprint as fingerprints
+from skuferry.sources import change_token as change_tokens
 from skuferry.sources.base import Source
 from skuferry.sync.engine import Adapters, run_once
 from skuferry.sync.read.joins import open_joins
@@ -89,7 +89,7 @@ def _shape(records: list[RawRecord | BadRecord]) -> list[tuple[str, Any]]:
 def test_an_empty_join_is_refused_naming_the_join_and_its_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, kind: str, content: bytes
 ) -> None:
-    monkeypatch.setattr(fingerprints, "RACY_S", 0.0)  # so the second open reuses the index
+    monkeypatch.setattr(change_tokens, "RACY_S", 0.0)  # so the second open reuses the index
     path = tmp_path / name
     path.write_bytes(content)
     for _ in range(2):  # built, then reused: the index remembers it is empty
@@ -121,7 +121,7 @@ def test_a_join_whose_filter_leaves_every_record_out_is_not_empty(tmp_path: Path
 def test_a_join_reports_its_verdict_and_a_reused_index_carries_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fingerprints, "RACY_S", 0.0)
+    monkeypatch.setattr(change_tokens, "RACY_S", 0.0)
     path = tmp_path / "pim.jsonl"
     _lines(path, _pim("A", name="Drill"), '{"sku": "B", "na', _pim("C", name="Saw"))
     for read in (True, False):

@@ -16,7 +16,7 @@ from skuferry.config.schema import JoinSettings, MappingSettings, Settings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord, RunSummary
 from skuferry.service.report import print_summary
-from skuferry.sources import fingerprint as fingerprints
+from skuferry.sources import change_token as change_tokens
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sync.engine import Adapters, run_once
@@ -351,7 +351,7 @@ def test_an_unchanged_join_source_is_not_opened_again(
         return real(settings, **options)
 
     monkeypatch.setattr(joins_module, "open_source", counting)
-    monkeypatch.setattr(fingerprints, "RACY_S", 0.0)  # files seconds old; racy: see below
+    monkeypatch.setattr(change_tokens, "RACY_S", 0.0)  # files seconds old; racy: see below
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     for _ in range(3):
@@ -381,7 +381,7 @@ def test_an_unchanged_join_source_is_not_opened_again(
 
     # A file changed within the racy window has no signature: read every time until it
     # settles (a second write in the same timestamp tick would look like no change).
-    monkeypatch.setattr(fingerprints, "RACY_S", 3600.0)
+    monkeypatch.setattr(change_tokens, "RACY_S", 3600.0)
     for _ in range(2):
         for join in open_joins([_join(pim)], scratch):
             join.close()

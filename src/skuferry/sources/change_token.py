@@ -1,4 +1,4 @@
-"""Cheap change tokens for sources (``Source.fingerprint``): is a catalog what it was?
+"""Cheap change tokens for sources (``Source.change_token``): is a catalog what it was?
 
 A local file's token is its ``stat()``: size, mtime and ctime in nanoseconds, inode
 and device. An edit in place moves mtime and ctime, a replacement (write then
@@ -18,7 +18,7 @@ from pathlib import Path
 RACY_S = 2.0  # a file younger than this is read, whatever its stat says
 
 
-def file_fingerprint(path: Path, *, now_ns: int | None = None) -> str | None:
+def file_change_token(path: Path, *, now_ns: int | None = None) -> str | None:
     """``file:size:mtime_ns:ctime_ns:inode:device``; None when the file is missing or fresh."""
     try:
         st = Path(path).stat()
