@@ -1,7 +1,7 @@
 """The one exception tree of skuferry.
 
 Every failure skuferry knows about is one of these; the CLI edge
-(``cli.py``) turns each into a one-line message and an exit code, in one
+turns each into a one-line message and an exit code, in one
 place. Nothing below prints or exits.
 
     SkuferryError                       exit

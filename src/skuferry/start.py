@@ -1,8 +1,8 @@
 """``skuferry``'s entry point: the quick lane first, then the verbs.
 
 A plain ``skuferry sync`` from cron or systemd whose source did not change is decided
-by the quick lane (service/quick.py) before click, pydantic or the config models are
-imported; anything else, or anything in doubt, goes on to the verbs (cli.py).
+by the quick lane before click, pydantic or the config models are
+imported; anything else, or anything in doubt, goes on to the verbs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The local sandbox of the CMS API: the demo's target, the reliability suite's, the benchmarks'.
 
-It follows ``cms-api-spec.md`` (envelope, pagination, bearer keys mapped to
+It follows the CMS's API spec (envelope, pagination, bearer keys mapped to
 workspaces, per-key and per-workspace rate limits with ``Retry-After``, and the
 non-idempotent ``POST /api/v1/products`` that happily stores duplicates) and
-fills the spec's gaps the way ``api.py`` documents. On top it injects seeded
+fills the spec's gaps the way its request rules document. On top it injects seeded
 faults (lost responses after commit, 500s, resets, slow answers, garbage) and
 counts what clients do (429s, early retries, duplicates, write timestamps).
 

@@ -1,6 +1,6 @@
 """The sandbox's API behaviour, without sockets: routes, envelope, validation, limits.
 
-The HTTP handler (``handler.py``) reads a request, asks this module what to do,
+The HTTP handler reads a request, asks this module what to do,
 and owns only the wire (bytes, delays, dropped and reset connections).
 
 Choices where the spec is silent, each what a careful real service would do:

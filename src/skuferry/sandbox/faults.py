@@ -15,7 +15,7 @@ HTML page (``"html"``) or truncated JSON (``"json"``). Rate limiting runs first
 and is never faked: a 429 is always an honest 429.
 
 The list pages of ``GET /api/v1/products`` draw from the same generator, one number
-per page, and get at most one of these (``listing.py`` serves them):
+per page, and get at most one of these (the list pages serve them):
 
 ``list_empty``          the page answers ``[]`` (meta.pages as usual)
 ``list_short``          a page before the last holds one product fewer than it should

@@ -1,6 +1,6 @@
 """One list page of the products, as an inconsistent or lagging CMS would serve it.
 
-The faults (``faults.py``) are what a real list does under load or behind an index:
+The injected faults are what a real list does under load or behind an index:
 a page that comes back empty or short, a page served twice, the pages shifted by a
 product deleted before the reader's offset, a ``meta.pages`` that does not match the
 products. ``created_by`` hides the products created after it (a list lagging behind

@@ -5,7 +5,7 @@ file's stem and the default of its ``[metrics] labels.workspace``. Files whose n
 starts with ``_`` or ``.`` are not workspaces.
 
 ``sync`` runs every workspace once, each in its own thread, and reports each under
-its name. ``run`` composes one ``Daemon`` per workspace (service/daemon.py): its own
+its name. ``run`` composes one ``Daemon`` per workspace: its own
 scheduler, budgets, state lock and run threads, so one never waits for another's
 budget, and one that is slow, failing or refused stalls no other. The process
 serves one HTTP side for all of them (``--listen``): ``/livez``, ``/healthz``,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from skuferry.net.paths import is_remote
 from skuferry.sync.read import incremental
 
-if TYPE_CHECKING:  # the quick lane (service/quick.py) reads the figures without pydantic
+if TYPE_CHECKING:  # the quick lane reads the figures without pydantic
     from skuferry.config.schema import Settings
 
 

@@ -44,7 +44,7 @@ def budget_per_minute(settings: Settings) -> dict[str, float]:
 
 
 def dead_letter_counts(state_path: Path) -> dict[str, int] | None:
-    """Rejected or failed products by stage (state/deadletters.py); None when unreadable."""
+    """Rejected or failed products by stage; None when unreadable."""
     try:
         mirror = Mirror(state_path, readonly=True)
         try:

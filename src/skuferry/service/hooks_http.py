@@ -1,12 +1,12 @@
 """Pushes: ``POST /hooks/sync`` and ``POST /hooks/run`` on the daemon's ``listen`` address.
 
-(``service/hooks.py`` is the monitoring hooks around each run; this is the
+(the monitoring hooks are around each run; this is the
 inbound kind.)
 
 ``/hooks/sync`` takes ``{"keys": ["SKU-1", ...]}``, or Akeneo's Events API
 payload (``{"events": [{"data": {"resource": {"identifier": "SKU-1"}}}]}``),
 and queues those keys: coalesced in the daemon's inbox, synced by a targeted
-run within a second, or by the urgent lane of the run going (``sync/write/lanes.py``).
+run within a second, or by the urgent lane of the run going.
 ``/hooks/run`` asks for a full run.
 
 Every request is authenticated before its body is even parsed, by an

@@ -4,7 +4,7 @@
 systemd STATUS line) see one run, whether the engine returned a summary or
 raised. ``record_run`` rewrites ``[metrics] textfile`` for node_exporter's
 textfile collector after every run; the daemon's ``/metrics`` serves the same
-exposition (service/http_endpoint.py). Both are built by ``render``: the
+exposition of the daemon's HTTP side. Both are built by ``render``: the
 families go into a prometheus_client ``CollectorRegistry`` and come out through
 ``generate_latest``, so the text format is the library's, not ours.
 
@@ -66,7 +66,7 @@ class RunOutcome:
     summary: RunSummary | None = None
     error: str | None = None
     error_type: str | None = None  # the exception's class name, e.g. "StateError"
-    # what the run raised, for ``sync`` to re-raise at the CLI edge (service/runner.py)
+    # what the run raised, for ``sync`` to re-raise at the CLI edge
     exception: Exception | None = field(default=None, repr=False, compare=False)
 
     @classmethod

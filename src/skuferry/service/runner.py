@@ -1,7 +1,7 @@
 """One run with everything around it, the same for ``skuferry sync`` and the daemon.
 
 ``run_watched(settings, job)``: the monitor's start ping, the job, its timing,
-then the metrics textfile and the finish ping (``hooks.py``), and the
+then the metrics textfile and the finish ping, and the
 ``RunOutcome`` that says how it went. It never raises what the job raised: the
 outcome carries it (``outcome.exception``), so the daemon logs it and keeps its
 schedule, while ``sync`` re-raises it for the CLI edge to word and map to an exit

@@ -3,7 +3,7 @@
 Each join gets its own SQLite file in the state file's scratch folder
 (``<state>.scratch/join-<name>.sqlite``, 0600: it holds catalog data), so a
 million-row join costs disk, not memory. Beside the records it keeps the
-*signature* of the source it was built from (``sources/signature.py``): when the
+*signature* of the source it was built from (its change token): when the
 source's signature is the same on the next run, the index is used as it is and
 the source is not read again.
 
@@ -18,7 +18,7 @@ are kept too, as what they say about the partners they may have been: the key,
 when it could be read for sure (``held_many``), else a count (``BuildFacts.unkeyed``),
 and the first one's line and reason. A join with any such record is not complete:
 a primary record whose partner is missing is held rather than given the join's
-default (``sync/read/pieces.py``). These facts are kept in the index, so a run that reuses
+default (the pieces stream). These facts are kept in the index, so a run that reuses
 it says the same as the run that built it.
 
 An index also counts the records its source gave (``BuildFacts.read``): a source that

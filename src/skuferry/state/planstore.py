@@ -51,7 +51,7 @@ class PlanStore:
         # key in run_plan (a duplicate found further down) supersedes the row here.
         conn.execute("DROP TABLE IF EXISTS temp.run_unchanged")
         conn.execute("CREATE TEMP TABLE run_unchanged (key TEXT, digest TEXT, fingerprint TEXT)")
-        # Line digests learnt this run (sync/plan/lines.py): what the mirror stores once the
+        # Line digests learnt this run (the line route): what the mirror stores once the
         # run's writes are done (``Mirror.remember_line_digests``).
         conn.execute("DROP TABLE IF EXISTS temp.run_lines")
         conn.execute(
@@ -139,7 +139,7 @@ class PlanStore:
 
     def actions(self, *kinds: Kind) -> Iterator[Action]:
         """Stream the stored actions of ``kinds`` in source order (keyset pages: the
-        writer commits between items, see ``state/scratch.py``)."""
+        writer commits between items, see the scratch tables)."""
         # Kinds inline (enum values, not input), so SQLite can match the partial index.
         wanted = "(" + ", ".join(f"'{Kind(k).value}'" for k in kinds) + ")"
         select = (

@@ -27,7 +27,7 @@ _ROW_SQL = (
 
 # A row the planner may recognise by fingerprint alone: SYNCED, a confirmed digest and a
 # fingerprint, no create in doubt (see plan._with_rows). The rowid is the key's slot; the
-# line digest (NULL until learnt) lets a raw line be recognised unparsed (sync/plan/lines.py).
+# line digest (NULL until learnt) lets a raw line be recognised unparsed (the line route).
 # "+p.state": the key index, not the state index (which would walk every SYNCED row).
 # Without any open intent (the usual case) the intents are not asked per row.
 _QUICK_SQL = (

@@ -118,14 +118,14 @@ def _m3_source_fingerprint(conn: sqlite3.Connection) -> None:
 
 def _m4_last_sent(conn: sqlite3.Connection) -> None:
     # Updates carry only the fields that changed since skuferry last sent them
-    # (sync/write/fields.py): the payload last confirmed on the remote is exactly that.
+    # (field ownership): the payload last confirmed on the remote is exactly that.
     if "payload" in database(conn).table("products").columns_dict:
         # SQL: SQLite renames a column in place; transform(rename=) copies the whole table.
         conn.execute("ALTER TABLE products RENAME COLUMN payload TO sent")
 
 
 def _m5_dead_letters(conn: sqlite3.Connection) -> None:
-    # Products refused or failed, with the stage that refused them (state/deadletters.py):
+    # Products refused or failed, with the stage that refused them:
     # what `skuferry rejected` lists and `skuferry retry` sends again. One row per key, or
     # per source line for a record without a key ('#<line>').
     letters = database(conn).table("dead_letters")
@@ -152,7 +152,7 @@ def _m5_dead_letters(conn: sqlite3.Connection) -> None:
 
 def _m6_source_line_digest(conn: sqlite3.Connection) -> None:
     # A hash of the raw source line the row was last recognised from, bound to the
-    # fingerprint beside it (sync/plan/lines.py): a byte-identical line is then recognised
+    # fingerprint beside it (the line route): a byte-identical line is then recognised
     # without being parsed. NULL (existing rows, sources read record by record): the
     # row is recognised by its fingerprint as before, and gets its line digest then.
     products = database(conn).table("products")

@@ -12,7 +12,7 @@ connections 2 + ``first`` * node; a leaky bucket of 2000 points restored at 100/
 standard plan; every answer carries ``extensions.cost``; when the bucket lacks room, HTTP 200
 with ``errors[0].extensions.code == "THROTTLED"`` and ``actualQueryCost: null``).
 
-The query is read by ``graphql.py``, a small parser of GraphQL's selection syntax, so
+The query is read by a small parser of GraphQL's selection syntax, so
 answers hold exactly the fields asked for, and unknown fields or bad syntax get GraphQL
 ``errors``.
 

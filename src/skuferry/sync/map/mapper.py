@@ -6,7 +6,7 @@ row needs (it runs once per source row, a million times on a big catalog).
 
 A field is read from a ``column``, a JMESPath ``path`` (compiled once; nested
 records such as Akeneo's ``values``), or is a constant ``value``. Numbers may be
-written with locale separators (``decimal``/``thousands``, see ``numbers.py``);
+written with locale separators (``decimal``/``thousands``);
 floats from SQL and XLSX count by their shortest round-trip text.
 
 A row the mapping cannot turn into a product becomes a ``BadRecord`` whose
@@ -243,7 +243,7 @@ def _key_text(value: Any) -> str | None:
 
 # One planned field: (target, where (for reasons), column or None, compiled path search
 # or None, converter or None for a string, check (required or has a default), default,
-# checks on the converted value (sync/map/checks.py), join the path reads or None, the values
+# checks on the converted value, join the path reads or None, the values
 # that count as missing besides null: [source] empty_values, () for none).
 _Field = tuple[
     str,

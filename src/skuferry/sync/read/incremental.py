@@ -4,7 +4,7 @@ An incremental pull asks the source only for what changed since the *watermark*,
 minus ``overlap_s`` for edits in flight. Where the records carry their change
 time (``updated_path``, a SQL ``updated_column``), the watermark is the latest
 change time read, kept and sent back in the source's own clock and format
-(sync/read/watermark.py). Only where they carry none is it the start of the last
+(the watermark). Only where they carry none is it the start of the last
 pull whose writes were all committed, on skuferry's clock, and then a source
 whose clock is elsewhere (a local time with no zone) can miss changes:
 ``skuferry check`` warns. An incremental pull proves nothing about absent keys,

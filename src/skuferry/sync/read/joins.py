@@ -1,13 +1,13 @@
 """``[[join]]``: other sources whose records add fields to each primary record.
 
 Reading a join's source is the source adapters' job (``sources/``), keeping its
-records on disk the join index's (``state/joins.py``); this module ties them
+records on disk the join index's; this module ties them
 together: per join, the index is reused when the source's signature (its change
-token, ``sources/signature.py``: the one the primary source's unchanged check uses) did
+token: the one the primary source's unchanged check uses) did
 not change since it was built (the source is then not read at all), else rebuilt from
-the source. Combining a primary record with its partner happens in ``sync/read/pieces.py``.
+the source. Combining a primary record with its partner happens in the pieces stream.
 
-What a join's pull proved is its ``Verdict`` (``completeness.py``), kept with its index
+What a join's pull proved is its completeness ``Verdict``, kept with its index
 so a reused index proves the same: complete when every record its source gave could be
 used, else not, naming the first one that could not. A join whose source gave no record
 at all is an empty export: refused (``EmptySourceRefused``) like an empty primary

@@ -18,7 +18,7 @@ In this order, for every source type:
 4. ``[source] where``: a record the filter does not hold true for is skipped and
    counted; its product is then one that left the source (``[gone]`` applies). A
    record lacking a field the filter reads, or reading one through a join in which
-   it has no partner, is refused (held), not skipped (``sync/read/where.py``): a renamed
+   it has no partner, is refused (held), not skipped (``where``): a renamed
    column or a lost partner must not make a product gone. When no record has the
    field, the pull fails (``SourceError``) naming the file and the field.
 

@@ -11,9 +11,9 @@ What the lookups find is counted in the run's summary (``models.RunSummary``):
 adoptions, remote duplicates, ``--verify`` repairs.
 
 Absence is proven, never assumed: every walk reports its verdict to the run's
-ledger (``walks.py``), and a product the walk did not find is created only when
+ledger, and a product the walk did not find is created only when
 the ledger says so (``adopt_or_create``, the one place that decides it). A create
-in doubt is settled by a walk only once the list could show it (``doubt.py``); a
+in doubt is settled by a walk only once the list could show it (the doubt clock); a
 product known by id is read by id before it is ever created again (``--verify``).
 """
 
@@ -430,7 +430,7 @@ def second_look(
     """Creates whose response was lost, products deleted remotely: walk, then act.
 
     A create in doubt that the walk does not show is sent again only once the list could
-    show it (``doubt.py``); until then the second look waits and walks again (at most
+    show it (the doubt clock); until then the second look waits and walks again (at most
     ``MAX_SECOND_LOOKS`` walks). What is still in doubt stays in ``writer.unknown`` for
     ``give_up``: its intent stays open and the next run looks it up first.
     """

@@ -4,7 +4,7 @@ The API has no DELETE for products. With ``action = "patch"`` a product that
 leaves the source gets one update carrying the ``[gone] patch`` table (say
 ``{ status = "archived", stock = 0 }``) and is ``archived`` in the mirror; when
 it comes back it is updated with its source data plus the ``[gone] restore``
-table. The planner (``plan.py``) decides who moves; this module says what the
+table. The planner decides who moves; this module says what the
 moves carry and refuses a run that would archive too much at once.
 """
 

@@ -21,7 +21,7 @@ without a remote index, keys still in flight at the end) are handed back
 (``leftover``) for a targeted run right after this one.
 
 A lane's write never waits behind the backlog, in two ways. Its sends are urgent
-for the budget (``remote/priority.py``): they use the room the backlog leaves in
+for the budget: they use the room the backlog leaves in
 each window. And while every worker of the pool waits for budget with a write of
 the backlog, the writer still looks for lane keys (``express``) and sends their
 updates on spare workers, instead of waiting for a worker to come free.
@@ -61,7 +61,7 @@ class UrgentInbox:
 
     def source_changed(self) -> None:
         """A watched file settled in a new version: the run going reads it again
-        (``reread.py``) before its next write."""
+        before its next write."""
         with self._lock:
             self._changed = True
             self.arrived.set()
@@ -177,7 +177,7 @@ class TrackingWriter(Writer):
 
 
 class _MarkedPool:
-    """The pool as one write sees it: its call runs under its mark (``priority.py``)."""
+    """The pool as one write sees it: its call runs under its budget mark."""
 
     def __init__(self, pool: ThreadPoolExecutor, mark: priority.Mark) -> None:
         self._pool = pool
@@ -317,7 +317,7 @@ class Arrivals:
         self._inbox = inbox
         self._clock = clock
         self._polled = float("-inf")
-        self._reread = reread  # a changed source's urgent keys (reread.py)
+        self._reread = reread  # a changed source's urgent keys
 
     def __call__(self) -> list[str]:
         keys = self._inbox.take() if self._inbox is not None and len(self._inbox) else []

@@ -6,7 +6,7 @@ source's or a join's) settles in a new version during a run, the daemon tells
 the run (``UrgentInbox.source_changed``); before its next write, the run reads
 the whole source again, maps it, and hands the keys whose urgent fields
 (``[mapping] urgent``) now differ from what this run would leave on the CMS to
-its urgent lane (``lanes.py``). The lane reads those keys from the new source
+its urgent lane. The lane reads those keys from the new source
 and sends them first, through the same writer, budget and journal. Any other
 change waits for the next run, which the watch starts as before.
 
