@@ -17,7 +17,7 @@ In tests: ``with AkeneoServer(make_products(25)) as srv:`` then ``srv.url`` (the
 and the switches of ``base.ApiServer`` (``fail_page``, ``fail``, ``throttle``) and of each
 system (``tokens.expire_after``, ``throttle_next``, ``touch``).
 
-A user starts one beside the sandbox CMS with ``skuferry sandbox --pim akeneo``
+A user starts one beside the sandbox CMS with ``skuferry sandbox --pim akeneo``,
 which prints the lines that sync the system's worked example from it.
 Alone: ``python -m skuferry.sandbox.pims.akeneo --port 8781 --products 250`` prints one
 JSON line with the URLs and the (made-up) credentials, then serves until Ctrl-C.
