@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -23,6 +24,8 @@ from skuferry.sandbox.faults import FAULT_KINDS, LIST_FAULT_KINDS, Faults
 from skuferry.sandbox.limits import MODES, Mode, default_limits
 from skuferry.sandbox.pims.standins import SYSTEMS, stand_in, try_lines, try_workdir
 from skuferry.sandbox.server import Sandbox
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _DEFAULTS = default_limits()
 # click.Choice has checked the strings; these tables give them their precise types.
@@ -62,6 +65,17 @@ def _parse_faults(
         raise click.BadParameter(str(exc), param_hint="--fault") from exc
 
 
+def _rate(flag: str, tier: str, scope: str, text: str) -> Callable[[F], F]:
+    """A rate option of the sandbox's limiter, defaulting to the spec's figure."""
+    return click.option(
+        flag,
+        type=click.IntRange(min=1),
+        default=getattr(_DEFAULTS[tier], scope),
+        show_default=True,
+        help=text,
+    )
+
+
 @click.command("sandbox")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8765, show_default=True, help="Port to bind (0: any free port).")
@@ -72,33 +86,19 @@ def _parse_faults(
     show_default=True,
     help="Rate limiter: fixed 1-minute windows or token buckets.",
 )
-@click.option(
-    "--read-per-minute",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS["read"].per_key,
-    show_default=True,
-    help="Reads per key.",
-)
-@click.option(
-    "--write-per-minute",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS["write"].per_key,
-    show_default=True,
-    help="Writes per key.",
-)
-@click.option(
+@_rate("--read-per-minute", "read", "per_key", "Reads per key.")
+@_rate("--write-per-minute", "write", "per_key", "Writes per key.")
+@_rate(
     "--workspace-read-per-minute",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS["read"].per_workspace,
-    show_default=True,
-    help="Reads per workspace, all its keys together.",
+    "read",
+    "per_workspace",
+    "Reads per workspace, all its keys together.",
 )
-@click.option(
+@_rate(
     "--workspace-write-per-minute",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS["write"].per_workspace,
-    show_default=True,
-    help="Writes per workspace, all its keys together.",
+    "write",
+    "per_workspace",
+    "Writes per workspace, all its keys together.",
 )
 @click.option(
     "--burst",

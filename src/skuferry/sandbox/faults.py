@@ -38,7 +38,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from skuferry.errors import UsageError
 
@@ -70,6 +70,7 @@ LIST_FAULT_KINDS: tuple[ListFaultKind, ...] = (
     "list_shifted",
     "list_pages_changed",
 )
+K = TypeVar("K", FaultKind, ListFaultKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +168,7 @@ class FaultPicker:
         }[faults.scope]
         if not eligible or not any(getattr(faults, kind) for kind in FAULT_KINDS):
             return None
-        with self._lock:
-            draw = self._rng.random()
-        threshold = 0.0
-        for kind in FAULT_KINDS:
-            threshold += getattr(faults, kind)
-            if draw < threshold:
-                return kind
-        return None
+        return self._draw(FAULT_KINDS)
 
     def pick_list(self, page: int) -> ListFaultKind | None:
         """The fault for list page ``page`` of the products, or None; draws only for the
@@ -184,11 +178,15 @@ class FaultPicker:
             return None
         if faults.list_page and page != faults.list_page:
             return None
+        return self._draw(LIST_FAULT_KINDS)
+
+    def _draw(self, kinds: tuple[K, ...]) -> K | None:
+        """One draw against the kinds' probabilities in turn: one fault at most."""
         with self._lock:
             draw = self._rng.random()
         threshold = 0.0
-        for kind in LIST_FAULT_KINDS:
-            threshold += getattr(faults, kind)
+        for kind in kinds:
+            threshold += getattr(self._faults, kind)
             if draw < threshold:
                 return kind
         return None

@@ -236,12 +236,9 @@ class Console:
     # -- actions ----------------------------------------------------------------------
 
     def retry(self, request: Request) -> Response:
-        refused = self._authorize(request)
-        if refused is not None:
-            return refused
-        ws = self._find(request.params["name"])
-        if ws is None:
-            return self._refuse(request, 404, "no such workspace")
+        ws = self._target(request)
+        if isinstance(ws, Response):
+            return ws
         form = _form(request)
         keys = list(dict.fromkeys(k for k in map(canonical.key, form.get("key", [])) if k))
         if not keys or len(keys) > MAX_KEYS:
@@ -254,12 +251,9 @@ class Console:
         return _see_other(f"/workspaces/{quote(ws.name)}?sent={quote(shown)}")
 
     def run(self, request: Request) -> Response:
-        refused = self._authorize(request)
-        if refused is not None:
-            return refused
-        ws = self._find(request.params["name"])
-        if ws is None:
-            return self._refuse(request, 404, "no such workspace")
+        ws = self._target(request)
+        if isinstance(ws, Response):
+            return ws
         ws.run_now()
         log.info("console.run", workspace=ws.name, peer=request.peer)
         if _is_script(request):
@@ -267,6 +261,14 @@ class Console:
         return _see_other(f"/workspaces/{quote(ws.name)}?ran=1")
 
     # -- helpers ----------------------------------------------------------------------
+
+    def _target(self, request: Request) -> Workspace | Response:
+        """The workspace a POST acts on, or the refusal (nothing has been done)."""
+        refused = self._authorize(request)
+        if refused is not None:
+            return refused
+        ws = self._find(request.params["name"])
+        return ws if ws is not None else self._refuse(request, 404, "no such workspace")
 
     def _find(self, name: str) -> Workspace | None:
         return next((ws for ws in self._workspaces() if ws.name == name), None)
