@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,7 @@ from skuferry.config.schema import ApiSourceSettings
 from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.net.retry import Failed, retry_after, retrying, transport_problem
+from skuferry.sources.wiring import LIVE, Wiring
 
 log = logs.get(__name__)
 
@@ -54,17 +54,11 @@ class _Token:
 
 
 def api_credentials(
-    settings: ApiSourceSettings,
-    *,
-    env: Mapping[str, str] | None = None,
-    transport: httpx.BaseTransport | None = None,
-    verify: Any = True,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    stop: threading.Event | None = None,
+    settings: ApiSourceSettings, wiring: Wiring = LIVE
 ) -> tuple[dict[str, str], httpx.Auth | None]:
     """The API client's default headers and ``httpx.Auth`` for ``[source] auth``."""
     s = settings
+    env = wiring.env
     headers = dict(s.headers)
     if s.auth in ("bearer", "header"):
         token = read_secret(
@@ -85,9 +79,7 @@ def api_credentials(
             )
         return headers, httpx.BasicAuth(s.username, password)
     if s.auth == "oauth2":
-        return headers, OAuth2(
-            s, env=env, transport=transport, verify=verify, clock=clock, sleep=sleep, stop=stop
-        )
+        return headers, OAuth2(s, wiring)
     return headers, None
 
 
@@ -111,18 +103,9 @@ def _password(s: ApiSourceSettings, env: Mapping[str, str] | None) -> str | None
 class OAuth2(httpx.Auth):
     """Bearer tokens from an OAuth2 token endpoint, fetched and renewed as needed."""
 
-    def __init__(
-        self,
-        settings: ApiSourceSettings,
-        *,
-        env: Mapping[str, str] | None = None,
-        transport: httpx.BaseTransport | None = None,
-        verify: Any = True,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        stop: threading.Event | None = None,
-    ) -> None:
+    def __init__(self, settings: ApiSourceSettings, wiring: Wiring = LIVE) -> None:
         s = settings
+        env = wiring.env
         if not s.token_url or not s.client_id:  # the settings model requires both
             raise ConfigError(["at 'source.token_url': auth = \"oauth2\" needs token_url"])
         self._settings = s
@@ -140,14 +123,14 @@ class OAuth2(httpx.Auth):
             raise ConfigError(["at 'source.password': grant = \"password\" needs a password"])
         self._secrets = [v for v in (self._client_secret, self._password) if v]
         logs.add_secrets(self._secrets)
-        self._clock = clock
-        self._sleep = sleep
-        self._stop = stop
+        self._clock = wiring.clock
+        self._sleep = wiring.sleep
+        self._stop = wiring.stop
         self._lock = threading.Lock()
         self._token: _Token | None = None
         self.requests = 0  # token requests made (for figures and tests)
-        self._transport = transport
-        self._verify = verify
+        self._transport = wiring.transport
+        self._verify = True if wiring.verify is None else wiring.verify
         self._open: httpx.Client | None = None
 
     @property

@@ -20,10 +20,7 @@ and retries are the http source's (``sources/api.py``).
 from __future__ import annotations
 
 import itertools
-import random
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +35,7 @@ from skuferry.sources.api import Answer, ApiConnection
 from skuferry.sources.base import IncrementalSource
 from skuferry.sources.paths import SourcePath, optional_path
 from skuferry.sources.since import format_since
+from skuferry.sources.wiring import LIVE, Wiring
 
 log = logs.get(__name__)
 
@@ -48,22 +46,10 @@ _THROTTLE_FALLBACK_S = 1.0  # a THROTTLED without a usable cost report
 class GraphqlSource(IncrementalSource):
     """Streams the records of a cursor-paged GraphQL connection."""
 
-    def __init__(
-        self,
-        settings: GraphqlSourceSettings,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        env: Mapping[str, str] | None = None,
-        stop: threading.Event | None = None,
-    ) -> None:
+    def __init__(self, settings: GraphqlSourceSettings, wiring: Wiring = LIVE) -> None:
         self.settings = settings
         # auth, TLS, origins, pace and retries (sources/api.py), shared with http
-        self._api = ApiConnection(
-            settings, transport=transport, sleep=sleep, clock=clock, rng=rng, env=env, stop=stop
-        )
+        self._api = ApiConnection(settings, wiring)
         self._api.headers.setdefault("Content-Type", "application/json")
         self._query = settings.query_text()
         self._items = SourcePath(settings.items_path, key="source.items_path")
@@ -271,7 +257,5 @@ def _cost_wait(extensions: Any) -> float:
     return max(0.0, (requested - available) / rate)
 
 
-def open_graphql_source(
-    settings: GraphqlSourceSettings, *, stop: threading.Event | None = None
-) -> GraphqlSource:
-    return GraphqlSource(settings, stop=stop)
+def open_graphql_source(settings: GraphqlSourceSettings, wiring: Wiring = LIVE) -> GraphqlSource:
+    return GraphqlSource(settings, wiring)

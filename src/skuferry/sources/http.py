@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-import random
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -50,6 +47,7 @@ from skuferry.sources.base import IncrementalSource
 from skuferry.sources.ends import Announced, EndProof, Totals
 from skuferry.sources.paths import SourcePath, optional_path
 from skuferry.sources.since import put_since, since_params, since_value
+from skuferry.sources.wiring import LIVE, Wiring
 
 log = logs.get(__name__)
 
@@ -86,22 +84,10 @@ class _Page:
 class HttpSource(IncrementalSource):
     """Streams the records of a paginated JSON API."""
 
-    def __init__(
-        self,
-        settings: HttpSourceSettings,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        env: Mapping[str, str] | None = None,
-        stop: threading.Event | None = None,
-    ) -> None:
+    def __init__(self, settings: HttpSourceSettings, wiring: Wiring = LIVE) -> None:
         self.settings = settings
         # auth, TLS, origins, pace and retries (sources/api.py), shared with graphql
-        self._api = ApiConnection(
-            settings, transport=transport, sleep=sleep, clock=clock, rng=rng, env=env, stop=stop
-        )
+        self._api = ApiConnection(settings, wiring)
         self._since: dict[str, str] = {}  # the change filter of an incremental pull
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
@@ -452,7 +438,5 @@ class HttpSource(IncrementalSource):
             )
 
 
-def open_http_source(
-    settings: HttpSourceSettings, *, stop: threading.Event | None = None
-) -> HttpSource:
-    return HttpSource(settings, stop=stop)
+def open_http_source(settings: HttpSourceSettings, wiring: Wiring = LIVE) -> HttpSource:
+    return HttpSource(settings, wiring)
