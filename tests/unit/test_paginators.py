@@ -166,16 +166,22 @@ def next_link(**kw: Any) -> NextLink:
     )
 
 
-def test_a_next_link_is_joined_to_the_pages_url_and_the_last_page_is_seen() -> None:
-    api = Api({"items": [1], "next": "?page=2"}, {"items": [2], "next": "/api/p3"}, {"items": [3]})
+def test_a_next_link_is_joined_to_its_pages_url_and_the_last_page_is_seen() -> None:
+    api = Api(
+        {"items": [1], "next": "?page=2"},
+        {"items": [2], "next": "/v2/list?page=3"},
+        {"items": [3], "next": "?page=4"},
+        {"items": [4]},
+    )
     last: list[int] = []
-    assert pages(api, next_link(at_end=lambda page: last.append(page.number))) == [1, 2, 3]
+    assert pages(api, next_link(at_end=lambda page: last.append(page.number))) == [1, 2, 3, 4]
     assert [str(a.url) for a in api.asks] == [
         URL + "?since=x",
         URL + "?page=2",
-        "https://pim.example.com/api/p3",
+        "https://pim.example.com/v2/list?page=3",
+        "https://pim.example.com/v2/list?page=4",  # relative to the page it was on
     ]
-    assert last == [3]
+    assert last == [4]
 
 
 def test_a_next_link_back_to_a_page_read_fails_the_walk() -> None:
