@@ -144,7 +144,7 @@ class ApiConnection:
                 return Failed(transport_problem(exc))
             status = response.status_code
             if status == 429 or status >= 500:
-                # exactly Retry-After, read as net/retry.py reads it: an HTTP-date against
+                # exactly Retry-After, read as the retry loop reads it: an HTTP-date against
                 # the server's Date, a zone-less date as UTC, 0 as "back off"
                 return Failed(f"HTTP {status}", wait=retry_after(response.headers))
             if status == 408:

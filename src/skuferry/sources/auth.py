@@ -13,7 +13,7 @@
 Where each credential goes: the client secret and the password only to
 ``token_url`` (its own client: no ``[source] headers``, no redirects followed),
 the access token and static credentials only to ``url``'s origin and
-``allowed_origins`` (the API client's requests pass ``sources/pinned.py``). A
+``allowed_origins`` (the API client's requests pass its origin gate). A
 token endpoint on another host is fine: it is named explicitly.
 
 Written here rather than with Authlib or httpx-auth: Authlib 1.9's httpx
@@ -235,7 +235,7 @@ class OAuth2(httpx.Auth):
         return self._parse(response, grant)
 
     def _send(self, request: httpx.Request, grant: str) -> httpx.Response:
-        """The token endpoint's answer; connect errors, 429 and 5xx tried again (net/retry.py)."""
+        """The token endpoint's answer; connect errors, 429 and 5xx tried again (the retry loop)."""
 
         def attempt() -> httpx.Response | Failed:
             self.requests += 1
