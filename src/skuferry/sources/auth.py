@@ -37,6 +37,7 @@ from skuferry.config.schema import ApiSourceSettings
 from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.net.retry import Failed, retry_after, retrying, transport_problem
+from skuferry.net.transport import gated_client
 from skuferry.sources.wiring import LIVE, Wiring
 
 log = logs.get(__name__)
@@ -136,13 +137,14 @@ class OAuth2(httpx.Auth):
     @property
     def _client(self) -> httpx.Client:
         # its own client: the [source] headers and the API's auth never go to token_url,
-        # and a redirect is refused rather than followed with the secret
+        # and a redirect is refused rather than followed with the secret; pinned to
+        # token_url's origin like every client, not paced (a token is not a page)
         if self._open is None:
-            self._open = httpx.Client(
-                timeout=self._settings.timeout_s,
-                follow_redirects=False,
-                verify=self._verify,
+            self._open = gated_client(
+                home=self._token_url,
                 transport=self._transport,
+                verify=self._verify,
+                timeout=self._settings.timeout_s,
             )
         return self._open
 
