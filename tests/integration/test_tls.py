@@ -22,6 +22,7 @@ from skuferry.models import RawRecord
 from skuferry.remote.client import RemoteClient
 from skuferry.sandbox.pim import GeneratedCatalog, PimServer
 from skuferry.sources.http import HttpSource
+from skuferry.sources.wiring import Wiring
 
 trustme = pytest.importorskip("trustme")
 
@@ -74,7 +75,7 @@ def pull(pim: PimServer, **options: Any) -> list[str]:
             **options,
         }
     )
-    records = list(HttpSource(settings, sleep=lambda _s: None).records())
+    records = list(HttpSource(settings, Wiring(sleep=lambda _s: None)).records())
     return [str(r.fields["sku"]) for r in records if isinstance(r, RawRecord)]
 
 
@@ -109,7 +110,7 @@ def test_an_untrusted_certificate_fails_at_once_and_names_ca_bundle(
         }
     )
     with pytest.raises(SourceError) as caught:
-        list(HttpSource(settings, sleep=waits.append).records())
+        list(HttpSource(settings, Wiring(sleep=waits.append)).records())
     message = str(caught.value)
     assert "not trusted" in message and "[source] ca_bundle" in message
     assert waits == [], "a certificate the client does not trust is not retried"

@@ -48,6 +48,7 @@ from pydantic import SecretStr
 from skuferry import __version__, canonical, errors, logs, tls
 from skuferry.config.keys import fingerprint
 from skuferry.net.retry import Failed, backoff_delay, parse_retry_after, retrying
+from skuferry.net.transport import gated_client
 
 if TYPE_CHECKING:
     from skuferry.config.schema import Settings
@@ -171,14 +172,17 @@ class RemoteClient:
         self.requests: dict[str, int] = {"read": 0, "write": 0}
         self.requests_by_key: dict[str, int] = {}  # by key fingerprint, retries included
         self.rate_limited = 0
-        self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s),
+        # Pinned to base_url's origin, the key with it; no redirect is followed (one would
+        # turn a POST into a GET and carry the key). The budget is asked per attempt below,
+        # with the key it names.
+        self._http = gated_client(
+            home=self._base,
+            transport=transport,
+            verify=verify,
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
-            transport=transport,
-            follow_redirects=False,  # a redirect would turn POST into GET and carry the key
-            verify=verify,
+            timeout=httpx.Timeout(timeout_s),
             headers={"Accept": "application/json", "User-Agent": f"skuferry/{__version__}"},
         )
 

@@ -1,11 +1,13 @@
 """What the API sources (``http``, ``graphql``) share: the connection, and one request sent.
 
 ``ApiConnection`` holds what both build from ``[source]``: the credentials
-(``sources/auth.py``), TLS (``ca_bundle``), the origins the credentials may go to
+(``[source] auth``), TLS (``ca_bundle``), the origins the credentials may go to
 (``url``'s and ``allowed_origins``), the pace (``requests_per_minute``) and the
-retries (``max_retries``). ``send`` is one request: paced, sent through
-``send_pinned`` (each redirect hop checked against the origins), read, and retried by
-the one retry loop (``net/retry.py``) on connect errors, timeouts, 408, 429 and 5xx,
+retries (``max_retries``). Its client sends every request through the origin gate,
+which pins it to those origins and paces it first, redirect hops and OAuth2 re-sends
+included. ``send`` is one request: sent through ``send_pinned`` (redirects followed
+by hand), read, and retried by
+the one retry loop on connect errors, timeouts, 408, 429 and 5xx,
 waiting exactly what ``Retry-After`` says when the server said it, else backing off
 (0.5 s doubled per retry, full jitter, capped at 30 s). A stop request ends a wait
 (``Interrupted``). Any other answer goes to the caller's ``accept``.
@@ -15,11 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import random
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import httpx
 
@@ -28,8 +28,12 @@ from skuferry.config.schema import ApiSourceSettings
 from skuferry.errors import ConfigError, SourceError
 from skuferry.net.origins import parse_allowed
 from skuferry.net.retry import Failed, backoff_delay, retry_after, retrying, transport_problem
+from skuferry.net.transport import gated_client
 from skuferry.sources.auth import api_credentials, said, token_session
+from skuferry.sources.base import IncrementalSource
+from skuferry.sources.paths import optional_path
 from skuferry.sources.pinned import send_pinned
+from skuferry.sources.wiring import LIVE, Wiring
 
 T = TypeVar("T")
 
@@ -57,58 +61,45 @@ class Answer:
 class ApiConnection:
     """Credentials, TLS, origins, pace and retries of one API source."""
 
-    def __init__(
-        self,
-        settings: ApiSourceSettings,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        env: Mapping[str, str] | None = None,
-        stop: threading.Event | None = None,
-    ) -> None:
+    def __init__(self, settings: ApiSourceSettings, wiring: Wiring = LIVE) -> None:
         self.settings = settings
-        self.sleep = sleep
-        self.stop = stop
-        self._transport = transport
-        self._clock = clock
-        self._rng = rng or random.Random()
-        try:  # credentials go to url's origin and these only (net/origins.py)
+        self.sleep = wiring.sleep
+        self.stop = wiring.stop
+        self._clock = wiring.clock
+        self._rng = wiring.rng or random.Random()
+        try:  # credentials go to url's origin and these only (the origin rule)
             self.allowed = parse_allowed(settings.allowed_origins)
         except ValueError as exc:
             raise ConfigError([f"at 'source.allowed_origins': {exc}"]) from None
-        self._verify = tls.verify_for(settings.ca_bundle, key="source.ca_bundle")
-        # auth (sources/auth.py): static headers, Basic, or OAuth2 tokens from token_url
-        self.headers, self.auth = api_credentials(
-            settings,
-            env=env,
-            transport=transport,
-            verify=self._verify,
-            clock=clock,
-            sleep=sleep,
-            stop=stop,
-        )
+        if wiring.verify is None:
+            wiring = replace(
+                wiring, verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle")
+            )
+        self.wiring = wiring
+        # auth: static headers, Basic, or OAuth2 tokens from token_url
+        self.headers, self.auth = api_credentials(settings, wiring)
         self._last_request_at: float | None = None
 
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.Client]:
         """The client of one pull; the token endpoint's connection is closed after it."""
         with (
-            httpx.Client(
+            gated_client(  # send_pinned follows the redirects, each hop through the gate
+                home=self.settings.url,
+                allowed=self.allowed,
+                pace=lambda _request: self.pace(),
+                transport=self.wiring.transport,
+                verify=self.wiring.verify,
                 headers=self.headers,
                 auth=self.auth,
                 timeout=self.settings.timeout_s,
-                follow_redirects=False,  # send_pinned follows them, checking each target's origin
-                verify=self._verify,
-                transport=self._transport,
             ) as client,
             token_session(self.auth),
         ):
             yield client
 
     def pace(self) -> None:
-        """Wait until ``requests_per_minute`` allows the next request."""
+        """Wait until ``requests_per_minute`` allows the next request (the gate asks)."""
         rpm = self.settings.requests_per_minute
         now = self._clock()
         if rpm and self._last_request_at is not None:
@@ -140,11 +131,8 @@ class ApiConnection:
         """
 
         def attempt() -> T | Failed:
-            self.pace()
             try:
-                response = send_pinned(  # credentials go to the allowed origins only
-                    client, request(), home=self.settings.url, allowed=self.allowed, where=where
-                )
+                response = send_pinned(client, request(), where=where)
                 try:
                     content = read(response)  # an error's body says why
                 finally:
@@ -156,7 +144,7 @@ class ApiConnection:
                 return Failed(transport_problem(exc))
             status = response.status_code
             if status == 429 or status >= 500:
-                # exactly Retry-After, read as net/retry.py reads it: an HTTP-date against
+                # exactly Retry-After, read as the retry loop reads it: an HTTP-date against
                 # the server's Date, a zone-less date as UTC, 0 as "back off"
                 return Failed(f"HTTP {status}", wait=retry_after(response.headers))
             if status == 408:
@@ -173,3 +161,24 @@ class ApiConnection:
             sleep=self.sleep,
             what=where,
         )
+
+
+class ApiSource(IncrementalSource):
+    """What the API sources share as sources: the connection, and the change time of a
+    record (``updated_path``) that an incremental pull's window follows."""
+
+    def __init__(self, settings: ApiSourceSettings, wiring: Wiring) -> None:
+        # auth, TLS, origins, pace and retries
+        self._api = ApiConnection(settings, wiring)
+        self.full_every = settings.full_every
+        self.overlap_s = settings.since_overlap_s
+        self.since_format = settings.since_format
+        self._updated_path = optional_path(settings.updated_path, key="source.updated_path")
+
+    @property
+    def change_time_field(self) -> str | None:
+        path = self._updated_path
+        return None if path is None else f"updated_path {path.describe()}"
+
+    def change_time(self, fields: Mapping[str, Any]) -> Any:
+        return None if self._updated_path is None else self._updated_path.find(fields)

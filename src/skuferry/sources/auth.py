@@ -13,7 +13,7 @@
 Where each credential goes: the client secret and the password only to
 ``token_url`` (its own client: no ``[source] headers``, no redirects followed),
 the access token and static credentials only to ``url``'s origin and
-``allowed_origins`` (the API client's requests pass ``sources/pinned.py``). A
+``allowed_origins`` (the API client's requests pass its origin gate). A
 token endpoint on another host is fine: it is named explicitly.
 
 Written here rather than with Authlib or httpx-auth: Authlib 1.9's httpx
@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,8 @@ from skuferry.config.schema import ApiSourceSettings
 from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.net.retry import Failed, retry_after, retrying, transport_problem
+from skuferry.net.transport import gated_client
+from skuferry.sources.wiring import LIVE, Wiring
 
 log = logs.get(__name__)
 
@@ -54,17 +55,11 @@ class _Token:
 
 
 def api_credentials(
-    settings: ApiSourceSettings,
-    *,
-    env: Mapping[str, str] | None = None,
-    transport: httpx.BaseTransport | None = None,
-    verify: Any = True,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    stop: threading.Event | None = None,
+    settings: ApiSourceSettings, wiring: Wiring = LIVE
 ) -> tuple[dict[str, str], httpx.Auth | None]:
     """The API client's default headers and ``httpx.Auth`` for ``[source] auth``."""
     s = settings
+    env = wiring.env
     headers = dict(s.headers)
     if s.auth in ("bearer", "header"):
         token = read_secret(
@@ -85,9 +80,7 @@ def api_credentials(
             )
         return headers, httpx.BasicAuth(s.username, password)
     if s.auth == "oauth2":
-        return headers, OAuth2(
-            s, env=env, transport=transport, verify=verify, clock=clock, sleep=sleep, stop=stop
-        )
+        return headers, OAuth2(s, wiring)
     return headers, None
 
 
@@ -111,18 +104,9 @@ def _password(s: ApiSourceSettings, env: Mapping[str, str] | None) -> str | None
 class OAuth2(httpx.Auth):
     """Bearer tokens from an OAuth2 token endpoint, fetched and renewed as needed."""
 
-    def __init__(
-        self,
-        settings: ApiSourceSettings,
-        *,
-        env: Mapping[str, str] | None = None,
-        transport: httpx.BaseTransport | None = None,
-        verify: Any = True,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        stop: threading.Event | None = None,
-    ) -> None:
+    def __init__(self, settings: ApiSourceSettings, wiring: Wiring = LIVE) -> None:
         s = settings
+        env = wiring.env
         if not s.token_url or not s.client_id:  # the settings model requires both
             raise ConfigError(["at 'source.token_url': auth = \"oauth2\" needs token_url"])
         self._settings = s
@@ -140,26 +124,27 @@ class OAuth2(httpx.Auth):
             raise ConfigError(["at 'source.password': grant = \"password\" needs a password"])
         self._secrets = [v for v in (self._client_secret, self._password) if v]
         logs.add_secrets(self._secrets)
-        self._clock = clock
-        self._sleep = sleep
-        self._stop = stop
+        self._clock = wiring.clock
+        self._sleep = wiring.sleep
+        self._stop = wiring.stop
         self._lock = threading.Lock()
         self._token: _Token | None = None
         self.requests = 0  # token requests made (for figures and tests)
-        self._transport = transport
-        self._verify = verify
+        self._transport = wiring.transport
+        self._verify = True if wiring.verify is None else wiring.verify
         self._open: httpx.Client | None = None
 
     @property
     def _client(self) -> httpx.Client:
         # its own client: the [source] headers and the API's auth never go to token_url,
-        # and a redirect is refused rather than followed with the secret
+        # and a redirect is refused rather than followed with the secret; pinned to
+        # token_url's origin like every client, not paced (a token is not a page)
         if self._open is None:
-            self._open = httpx.Client(
-                timeout=self._settings.timeout_s,
-                follow_redirects=False,
-                verify=self._verify,
+            self._open = gated_client(
+                home=self._token_url,
                 transport=self._transport,
+                verify=self._verify,
+                timeout=self._settings.timeout_s,
             )
         return self._open
 
@@ -252,7 +237,7 @@ class OAuth2(httpx.Auth):
         return self._parse(response, grant)
 
     def _send(self, request: httpx.Request, grant: str) -> httpx.Response:
-        """The token endpoint's answer; connect errors, 429 and 5xx tried again (net/retry.py)."""
+        """The token endpoint's answer; connect errors, 429 and 5xx tried again (the retry loop)."""
 
         def attempt() -> httpx.Response | Failed:
             self.requests += 1

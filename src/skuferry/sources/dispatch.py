@@ -25,12 +25,14 @@ from skuferry.config.schema import (
 )
 from skuferry.sources.base import Source
 from skuferry.sources.skip import skip_empty_rows
+from skuferry.sources.wiring import Wiring
 
 
 def open_source(settings: SourceSettings, *, stop: threading.Event | None = None) -> Source:
     """Build the source the ``[source]`` table describes (nothing is read yet).
 
-    ``stop`` (the engine's stop event) ends the API sources' waits between retries.
+    ``stop`` (the engine's stop event) ends the API sources' waits between retries: it
+    is the one part of their ``Wiring`` a run sets; the rest is the real world.
     """
     source = _open(settings, stop)
     if isinstance(settings, FileSourceSettings) and settings.ready_file is not None:
@@ -60,11 +62,11 @@ def _open(settings: SourceSettings, stop: threading.Event | None = None) -> Sour
         case HttpSourceSettings():
             from skuferry.sources.http import open_http_source
 
-            return open_http_source(settings, stop=stop)
+            return open_http_source(settings, Wiring(stop=stop))
         case GraphqlSourceSettings():
             from skuferry.sources.graphql import open_graphql_source
 
-            return open_graphql_source(settings, stop=stop)
+            return open_graphql_source(settings, Wiring(stop=stop))
         case SqlSourceSettings():
             from skuferry.sources.sql import open_sql_source
 

@@ -1,9 +1,9 @@
 """Download an ``https://`` (or ``http://``) remote file, streamed to disk.
 
-Redirects are followed by hand so that each hop is checked by the origin rule
-(``net/origins.py``) before anything, the ``headers`` included, is sent
-there. The body must arrive whole: a connection closed early or a body shorter
-than its ``Content-Length`` is a ``SourceError``, never a short catalog.
+Redirects are followed by hand, each hop through the origin gate, which checks it
+by the origin rule before anything, the ``headers`` included, is sent there. The
+body must arrive whole: a connection closed early or a body shorter than its
+``Content-Length`` is a ``SourceError``, never a short catalog.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import httpx
 from skuferry import tls
 from skuferry.config.schema import FileSourceSettings
 from skuferry.errors import SourceError
-from skuferry.net.origins import Origin, parse_allowed
+from skuferry.net.origins import parse_allowed
+from skuferry.net.transport import gated_client
 from skuferry.sources.change_token import RACY_S
 from skuferry.sources.http import safe_url
 from skuferry.sources.pinned import send_pinned
@@ -32,11 +33,10 @@ def download_http(
     """Write the body at ``settings.path`` to ``dest``; the number of bytes written."""
     url = str(settings.path)
     shown = safe_url(url)
-    allowed = parse_allowed(settings.allowed_origins)  # validated with the config
     client = _client(settings, settings.headers, transport)
     try:
         with client:
-            response = _open(client, url, allowed)
+            response = _open(client, url)
             try:
                 return _save(response, dest, shown)
             finally:
@@ -71,7 +71,7 @@ def probe_http(
     client = _client(settings, headers, transport)
     try:
         with client:
-            response = _open(client, url, parse_allowed(settings.allowed_origins))
+            response = _open(client, url)
             response.close()  # the headers are all a probe needs
     except (httpx.HTTPError, SourceError):
         return None
@@ -96,13 +96,11 @@ _ETAG = "http:etag:"
 _LAST_MODIFIED = "http:lm:"
 
 
-def _open(client: httpx.Client, url: str, allowed: frozenset[Origin]) -> httpx.Response:
+def _open(client: httpx.Client, url: str) -> httpx.Response:
     """The streamed response at the end of the redirects; every hop checked first."""
     return send_pinned(
         client,
         client.build_request("GET", url),
-        home=url,
-        allowed=allowed,
         where=f"downloading {safe_url(url)}",
         max_redirects=MAX_REDIRECTS,
     )
@@ -137,11 +135,15 @@ def _client(
     headers: dict[str, str],
     transport: httpx.BaseTransport | None,
 ) -> httpx.Client:
-    """A client for the remote file: its headers, timeout and CA; redirects by hand."""
-    return httpx.Client(
+    """A client for the remote file: its headers, timeout and CA, pinned to its origins.
+
+    Redirects are followed by hand, each hop through the gate.
+    """
+    return gated_client(
+        home=str(settings.path),
+        allowed=parse_allowed(settings.allowed_origins),  # validated with the config
+        transport=transport,
+        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
         headers=headers,
         timeout=settings.timeout_s,
-        follow_redirects=False,
-        verify=tls.verify_for(settings.ca_bundle, key="source.ca_bundle"),
-        transport=transport,
     )

@@ -13,17 +13,14 @@ waits ``(requestedQueryCost - currentlyAvailable) / restoreRate`` seconds from
 the cost report and asks again, without counting it as a failed attempt (at most
 ``_MAX_THROTTLES`` times in a row). Connect errors, timeouts, 408, 5xx and 429
 are retried ``max_retries`` times with backoff, or exactly ``Retry-After`` apart
-when the server says; a stop request ends the wait. Auth, the origin rule, pace
-and retries are the http source's (``sources/api.py``).
+when the server says; a stop request ends the wait. Auth, the origin rule, pace,
+retries and the reading of a page are the http source's: the same connection and
+requester, paged by the cursor strategy.
 """
 
 from __future__ import annotations
 
-import itertools
-import random
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -34,10 +31,12 @@ from skuferry.config.schema import GraphqlSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.net.retry import Failed, retry_after
-from skuferry.sources.api import Answer, ApiConnection
-from skuferry.sources.base import IncrementalSource
+from skuferry.sources.api import Answer, ApiSource
+from skuferry.sources.paginators import Ask, Cursor, Page, records_of, walk
 from skuferry.sources.paths import SourcePath, optional_path
+from skuferry.sources.requester import Requester
 from skuferry.sources.since import format_since
+from skuferry.sources.wiring import LIVE, Wiring
 
 log = logs.get(__name__)
 
@@ -45,46 +44,21 @@ _MAX_THROTTLES = 50  # throttles in a row on one page before the pull gives up
 _THROTTLE_FALLBACK_S = 1.0  # a THROTTLED without a usable cost report
 
 
-class GraphqlSource(IncrementalSource):
+class GraphqlSource(ApiSource):
     """Streams the records of a cursor-paged GraphQL connection."""
 
-    def __init__(
-        self,
-        settings: GraphqlSourceSettings,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        env: Mapping[str, str] | None = None,
-        stop: threading.Event | None = None,
-    ) -> None:
+    def __init__(self, settings: GraphqlSourceSettings, wiring: Wiring = LIVE) -> None:
         self.settings = settings
-        # auth, TLS, origins, pace and retries (sources/api.py), shared with http
-        self._api = ApiConnection(
-            settings, transport=transport, sleep=sleep, clock=clock, rng=rng, env=env, stop=stop
-        )
+        super().__init__(settings, wiring)  # the connection, shared with http
         self._api.headers.setdefault("Content-Type", "application/json")
         self._query = settings.query_text()
         self._items = SourcePath(settings.items_path, key="source.items_path")
         self._page_info = optional_path(settings.page_info_path, key="source.page_info_path")
         self._since: dict[str, str] = {}
-        self.full_every = settings.full_every
-        self.overlap_s = settings.since_overlap_s
-        self.since_format = settings.since_format
-        self._updated_path = optional_path(settings.updated_path, key="source.updated_path")
         self.throttled = 0  # THROTTLED answers met (for figures and tests)
 
     def describe(self) -> str:
         return f"graphql {self.settings.url}"
-
-    @property
-    def change_time_field(self) -> str | None:
-        path = self._updated_path
-        return None if path is None else f"updated_path {path.describe()}"
-
-    def change_time(self, fields: Mapping[str, Any]) -> Any:
-        return None if self._updated_path is None else self._updated_path.find(fields)
 
     @property
     def incremental(self) -> bool:
@@ -105,43 +79,44 @@ class GraphqlSource(IncrementalSource):
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         s = self.settings
-        line = 0
-        cursor: str | None = None
-        seen: set[str] = set()
+        requester = Requester(
+            self._api,
+            name=self.describe(),
+            build=lambda client, ask: client.build_request(
+                "POST",
+                ask.url,
+                content=canonical.dumps({"query": self._query, "variables": ask.params}),
+            ),
+            log=log,
+            event="source.graphql",
+            max_bytes=s.max_page_bytes,
+            advice="fewer items per page (the query's first: variable) or raise max_page_bytes",
+        )
+        paginator = Cursor(
+            s.url,
+            {**s.variables, **self._since, s.cursor_variable: None},  # null on the first page
+            param=s.cursor_variable,
+            token=lambda page: self._next_cursor(page.body, page.number),
+            where=self.describe(),
+        )
         with self._api.client() as client:
-            for number in itertools.count(1):
-                variables = {**s.variables, **self._since, s.cursor_variable: cursor}
-                body = self._post(client, {"query": self._query, "variables": variables}, number)
-                items = self._items.find(body)
-                if items is None:
-                    raise SourceError(
-                        f"{self.describe()}: page {number} has nothing at {s.items_path!r}"
-                    )
-                if not isinstance(items, list):
-                    raise SourceError(
-                        f"{self.describe()}: page {number}: {s.items_path!r} is a "
-                        f"{type(items).__name__}, not a list"
-                    )
-                for item in items:
-                    line += 1
-                    if isinstance(item, dict):
-                        yield RawRecord(line=line, fields=item)
-                    else:
-                        yield BadRecord(
-                            line=line,
-                            reason=f"record {line} (page {number}): expected a JSON object, "
-                            f"got {type(item).__name__}",
-                        )
-                cursor = self._next_cursor(body, number)
-                if cursor is None or not items:
-                    break
-                if cursor in seen:
-                    raise SourceError(
-                        f"{self.describe()}: page {number} repeats cursor {cursor!r}; "
-                        "the API would loop forever"
-                    )
-                seen.add(cursor)
+            pages = walk(lambda ask, number: self._page(requester, client, ask, number), paginator)
+            line = yield from records_of(pages)
         log.info("source.graphql.done", url=s.url, records=line, throttled=self.throttled)
+
+    def _page(self, requester: Requester, client: httpx.Client, ask: Ask, number: int) -> Page:
+        body = self._post(requester, client, ask, number)
+        items = self._items.find(body)
+        if items is None:
+            raise SourceError(
+                f"{self.describe()}: page {number} has nothing at {self.settings.items_path!r}"
+            )
+        if not isinstance(items, list):
+            raise SourceError(
+                f"{self.describe()}: page {number}: {self.settings.items_path!r} is a "
+                f"{type(items).__name__}, not a list"
+            )
+        return Page(number, httpx.URL(self.settings.url), body, items, httpx.Headers())
 
     def _next_cursor(self, body: Any, number: int) -> str | None:
         if self._page_info is None:
@@ -161,18 +136,14 @@ class GraphqlSource(IncrementalSource):
             )
         return end
 
-    # -- one POST, paced, retried, throttles waited out (sources/api.py) ---------------
+    # -- one POST: the requester's, throttles waited out -----------------------------
 
-    def _post(self, client: httpx.Client, payload: dict[str, Any], number: int) -> Any:
-        s = self.settings
-        where = f"{self.describe()}: page {number}"
+    def _post(self, requester: Requester, client: httpx.Client, ask: Ask, number: int) -> Any:
+        where = requester.where(number)
         throttles = 0
 
-        def accept(answer: Answer) -> Any:
+        def accept(answer: Answer, body: Any) -> Any:
             nonlocal throttles
-            if answer.status >= 400:
-                raise answer.refused(where)
-            body = self._decode(answer.content, where, answer.response)
             throttle = self._throttle_wait(body)
             if throttle is None:
                 return body
@@ -184,30 +155,7 @@ class GraphqlSource(IncrementalSource):
             said_after = retry_after(answer.response.headers)
             return Failed("THROTTLED", wait=max(throttle, said_after or 0.0), counted=False)
 
-        def give_up(failed: Failed, attempts: int) -> SourceError:
-            return SourceError(f"{where} failed after {attempts} attempt(s): {failed.problem}")
-
-        def on_retry(failed: Failed, attempt: int, delay: float) -> None:
-            if not failed.counted:
-                log.info("source.graphql.throttled", page=number, delay_s=round(delay, 3))
-                return
-            log.warning(
-                "source.graphql.retry",
-                page=number,
-                problem=failed.problem,
-                attempt=attempt,
-                delay_s=round(delay, 3),
-            )
-
-        return self._api.send(
-            client,
-            lambda: client.build_request("POST", s.url, content=canonical.dumps(payload)),
-            where=where,
-            read=lambda response: self._read_bounded(response, where),
-            accept=accept,
-            give_up=give_up,
-            on_retry=on_retry,
-        )
+        return requester.fetch(client, ask, number, accept)
 
     def _throttle_wait(self, body: Any) -> float | None:
         """Seconds to wait when ``body`` is a throttle; None when it is data; raises on errors."""
@@ -229,30 +177,6 @@ class GraphqlSource(IncrementalSource):
         )
         raise SourceError(f"{self.describe()}: the API answered an error: {text}{more}")
 
-    def _read_bounded(self, response: httpx.Response, where: str) -> bytes:
-        limit = self.settings.max_page_bytes
-        size = 0
-        chunks: list[bytes] = []
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise SourceError(
-                    f"{where} is larger than max_page_bytes ({limit} bytes); ask for fewer "
-                    "items per page (the query's first: variable) or raise max_page_bytes"
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def _decode(self, content: bytes, where: str, response: httpx.Response) -> Any:
-        try:
-            return canonical.loads(content)
-        except ValueError:
-            head = content[:60].decode("utf-8", "replace")
-            raise SourceError(
-                f"{where} is not JSON (content-type "
-                f"{response.headers.get('content-type', 'none')}, body starts {head!r})"
-            ) from None
-
 
 def _cost_wait(extensions: Any) -> float:
     """``(requestedQueryCost - currentlyAvailable) / restoreRate`` from Shopify's cost report."""
@@ -271,7 +195,5 @@ def _cost_wait(extensions: Any) -> float:
     return max(0.0, (requested - available) / rate)
 
 
-def open_graphql_source(
-    settings: GraphqlSourceSettings, *, stop: threading.Event | None = None
-) -> GraphqlSource:
-    return GraphqlSource(settings, stop=stop)
+def open_graphql_source(settings: GraphqlSourceSettings, wiring: Wiring = LIVE) -> GraphqlSource:
+    return GraphqlSource(settings, wiring)

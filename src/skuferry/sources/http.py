@@ -3,7 +3,7 @@
 One page is in memory at a time. Every GET is paced (``requests_per_minute``)
 and retried with exponential backoff and jitter on connect errors, timeouts,
 408, 5xx and 429 (waiting exactly ``Retry-After`` when the server gives one;
-a stop request ends the wait: ``sources/api.py``, ``net/retry.py``). A page
+a stop request ends the wait: the API connection's retry loop). A page
 that still fails, or a page that is not what was promised (not JSON, no list at
 ``items_path``), raises ``SourceError``: a pull that stopped half way must never look complete,
 or the products on the missing pages would be taken for gone.
@@ -11,29 +11,25 @@ or the products on the missing pages would be taken for gone.
 Pagination styles: ``page`` (page number + size), ``offset`` (offset + size),
 ``cursor`` (a token from the body sent back as a parameter, ``search_after``
 style) and ``next_link`` (a URL at ``next_path`` in the body or an RFC 8288
-``Link: <...>; rel="next"`` header, relative links resolved). Every path into a
-body is JMESPath, compiled once (``sources/paths.py``).
+``Link: <...>; rel="next"`` header, relative links resolved): one paginator
+strategy each, all walked by the one requester the GraphQL source uses too. Every
+path into a body is JMESPath, compiled once.
 
 A walk stops at its own end (an empty or short page, no next link, no cursor), or
-where the API's announced total says; then ``sources/ends.py`` weighs what the
+where the API's announced total says; then the end proof weighs what the
 pages announced (``total_path``, ``total_pages_path``, ``total_header``,
 ``total_pages_header``, ``@odata.count``) and fails the pull when the evidence
 says it ended early.
 
 ``method = "POST"`` sends ``body`` as JSON with the page, offset and size as body
 members, and an incremental pull's filter at ``since_body_path`` (Odoo's JSON-2 API).
-Auth, OAuth2 included, is ``sources/auth.py``'s.
+Auth, OAuth2 included, is ``[source] auth``'s.
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
-import random
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -44,12 +40,23 @@ from skuferry import canonical, logs
 from skuferry.config.schema import HttpSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.net.retry import Failed
-from skuferry.sources.api import Answer, ApiConnection
-from skuferry.sources.base import IncrementalSource
+from skuferry.sources.api import Answer, ApiSource
 from skuferry.sources.ends import Announced, EndProof, Totals
+from skuferry.sources.paginators import (
+    Ask,
+    Cursor,
+    NextLink,
+    Offset,
+    Page,
+    PageNumber,
+    Paginator,
+    records_of,
+    walk,
+)
 from skuferry.sources.paths import SourcePath, optional_path
+from skuferry.sources.requester import Requester
 from skuferry.sources.since import put_since, since_params, since_value
+from skuferry.sources.wiring import LIVE, Wiring
 
 log = logs.get(__name__)
 
@@ -73,40 +80,13 @@ def safe_url(url: str | httpx.URL) -> str:
 _ODATA_NEXT = "@odata.nextLink"
 
 
-@dataclass(frozen=True, slots=True)
-class _Page:
-    number: int
-    url: httpx.URL
-    body: Any
-    items: list[Any]  # what items_path found: a list, or the page failed
-    headers: httpx.Headers
-    next_header: str | None  # the rel="next" target of a Link header, if any
-
-
-class HttpSource(IncrementalSource):
+class HttpSource(ApiSource):
     """Streams the records of a paginated JSON API."""
 
-    def __init__(
-        self,
-        settings: HttpSourceSettings,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        env: Mapping[str, str] | None = None,
-        stop: threading.Event | None = None,
-    ) -> None:
+    def __init__(self, settings: HttpSourceSettings, wiring: Wiring = LIVE) -> None:
         self.settings = settings
-        # auth, TLS, origins, pace and retries (sources/api.py), shared with graphql
-        self._api = ApiConnection(
-            settings, transport=transport, sleep=sleep, clock=clock, rng=rng, env=env, stop=stop
-        )
+        super().__init__(settings, wiring)
         self._since: dict[str, str] = {}  # the change filter of an incremental pull
-        self.full_every = settings.full_every
-        self.overlap_s = settings.since_overlap_s
-        self.since_format = settings.since_format
-        self._updated_path = optional_path(settings.updated_path, key="source.updated_path")
         s = settings
         self._items_path = SourcePath(s.items_path, key="source.items_path")
         self._next_path = SourcePath(s.next_path, key="source.next_path")
@@ -125,14 +105,6 @@ class HttpSource(IncrementalSource):
     @property
     def name(self) -> str:
         return safe_url(self.settings.url)
-
-    @property
-    def change_time_field(self) -> str | None:
-        path = self._updated_path
-        return None if path is None else f"updated_path {path.describe()}"
-
-    def change_time(self, fields: Mapping[str, Any]) -> Any:
-        return None if self._updated_path is None else self._updated_path.find(fields)
 
     @property
     def incremental(self) -> bool:
@@ -154,140 +126,93 @@ class HttpSource(IncrementalSource):
             self._body_since = None
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
-        line = 0
         proof = EndProof(self.describe(), full_page_rule=self.settings.pagination == "next_link")
         with self._api.client() as client:
-            for page in self._pages(client, proof):
-                for item in page.items:
-                    line += 1
-                    if isinstance(item, dict):
-                        yield RawRecord(line=line, fields=item)
-                    else:
-                        yield BadRecord(
-                            line=line,
-                            reason=f"record {line} (page {page.number}): expected a JSON "
-                            f"object, got {type(item).__name__}",
-                        )
+            line = yield from records_of(self._pages(client, proof))
         proof.check()  # an early end fails the pull here, before anything is planned
         log.info(
             "source.http.done", url=safe_url(self.settings.url), records=line, pages=proof.pages
         )
 
-    # -- walking the pages -------------------------------------------------------------
-    # Each walk yields a page, then counts it in ``proof`` and reads the announcements
-    # in force (the latest total and page count) to decide whether to go on.
+    # -- walking the pages: one paginator per ``pagination``, one requester --------------
+    # Each page is counted in ``proof`` with the announcements in force (the latest total
+    # and page count), which the paginator weighs to decide whether to go on.
 
-    def _pages(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
-        walk = {
-            "page": self._by_page_number,
-            "offset": self._by_offset,
-            "cursor": self._by_cursor,
-        }.get(self.settings.pagination, self._by_next_link)
-        return walk(client, proof)
+    def _pages(self, client: httpx.Client, proof: EndProof) -> Iterator[Page]:
+        requester = Requester(
+            self._api,
+            name=self.describe(),
+            build=lambda c, ask: self._request(c, ask.url, ask.params),
+            log=log,
+            event="source.http",
+            max_bytes=self.settings.max_page_bytes,
+            advice="smaller pages ([source] page_size) or raise [source] max_page_bytes",
+            show=safe_url,
+        )
 
-    def _sized(self) -> dict[str, Any]:
+        def fetch(ask: Ask, number: int) -> Page:
+            return requester.fetch(
+                client, ask, number, lambda answer, body: self._page(answer, body, number)
+            )
+
+        return walk(fetch, self._paginator(proof))
+
+    def _paginator(self, proof: EndProof) -> Paginator:
         s = self.settings
-        return {**({s.size_param: s.page_size} if s.size_param else {}), **self._since}
 
-    def _by_page_number(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
-        s = self.settings
-        previous: list[Any] = []
-        for number in itertools.count(1):
-            params = {**self._sized(), s.page_param: s.first_page + number - 1}
-            page = self._get(client, s.url, params, number)
-            if page.items and page.items == previous:
-                # Magento serves its last page again past the end; an API that ignores
-                # page_param serves page 1 again: the two look alike, so neither ends
-                # the walk in silence (a total stops it before the repeat)
-                raise SourceError(
-                    f"{self.describe()}: page {number} repeats page {number - 1}: the API "
-                    f"ignores page_param {s.page_param!r}, or serves its last page again "
-                    "past the end (Magento does); set total_path or total_header to the "
-                    'total it announces (Magento: total_path = "total_count") so the walk '
-                    "stops at the end"
-                )
-            previous = page.items
-            yield page
-            count = len(page.items)
-            said = proof.page(count, self._announced(page))
-            if count == 0:
-                return
-            if said.pages is not None:
-                if number >= said.pages:
-                    return
-            elif said.records is not None:
-                if proof.records >= said.records:
-                    return
-            elif count < s.page_size:
-                return
+        def tally(page: Page, has_next: bool) -> Announced:
+            return proof.page(len(page.items), self._announced(page), has_next=has_next)
 
-    def _by_offset(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
-        s = self.settings
-        offset = 0
-        for number in itertools.count(1):
-            page = self._get(client, s.url, {**self._sized(), s.offset_param: offset}, number)
-            yield page
-            count = len(page.items)
-            said = proof.page(count, self._announced(page))
-            offset += count
-            if count == 0:
-                return
-            if said.records is not None:
-                if offset >= said.records:
-                    return
-            elif said.pages is not None:
-                if number >= said.pages:
-                    return
-            elif count < s.page_size:
-                return
+        sized = {**({s.size_param: s.page_size} if s.size_param else {}), **self._since}
+        if s.pagination == "page":
+            return PageNumber(
+                s.url,
+                sized,
+                page_param=s.page_param,
+                first_page=s.first_page,
+                page_size=s.page_size,
+                tally=tally,
+                where=self.describe(),
+            )
+        if s.pagination == "offset":
+            return Offset(
+                s.url, sized, offset_param=s.offset_param, page_size=s.page_size, tally=tally
+            )
+        if s.pagination == "cursor":
+            return Cursor(
+                s.url,
+                sized,
+                param=s.cursor_param,
+                token=self._cursor,
+                tally=tally,
+                where=self.describe(),
+            )
+        # next_link, or "none" (one page): added to the URL's own query (httpx's params=
+        # would replace it); the next links carry the change filter on from there
+        return NextLink(
+            httpx.URL(s.url).copy_merge_params(self._since),
+            link=self._next_link,
+            tally=tally,
+            where=self.describe(),
+            at_end=lambda page: self._check_last_link(page, proof),
+            show=safe_url,
+        )
 
-    def _by_cursor(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
-        s = self.settings
-        params = self._sized()
-        seen: set[str] = set()
-        for number in itertools.count(1):
-            page = self._get(client, s.url, params, number)
-            yield page
-            token = self._cursor_path.find(page.body) if self._cursor_path else None
-            more = token not in (None, "") and bool(page.items)
-            proof.page(len(page.items), self._announced(page), has_next=more)
-            if not more:
-                return
-            cursor = canonical.dumps(token) if isinstance(token, list | dict) else str(token)
-            if cursor in seen:
-                raise SourceError(
-                    f"{self.describe()}: page {number} repeats cursor "
-                    f"{cursor!r}; the API would loop forever"
-                )
-            seen.add(cursor)
-            params = {**self._sized(), s.cursor_param: cursor}
+    def _cursor(self, page: Page) -> str | None:
+        """The cursor at ``cursor_path``, as text (a structured one in canonical JSON)."""
+        token = self._cursor_path.find(page.body) if self._cursor_path else None
+        if token in (None, ""):
+            return None
+        return canonical.dumps(token) if isinstance(token, list | dict) else str(token)
 
-    def _by_next_link(self, client: httpx.Client, proof: EndProof) -> Iterator[_Page]:
-        s = self.settings
-        # added to the URL's own query (httpx's params= would replace it); the next
-        # links carry the change filter on from there
-        url = httpx.URL(s.url).copy_merge_params(self._since)
-        visited: set[httpx.URL] = set()
-        for number in itertools.count(1):
-            page = self._get(client, url, None, number)
-            yield page
-            target = None  # pagination = "none": one page
-            if s.pagination != "none":
-                href = self._next_path.find(page.body)
-                target = href if isinstance(href, str) and href else page.next_header
-            proof.page(len(page.items), self._announced(page), has_next=bool(target))
-            if not target:
-                self._check_last_link(page, proof)
-                return
-            visited.add(page.url)
-            url = page.url.join(target)
-            if url in visited:
-                raise SourceError(
-                    f"{self.describe()}: page {number} links back to "
-                    f"{safe_url(url)}; the API would loop forever"
-                )
+    def _next_link(self, page: Page) -> str | None:
+        """The link at ``next_path``, else the ``Link`` header's; none when not paginated."""
+        if self.settings.pagination == "none":
+            return None
+        href = self._next_path.find(page.body)
+        return href if isinstance(href, str) and href else page.next_header
 
-    def _check_last_link(self, page: _Page, proof: EndProof) -> None:
+    def _check_last_link(self, page: Page, proof: EndProof) -> None:
         """The page that ends a next-link walk: an OData link left behind is an early end."""
         stray = page.body.get(_ODATA_NEXT) if isinstance(page.body, dict) else None
         if isinstance(stray, str) and stray:
@@ -313,7 +238,7 @@ class HttpSource(IncrementalSource):
                 hint="if the API has more pages, check next_path",
             )
 
-    def _announced(self, page: _Page) -> Announced:
+    def _announced(self, page: Page) -> Announced:
         return self._totals.read(
             page.body, page.headers, where=f"{self.describe()}: page {page.number}"
         )
@@ -328,46 +253,7 @@ class HttpSource(IncrementalSource):
             raise SourceError(f"{where}: {what} is a {type(items).__name__}, not a list")
         return items
 
-    # -- one GET, paced and retried (sources/api.py) -----------------------------------
-
-    def _get(
-        self,
-        client: httpx.Client,
-        url: httpx.URL | str,
-        params: dict[str, Any] | None,
-        number: int,
-    ) -> _Page:
-        where = f"{self.describe()}: page {number}"
-
-        def accept(answer: Answer) -> _Page:
-            if answer.status >= 400:
-                raise answer.refused(f"{where} ({safe_url(answer.response.url)})")
-            return self._decode(answer.response, answer.content, number)
-
-        def give_up(failed: Failed, attempts: int) -> SourceError:
-            shown = safe_url(self._request(client, url, params).url)
-            return SourceError(
-                f"{where} ({shown}) failed after {attempts} attempt(s): {failed.problem}"
-            )
-
-        def on_retry(failed: Failed, attempt: int, delay: float) -> None:
-            log.warning(
-                "source.http.retry",
-                page=number,
-                problem=failed.problem,
-                attempt=attempt,
-                delay_s=round(delay, 3),
-            )
-
-        return self._api.send(
-            client,
-            lambda: self._request(client, url, params),
-            where=where,
-            read=lambda response: self._read_bounded(response, number),
-            accept=accept,
-            give_up=give_up,
-            on_retry=on_retry,
-        )
+    # -- one request: a GET, or a POST with the paging in its body ----------------------
 
     def _request(
         self, client: httpx.Client, url: httpx.URL | str, params: dict[str, Any] | None
@@ -393,40 +279,11 @@ class HttpSource(IncrementalSource):
             "POST", httpx.URL(url).copy_merge_params(query) if query else url, json=body
         )
 
-    def _read_bounded(self, response: httpx.Response, number: int) -> bytes:
-        """The body, refused once past ``max_page_bytes``: a huge page never fills memory."""
-        limit = self.settings.max_page_bytes
-        declared = response.headers.get("Content-Length", "")
-        size = int(declared) if declared.isdigit() else 0
-        chunks: list[bytes] = []
-        if size <= limit:
-            size = 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    break
-                chunks.append(chunk)
-        if size > limit:
-            raise SourceError(
-                f"{self.describe()}: page {number} ({safe_url(response.url)}) is larger than "
-                f"max_page_bytes ({limit} bytes); ask for smaller pages ([source] page_size) "
-                "or raise [source] max_page_bytes"
-            )
-        return b"".join(chunks)
-
-    def _decode(self, response: httpx.Response, content: bytes, number: int) -> _Page:
-        try:
-            body = canonical.loads(content)
-        except ValueError:
-            head = content[:60].decode("utf-8", "replace")
-            raise SourceError(
-                f"{self.describe()}: page {number} ({safe_url(response.url)}) is not JSON "
-                f"(content-type {response.headers.get('content-type', 'none')}, "
-                f"body starts {head!r})"
-            ) from None
+    def _page(self, answer: Answer, body: Any, number: int) -> Page:
+        response = answer.response
         link = response.links.get("next", {}).get("url")
         log.debug("source.http.page", page=number, url=safe_url(response.url))
-        return _Page(
+        return Page(
             number=number,
             url=response.url,
             body=body,
@@ -435,7 +292,7 @@ class HttpSource(IncrementalSource):
             next_header=link,
         )
 
-    # -- one item by key: [source] item_url (sources/http_items.py) -------------------
+    # -- one item by key: [source] item_url ------------------------------------------
 
     @property
     def by_key(self) -> bool:
@@ -452,7 +309,5 @@ class HttpSource(IncrementalSource):
             )
 
 
-def open_http_source(
-    settings: HttpSourceSettings, *, stop: threading.Event | None = None
-) -> HttpSource:
-    return HttpSource(settings, stop=stop)
+def open_http_source(settings: HttpSourceSettings, wiring: Wiring = LIVE) -> HttpSource:
+    return HttpSource(settings, wiring)

@@ -3,9 +3,9 @@
 ``sync --only``, ``retry`` and the daemon's hooks name a few keys; with an item
 URL such as Akeneo's ``https://pim.example.com/api/rest/v1/products/{key}``
 only those are read, one GET each. The GETs go out as the pages do
-(``sources/api.py``): paced (``requests_per_minute``), retried on connect
+(through the API connection): paced (``requests_per_minute``), retried on connect
 errors, timeouts, 408, 429 and 5xx (exactly ``Retry-After`` when given),
-credentials only to the configured origins (``send_pinned``: ``item_url`` must
+credentials only to the configured origins (the client's gate: ``item_url`` must
 share ``url``'s origin or be in ``allowed_origins``). The body is the record
 (a JSON object). A 404 means the source does not hold the key: nothing is
 yielded for it, and the run reports it as not in the source. Any other

@@ -1,10 +1,11 @@
-"""One request that follows redirects by hand, checking each hop's origin before sending to it.
+"""One request that follows redirects by hand, each hop through the client's origin gate.
 
 httpx's own ``follow_redirects`` would carry the client's default headers (a
 bearer token, an API-key header) to wherever a ``Location`` points. Here every
-hop, the first included, passes ``origins.check_same_origin`` before anything
-is sent there, so credentials reach only the configured origin and the
-``allowed_origins``.
+hop, the first included, is sent through a client built by ``gated_client``, whose
+gate refuses a request to any origin but the configured one and the
+``allowed_origins`` before anything is sent there; the refusal is named here, with
+what was being fetched.
 
 The method and body of each hop are RFC 9110's (§15.4), as httpx chooses them:
 307 and 308 repeat the request as it was (a POST stays a POST with its body: a
@@ -19,7 +20,8 @@ import httpx
 
 from skuferry import logs
 from skuferry.errors import SourceError
-from skuferry.net.origins import Origin, check_same_origin, origin
+from skuferry.net.origins import origin
+from skuferry.net.transport import OffOriginError
 
 log = logs.get(__name__)
 
@@ -30,23 +32,20 @@ def send_pinned(
     client: httpx.Client,
     request: httpx.Request,
     *,
-    home: str,
-    allowed: frozenset[Origin],
     where: str,
     max_redirects: int = MAX_REDIRECTS,
 ) -> httpx.Response:
     """The streamed (still open) response at the end of the redirects from ``request``.
 
-    ``home`` is the configured URL whose origin the credentials belong to; ``where``
-    prefixes every error (``http https://pim.example.com/...: page 2``). The client
-    must not follow redirects itself.
+    ``client`` is a ``gated_client`` pinned to the configured origins (it follows no
+    redirect itself); ``where`` prefixes every error
+    (``http https://pim.example.com/...: page 2``).
     """
     for _hop in range(max_redirects + 1):
         try:
-            check_same_origin(home, str(request.url), allowed)
-        except SourceError as exc:
+            response = client.send(request, stream=True)
+        except OffOriginError as exc:
             raise SourceError(f"{where}: {exc}") from None
-        response = client.send(request, stream=True)
         if not response.has_redirect_location:
             return response
         response.close()

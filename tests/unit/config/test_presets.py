@@ -142,6 +142,7 @@ def test_akeneo_preset_ends_a_catalog_that_fills_its_last_page() -> None:
 
     from skuferry.models import RawRecord
     from skuferry.sources.http import HttpSource
+    from skuferry.sources.wiring import Wiring
 
     base = "https://pim.example.com"
     rows = [{"identifier": f"P-{i:03d}"} for i in range(200)]
@@ -165,7 +166,7 @@ def test_akeneo_preset_ends_a_catalog_that_fills_its_last_page() -> None:
     settings = _source(
         preset="akeneo", url=base, client_id="1_x", client_secret="s", username="u", password="p"
     )
-    src = HttpSource(settings, transport=httpx.MockTransport(router.handler))
+    src = HttpSource(settings, Wiring(transport=httpx.MockTransport(router.handler)))
     got = [r.fields["identifier"] for r in src.records() if isinstance(r, RawRecord)]
     assert got == [r["identifier"] for r in rows]
     assert pages.call_count == 3  # 100, 100, then the empty page that ends it

@@ -24,6 +24,7 @@ from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.sources import http as http_source
 from skuferry.sources.http import HttpSource
+from skuferry.sources.wiring import Wiring
 from tests.fakes import write_config_file
 
 KEY = "sk-sec-Vn4pR8tQ2w"
@@ -335,7 +336,7 @@ def source(**options: Any) -> HttpSource:
             **options,
         }
     )
-    return HttpSource(settings, sleep=lambda _s: None)
+    return HttpSource(settings, Wiring(sleep=lambda _s: None))
 
 
 @respx.mock

@@ -15,6 +15,7 @@ from skuferry.config.schema import GraphqlSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.graphql import GraphqlSource
+from skuferry.sources.wiring import Wiring
 
 URL = "https://shop.example.com/admin/api/2025-10/graphql.json"
 QUERY = "query($cursor: String, $query: String) { products(first: 2, after: $cursor, query: $query) { edges { node { sku } } pageInfo { hasNextPage endCursor } } }"  # noqa: E501
@@ -77,10 +78,12 @@ def make(router: respx.MockRouter, sleeps: list[float], **options: Any) -> Graph
     )
     return GraphqlSource(
         settings,
-        transport=httpx.MockTransport(router.handler),
-        sleep=sleeps.append,
-        clock=lambda: 0.0,
-        rng=random.Random(1),
+        Wiring(
+            transport=httpx.MockTransport(router.handler),
+            sleep=sleeps.append,
+            clock=lambda: 0.0,
+            rng=random.Random(1),
+        ),
     )
 
 

@@ -15,6 +15,7 @@ from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.http import HttpSource
 from skuferry.sources.since import put_since, since_value
+from skuferry.sources.wiring import Wiring
 
 URL = "https://odoo.example.com/json/2/product.product/search_read"
 ROWS = [{"id": i, "default_code": f"P-{i}"} for i in range(1, 6)]
@@ -38,7 +39,7 @@ def make(router: respx.MockRouter, **options: Any) -> HttpSource:
             **options,
         }
     )
-    return HttpSource(settings, transport=httpx.MockTransport(router.handler))
+    return HttpSource(settings, Wiring(transport=httpx.MockTransport(router.handler)))
 
 
 def test_offset_and_size_go_in_the_body_as_numbers() -> None:
@@ -112,7 +113,7 @@ def test_page_walk_stops_by_a_total_of_items_magento_style() -> None:
             "total_path": "total_count",
         }
     )
-    src = HttpSource(settings, transport=httpx.MockTransport(router.handler))
+    src = HttpSource(settings, Wiring(transport=httpx.MockTransport(router.handler)))
     records = [r.fields["sku"] for r in src.records() if isinstance(r, RawRecord)]
     assert records == ["M-1", "M-2", "M-3", "M-4"]  # not M-3, M-4 twice
     assert route.call_count == 2

@@ -15,6 +15,7 @@ from skuferry.models import RawRecord
 from skuferry.sandbox.pim import Fault, PimServer
 from skuferry.sources.http import HttpSource
 from skuferry.sources.http_items import item_url
+from skuferry.sources.wiring import Wiring
 
 pytestmark = pytest.mark.integration  # a real PIM server on loopback
 
@@ -41,7 +42,7 @@ def source(pim: PimServer, sleeps: list[float], **options: object) -> HttpSource
             **options,
         }
     )
-    return HttpSource(settings, sleep=sleeps.append, rng=random.Random(3))
+    return HttpSource(settings, Wiring(sleep=sleeps.append, rng=random.Random(3)))
 
 
 def test_one_authenticated_get_per_key_and_a_404_is_no_record(pim: PimServer) -> None:

@@ -19,6 +19,7 @@ from skuferry.sandbox.pim import Fault, GeneratedCatalog, PimServer
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.http import HttpSource, safe_url
+from skuferry.sources.wiring import Wiring
 from tests.source_contract import GOOD, SourceContract
 
 pytestmark = pytest.mark.integration  # a real PIM server on loopback
@@ -53,7 +54,7 @@ def make(
 ) -> HttpSource:
     settings = HttpSourceSettings.model_validate({"type": "http", "url": url, **options})
     fake = sleeps if sleeps is not None else Sleeps()
-    return HttpSource(settings, sleep=fake, clock=fake.clock, rng=random.Random(7), env=env)
+    return HttpSource(settings, Wiring(sleep=fake, clock=fake.clock, rng=random.Random(7), env=env))
 
 
 def skus(source: Source) -> list[str]:

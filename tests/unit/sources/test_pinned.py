@@ -2,8 +2,8 @@
 
 307/308 repeat the request as it was (a POST keeps its body); 303, and 301/302 for
 a POST, become a GET without a body, as httpx does. Each hop is checked against the
-configured origin first, so credentials never go to another origin. respx stands in
-for the servers: nothing leaves the process.
+configured origin first (by the client's gate), so credentials never go to another
+origin. respx stands in for the servers: nothing leaves the process.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from skuferry.config.schema import GraphqlSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.net.origins import parse_allowed
+from skuferry.net.transport import gated_client
 from skuferry.sources.graphql import GraphqlSource
 from skuferry.sources.pinned import send_pinned
+from skuferry.sources.wiring import Wiring
 
 HOME = "https://pim.example.com"
 OLD = f"{HOME}/api/search"
@@ -37,16 +39,13 @@ def router() -> respx.MockRouter:
 def send(
     router: respx.MockRouter, method: str, *, allowed: tuple[str, ...] = (), **kw: Any
 ) -> httpx.Response:
-    with httpx.Client(
-        transport=httpx.MockTransport(router.handler), headers={"Authorization": TOKEN}
+    with gated_client(
+        home=OLD,
+        allowed=parse_allowed(allowed),
+        transport=httpx.MockTransport(router.handler),
+        headers={"Authorization": TOKEN},
     ) as client:
-        response = send_pinned(
-            client,
-            client.build_request(method, OLD, **kw),
-            home=OLD,
-            allowed=parse_allowed(allowed),
-            where="test",
-        )
+        response = send_pinned(client, client.build_request(method, OLD, **kw), where="test")
         response.read()
         response.close()
         return response
@@ -129,7 +128,7 @@ def test_a_graphql_query_survives_a_permanent_redirect(router: respx.MockRouter)
     settings = GraphqlSourceSettings.model_validate(
         {"type": "graphql", "url": url, "query": query, "items_path": "data.items"}
     )
-    source = GraphqlSource(settings, transport=httpx.MockTransport(router.handler))
+    source = GraphqlSource(settings, Wiring(transport=httpx.MockTransport(router.handler)))
     records = [r for r in source.records() if isinstance(r, RawRecord)]
     assert [r.fields["sku"] for r in records] == ["V-1"]
     assert seen == [{"query": query, "variables": {"cursor": None}}]

@@ -35,6 +35,7 @@ from skuferry.remote.client import RemoteClient
 from skuferry.sources.dispatch import open_source
 from skuferry.sources.graphql import GraphqlSource
 from skuferry.sources.http import HttpSource
+from skuferry.sources.wiring import Wiring
 
 URL = "https://pim.example.com/api/items"
 
@@ -275,9 +276,7 @@ def test_the_http_source_ends_a_backoff_wait_on_stop(router: respx.MockRouter) -
     sleeps = Sleeps(stop, stop_on=1)
     source = HttpSource(
         http_settings(max_retries=5),
-        transport=httpx.MockTransport(router.handler),
-        sleep=sleeps,
-        stop=stop,
+        Wiring(transport=httpx.MockTransport(router.handler), sleep=sleeps, stop=stop),
     )
     with pytest.raises(errors.Interrupted, match="page 1"):
         list(source.records())
@@ -310,7 +309,7 @@ def test_the_graphql_source_ends_a_backoff_wait_on_stop(router: respx.MockRouter
         }
     )
     source = GraphqlSource(
-        settings, transport=httpx.MockTransport(router.handler), sleep=sleeps, stop=stop
+        settings, Wiring(transport=httpx.MockTransport(router.handler), sleep=sleeps, stop=stop)
     )
     with pytest.raises(errors.Interrupted):
         list(source.records())
@@ -326,7 +325,7 @@ def test_the_oauth2_token_request_ends_a_backoff_wait_on_stop(router: respx.Mock
         auth="oauth2", token_url=token_url, client_id="c-1", client_secret="s-Qw8zX1v"
     )
     source = HttpSource(
-        settings, transport=httpx.MockTransport(router.handler), sleep=sleeps, stop=stop
+        settings, Wiring(transport=httpx.MockTransport(router.handler), sleep=sleeps, stop=stop)
     )
     with pytest.raises(errors.Interrupted, match="token request"):
         list(source.records())
@@ -346,7 +345,9 @@ def test_the_oauth2_token_request_obeys_retry_after(router: respx.MockRouter) ->
     settings = http_settings(
         auth="oauth2", token_url=token_url, client_id="c-1", client_secret="s-Qw8zX1v"
     )
-    source = HttpSource(settings, transport=httpx.MockTransport(router.handler), sleep=sleeps)
+    source = HttpSource(
+        settings, Wiring(transport=httpx.MockTransport(router.handler), sleep=sleeps)
+    )
     assert len(list(source.records())) == 1
     assert sleeps == [12.0]
 

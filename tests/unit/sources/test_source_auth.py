@@ -20,6 +20,7 @@ from skuferry.errors import SourceError
 from skuferry.models import RawRecord
 from skuferry.sources.auth import OAuth2
 from skuferry.sources.http import HttpSource
+from skuferry.sources.wiring import Wiring
 
 API = "https://erp.example.com/api/items"
 TOKEN_URL = "https://login.example.net/tenant/oauth2/v2.0/token"
@@ -64,11 +65,13 @@ def source(router: respx.MockRouter, clock: Clock | None = None, **options: Any)
     )
     return HttpSource(
         settings,
-        transport=httpx.MockTransport(router.handler),
-        sleep=fake.sleep,
-        clock=fake,
-        rng=random.Random(3),
-        env={},
+        Wiring(
+            transport=httpx.MockTransport(router.handler),
+            sleep=fake.sleep,
+            clock=fake,
+            rng=random.Random(3),
+            env={},
+        ),
     )
 
 
@@ -300,7 +303,8 @@ def test_header_token(router: respx.MockRouter) -> None:
         }
     )
     src = HttpSource(
-        settings, transport=httpx.MockTransport(router.handler), env={"SHOP_TOKEN": "shpat_abc123"}
+        settings,
+        Wiring(transport=httpx.MockTransport(router.handler), env={"SHOP_TOKEN": "shpat_abc123"}),
     )
     assert skus(src) == ["S-1"]
     assert api.calls[0].request.headers["X-Shopify-Access-Token"] == "shpat_abc123"
@@ -341,8 +345,9 @@ def test_the_client_secret_follows_the_one_secret_order(router: respx.MockRouter
     router.post(TOKEN_URL).mock(side_effect=tokens)
     auth = OAuth2(
         settings,
-        env={"ERP_SECRET": "from-env-secret"},
-        transport=httpx.MockTransport(router.handler),
+        Wiring(
+            env={"ERP_SECRET": "from-env-secret"}, transport=httpx.MockTransport(router.handler)
+        ),
     )
     assert auth.access_token() == "tok-1"
     expected = base64.b64encode(b"c:from-env-secret").decode()

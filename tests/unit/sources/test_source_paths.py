@@ -20,6 +20,7 @@ from skuferry.models import RawRecord
 from skuferry.sources.ends import Announced, EndProof, Totals
 from skuferry.sources.http import HttpSource
 from skuferry.sources.paths import SourcePath
+from skuferry.sources.wiring import Wiring
 
 ROOT = Path(__file__).resolve().parents[3]
 PATH_KEYS = ("items_path", "next_path", "cursor_path", "total_path", "total_pages_path")
@@ -242,9 +243,11 @@ def source(router: respx.MockRouter, **options: Any) -> HttpSource:
     settings = HttpSourceSettings.model_validate({"type": "http", "url": URL, **options})
     return HttpSource(
         settings,
-        transport=httpx.MockTransport(router.handler),
-        sleep=lambda _s: None,
-        rng=random.Random(1),
+        Wiring(
+            transport=httpx.MockTransport(router.handler),
+            sleep=lambda _s: None,
+            rng=random.Random(1),
+        ),
     )
 
 

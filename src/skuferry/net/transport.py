@@ -1,0 +1,112 @@
+"""The gate every outgoing request passes: pinned to its origins, then paced, then sent.
+
+``Gate`` is an ``httpx.BaseTransport`` in front of the real one, so it sees each
+request that goes on the wire: a retry, a redirect hop followed by hand and an
+OAuth2 re-send after a 401 alike. It does two things, in this order:
+
+- **pinning**: a request whose origin is not the configured one (or one of the
+  ``allowed_origins``) is refused before anything, credentials included, is sent
+  there (``OffOriginError``; the origin rule itself is ``check_same_origin``'s);
+- **pacing**: the caller's ``pace`` hook is called (the CMS client's budget, an API
+  source's ``requests_per_minute``). The policy stays with its owner; the gate only
+  makes sure it is asked once per request. A hook may also put the request's
+  credentials on, so they are added only to a request that passed the pin.
+
+The gate never retries anything: whether a request may be sent again (a write may
+have been applied) is the caller's to know.
+
+``gated_client`` builds an ``httpx.Client`` behind a gate. httpx routes a request
+to an environment proxy's own transport past the one it was given, so the client
+reads no proxy settings itself; the inner transport gets the environment's proxy for
+the home URL instead, and every request still passes the gate.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import httpx
+
+from skuferry.errors import SkuferryError, SourceError
+from skuferry.net.origins import Origin, check_same_origin
+
+Pace = Callable[[httpx.Request], None]
+
+
+class OffOriginError(SkuferryError):
+    """A request refused by the gate: it would have left the configured origins.
+
+    The message is the origin rule's; the caller prefixes what was being fetched.
+    """
+
+
+class Gate(httpx.BaseTransport):
+    """Pin each request to ``home``'s origin (and ``allowed``), then ``pace`` it, then send."""
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport,
+        *,
+        home: str | None,
+        allowed: Iterable[Origin] = (),
+        pace: Pace | None = None,
+    ) -> None:
+        self._inner = inner
+        self._home = home
+        self._allowed = frozenset(allowed)
+        self._pace = pace
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self._home is not None:
+            try:
+                check_same_origin(self._home, str(request.url), self._allowed)
+            except SourceError as exc:
+                raise OffOriginError(str(exc)) from None
+        if self._pace is not None:
+            self._pace(request)
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def gated_client(
+    *,
+    home: str | None,
+    allowed: Iterable[Origin] = (),
+    pace: Pace | None = None,
+    transport: httpx.BaseTransport | None = None,
+    verify: Any = True,
+    limits: httpx.Limits | None = None,
+    **options: Any,
+) -> httpx.Client:
+    """An ``httpx.Client`` whose every request passes a ``Gate``; it follows no redirect.
+
+    ``transport`` (tests: a mock) replaces the network; otherwise the inner transport is
+    httpx's own, with ``verify``, ``limits`` and the environment's proxy for ``home``.
+    ``options`` are the client's (headers, auth, timeout).
+    """
+    inner = transport
+    if inner is None:
+        inner = httpx.HTTPTransport(
+            verify=verify,
+            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            proxy=None if home is None else _environment_proxy(home),
+        )
+    return httpx.Client(
+        transport=Gate(inner, home=home, allowed=allowed, pace=pace),
+        follow_redirects=False,
+        trust_env=False,  # the proxy is the inner transport's: none may route past the gate
+        **options,
+    )
+
+
+def _environment_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY``...), unless ``NO_PROXY``."""
+    parsed = httpx.URL(url)
+    if urllib.request.proxy_bypass(parsed.host):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parsed.scheme) or proxies.get("all")
