@@ -30,6 +30,7 @@ from pydantic_core import PydanticKnownError, core_schema
 from skuferry.config import presets
 from skuferry.config.encoding import known_encoding
 from skuferry.config.expressions import jmespath_check
+from skuferry.config.masking import masked
 from skuferry.config.schema.base import Strict
 from skuferry.config.schema.sources import (
     FileSourceSettings,
@@ -42,7 +43,6 @@ from skuferry.config.schema.sources import (
     _anchor,
 )
 from skuferry.models import METRIC_LABELS
-from skuferry.redact import is_secret_header
 
 
 class ApiSettings(Strict):
@@ -908,31 +908,8 @@ class Settings(Strict):
 
     def redacted(self) -> dict[str, Any]:
         """The effective config as plain data, secrets shown as ``***`` (for ``skuferry check``)."""
-        data = {name: _plain(value, key=name) for name, value in self.model_dump().items()}
+        data: dict[str, Any] = masked(self.model_dump(), by_name=False)
         source = data.get("source")
         if isinstance(source, dict) and source.get("preset"):
             source["preset_filled"] = presets.filled(self.source.model_dump())
         return data
-
-
-_URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
-
-
-def _plain(value: Any, *, key: str) -> Any:
-    """``model_dump`` output made JSON-ready, with every secret replaced by ``***``."""
-    if isinstance(value, SecretStr):
-        return "***"
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        if key == "headers":
-            return {
-                name: "***" if is_secret_header(str(name)) else _plain(item, key=name)
-                for name, item in value.items()
-            }
-        return {name: _plain(item, key=str(name)) for name, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item, key=key) for item in value]
-    if isinstance(value, str) and key.endswith("url"):
-        return _URL_PASSWORD.sub(r"\1***@", value)
-    return value
