@@ -26,11 +26,13 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticKnownError, core_schema
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from skuferry.config import presets
 from skuferry.config.encoding import known_encoding
 from skuferry.config.expressions import jmespath_check
 from skuferry.config.masking import masked
+from skuferry.config.schema import reading
 from skuferry.config.schema.base import Strict
 from skuferry.config.schema.sources import (
     FileSourceSettings,
@@ -870,7 +872,14 @@ class MonitorSettings(Strict):
     )
 
 
-class Settings(Strict):
+class Settings(BaseSettings):
+    """The whole config. Loaded through pydantic-settings, whose sources are the config's
+    raw reading (the TOML file, the environment the loader was given); strict and frozen
+    like every table. ``Settings(**tables)`` builds one in code from its arguments alone."""
+
+    # BaseSettings validates defaults; these tables' defaults are valid as they stand
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, validate_default=False)
+
     api: ApiSettings
     source: SourceSettings
     mapping: MappingSettings = MappingSettings()
@@ -886,6 +895,19 @@ class Settings(Strict):
     config_path: Path | None = None  # the file these came from, for messages
     # what the loader read, digested (RawConfig.identity); None: a model built in code
     _read_identity: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The raw reading being loaded, as a TOML and an environment source; never the
+        process environment, a dotenv file or a secrets folder of pydantic-settings' own."""
+        return reading.sources(settings_cls, init_settings)
 
     @property
     def read_identity(self) -> str | None:
