@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import (
+    config_load,
     console,
     density,
     fill,
@@ -50,6 +51,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "fleetconcurrency": fleet.concurrency,  # issue 31: 20 workspaces' budgets side by side
     "unchanged": speed.unchanged,  # issue 23: a no-op whose source is unchanged, vs --full
     "startup": speed.startup,  # issue 23: exec to the first useful work
+    "configload": config_load.figure,  # issue 30: the full start's config load, vs a baseline
     "statelib": statelib.figure,  # issue 19: the mirror's hot paths, sqlite3 vs sqlite-utils
     "crowd": http_crowd.figure,  # issue 29: /healthz beside hundreds of stalled clients
     "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
@@ -78,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="SRC",
-        help="startup, unchanged, plan1m, xlsx, urgent: also time the skuferry package under SRC "
-        "(the src/ of "
-        "another checkout, e.g. a `git worktree` of main), alternated run by run",
+        help="startup, unchanged, configload, plan1m, xlsx, urgent: also time the skuferry "
+        "package under SRC (the src/ of another checkout, e.g. a `git worktree` of main), "
+        "alternated run by run",
     )
     args = parser.parse_args(argv)
     if args.baseline:

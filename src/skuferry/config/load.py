@@ -1,8 +1,9 @@
 """Configuration: a TOML file plus environment overrides, every problem reported at once.
 
 ``load_settings(path)`` takes the config's raw reading (the file, the environment,
-``$VAR``s, key files and paths: the one reading, which the quick lane shares),
-validates it, runs the cross-field rules, and raises one ``ConfigError`` listing
+``$VAR``s, key files and paths: the one reading, which the quick lane shares), builds
+``Settings`` from it through pydantic-settings (the reading is its TOML and environment
+sources), runs the cross-field rules, and raises one ``ConfigError`` listing
 every problem as ``<file>: at 'a.b': message``. ``settings_from_dict`` does the
 same for configs built in code (tests, the demo) and reads no environment
 unless given one.
@@ -32,6 +33,7 @@ from skuferry.config.schema import (
     Settings,
     SourceSettings,
 )
+from skuferry.config.schema.reading import loading
 from skuferry.errors import ConfigError
 from skuferry.net.paths import is_remote
 
@@ -74,7 +76,8 @@ def _build(found: raw.RawConfig, *, env: Mapping[str, str], read_secrets: bool) 
     """Validate what the raw reading found, and run the rules across fields."""
     data, problems, base_dir = found.data, list(found.problems), found.base_dir
     try:
-        settings = Settings.model_validate(data, context={"config_dir": base_dir})
+        with loading(found):  # the sources Settings() reads, and where paths anchor
+            settings = Settings()
     except ValidationError as exc:
         problems.extend(_translate(exc, data))
         if read_secrets:  # the [source] table may be fine on its own: its secrets too

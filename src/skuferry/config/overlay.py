@@ -12,11 +12,10 @@ The older single names (``SKUFERRY_API_KEY``, ``SKUFERRY_STATE_PATH``,
 ``SKUFERRY_SOURCE_PATH``, ``SKUFERRY_CONFIG``) hold no ``__``, match no table,
 and keep their meaning in the raw reading.
 
-Written here rather than through pydantic-settings: its public sources read the
-process environment (``load_settings(env=...)`` passes its own), and importing it
-costs a start 50 to 59 ms of CPU (it loads asyncio, python-dotenv and its CLI
-and cloud providers) against 0.5 ms for this module's work; figures and the decision
-in docs/development.md.
+pydantic-settings loads the settings, with this overlay inside its sources rather than
+its own environment source: that one reads the process environment
+(``load_settings(env=...)`` passes its own) and the quick lane, which must read exactly
+as the loader does, cannot import it (its import costs ~50 ms: asyncio, python-dotenv).
 """
 
 from __future__ import annotations

@@ -26,16 +26,25 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from skuferry import __version__, canonical, files, logs
+from skuferry import __version__, canonical, files
 from skuferry.config import overlay, presets
 from skuferry.config.keys import resolve_api_keys
+from skuferry.config.masking import masked, url_password
+from skuferry.config.secret_rules import (
+    SECRET_FILE_KEYS,
+    find_secret,
+    secret_file_problems,
+    source_secret_problems,
+)
 from skuferry.errors import ConfigError
 from skuferry.net.paths import url_scheme
-from skuferry.redact import SECRET_KEYS, SOURCE_SECRET_KEYS, is_secret_header
+from skuferry.redact import SECRET_KEYS, is_secret_header
+
+__all__ = ["SECRET_FILE_KEYS", "RawConfig", "digest", "masked", "read", "resolve"]
 
 ENV_CONFIG = "SKUFERRY_CONFIG"
 ENV_API_KEY = "SKUFERRY_API_KEY"
@@ -49,23 +58,7 @@ DEFAULT_STATE_FILE = "skuferry.db"
 FILE_SOURCE_TYPES = ("csv", "jsonl", "xlsx", "xml")
 SOURCE_TYPES = ("csv", "jsonl", "http", "graphql", "sql", "xlsx", "xml")
 
-# Keys whose value is the path of a file holding a secret, in any table; whether such a
-# file is there, readable, empty or readable by everyone decides whether a config loads.
-SECRET_FILE_KEYS = (
-    "api_key_file",
-    "api_keys_file",
-    "token_file",
-    "password_file",
-    "client_secret_file",
-    "sftp_key_file",
-    "sftp_password_file",
-    "hook_secret_file",
-    "console_token_file",
-)
-
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
-_URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
-_MASK = "***"
 
 
 def digest(value: Any) -> str:
@@ -74,10 +67,15 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical.dumps(value).encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RawConfig:
     """One reading of a config: the data the settings are validated from, and what else
-    decides the load (problems found while reading, the files it depends on)."""
+    decides the load (problems found while reading, the files it depends on).
+
+    What only the quick lane asks (``refused``, ``bundles``) is worked out when asked: a
+    full start validates the data and checks the secrets and CA bundles itself, and
+    reading each secret file more than once would cost it for nothing.
+    """
 
     # data, toml and from_env hold secrets as read: never in a repr (a log, a traceback)
     data: dict[str, Any] = field(repr=False)  # resolved, ready for validation
@@ -87,10 +85,7 @@ class RawConfig:
     file: Path | None = None  # absolute; None: data built in code
     from_env: dict[str, Any] = field(default_factory=dict, repr=False)  # SKUFERRY_* set these
     problems: list[str] = field(default_factory=list)
-    # what else the load refuses, checked by the loader in its own words once validated:
-    # a secret file readable by everyone, a source secret's file or variable not there
-    refused: tuple[str, ...] = ()
-    bundles: dict[str, str] = field(default_factory=dict)  # each CA bundle: size, time
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # what it was read with
 
     @property
     def identity(self) -> str:
@@ -106,6 +101,39 @@ class RawConfig:
         state = self.data.get("state")
         path = state.get("path") if isinstance(state, dict) else None
         return path if isinstance(path, Path) else None
+
+    @cached_property
+    def refused(self) -> tuple[str, ...]:
+        """What the load refuses beyond the data, by the loader's own rules and in its words:
+        a secret file that holds something and every user may read, a source secret's file
+        that cannot be read or its variable unset. Never a value."""
+        found = secret_file_problems(_files(self.data, SECRET_FILE_KEYS, self.base_dir))
+        source = self.data.get("source")
+        if isinstance(source, dict):
+            found += source_secret_problems(self._source_value(source), self.env)
+        return tuple(found)
+
+    @cached_property
+    def bundles(self) -> dict[str, str]:
+        """Each CA bundle's size and time: its certificates decide whether the load accepts
+        it, and checking them needs OpenSSL, which a quick look does not load."""
+        found = _files(self.data, ("ca_bundle",), self.base_dir)
+        return {str(path): _bundle(path) for _table, _key, path in found}
+
+    def _source_value(self, source: Mapping[str, Any]) -> Any:
+        """``[source]``'s value of a key as the settings would hold it: a ``*_file`` anchored
+        at the config's folder, a value of the wrong type as not set (the model refuses it)."""
+
+        def value(name: str) -> Any:
+            found = source.get(name)
+            if name.endswith("_file"):
+                paths = _files({"source": {name: found}}, (name,), self.base_dir)
+                return next((path for _table, _key, path in paths), None)
+            if name.endswith("_env"):
+                return found if isinstance(found, str) else None
+            return found
+
+        return value
 
     def readable_secret_warning(self) -> str | None:
         """The warning a load logs for this file: a secret inline in a file others may read."""
@@ -141,6 +169,7 @@ def resolve(
 ) -> RawConfig:
     """The config's data from the file's tables ``toml`` and ``env`` (see the module)."""
     found = [] if problems is None else problems
+    env_given = env
     from_env = overlay.env_tables(env)  # SKUFERRY_<TABLE>__<KEY> wins over the file
     own = {k: v for k, v in toml.items() if file is None or k != "config_path"}
     data: dict[str, Any] = overlay.overlay(copy.deepcopy(own), from_env)
@@ -167,41 +196,11 @@ def resolve(
         file=file,
         from_env=from_env,
         problems=found,
-        refused=tuple(_refused(data, base_dir=base_dir, env=env)),
-        bundles={str(path): _bundle(path) for path in _files(data, ("ca_bundle",), base_dir)},
+        env=env_given,
     )
 
 
-# --- secrets, hidden from every digest -------------------------------------------------
-
-
-def masked(value: Any, key: str = "") -> Any:
-    """``value`` as JSON-ready data with every secret replaced by ``***``: the secret keys,
-    secret headers, a password in a URL. Nothing else: a value masked by mistake would hide
-    a change."""
-    if isinstance(value, Mapping):
-        if key == "headers":
-            return {
-                str(name): _MASK if is_secret_header(str(name)) else masked(item, str(name))
-                for name, item in value.items()
-            }
-        return {str(name): masked(item, str(name)) for name, item in value.items()}
-    if key in SECRET_KEYS and value:
-        return [_MASK for _ in value] if isinstance(value, list | tuple) else _MASK
-    if isinstance(value, list | tuple):
-        return [masked(item, key) for item in value]
-    if isinstance(value, str) and key.endswith("url"):
-        return _URL_PASSWORD.sub(r"\1***@", value)
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    return str(value)  # a path, a TOML date
-
-
-def url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
+# --- secrets -------------------------------------------------------------------------
 
 
 def inline_secret_warning(config_path: Path, toml: Mapping[str, Any]) -> str | None:
@@ -230,45 +229,6 @@ def _inline_secrets(toml: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             in_url = isinstance(value, str) and key.endswith("url") and bool(url_password(value))
             if inline or header or in_url:
                 yield table, key
-
-
-def read_secret_file(path: Path) -> tuple[str, str]:
-    """(the file's text stripped, "") or ("", the problem); files usually end with a newline."""
-    try:
-        text = path.expanduser().read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        return "", f"cannot read '{path}': {exc.strerror or exc}"
-    except UnicodeDecodeError:
-        return "", f"'{path}' is not UTF-8 text"
-    if not text:
-        return "", f"'{path}' is empty"
-    return text, ""
-
-
-def find_secret(
-    env_var: str | None,
-    env_where: str | None,
-    files_: Sequence[tuple[str, Path]],
-    env: Mapping[str, str],
-) -> tuple[str | None, list[str]]:
-    """A secret from the first place given: the variable ``env_var``, else the first of
-    ``files_`` ((where, path)); (None, []) when none is given (the inline value decides).
-    ``env_where`` set: the variable must be set. Found secrets are masked in every log."""
-    if env_var is not None:
-        value = env.get(env_var, "").strip()
-        if value:
-            logs.add_secrets([value])
-            return value, []
-        if env_where is not None:
-            problem = f"environment variable {env_var} is not set or empty"
-            return None, [f"{env_where}: {problem}"]
-    for where, path in files_:
-        text, problem = read_secret_file(path)
-        if problem:
-            return None, [f"{where}: {problem}"]
-        logs.add_secrets([text])
-        return text, []
-    return None, []
 
 
 def _resolve_api_key(api: dict[str, Any], *, env: Mapping[str, str], problems: list[str]) -> None:
@@ -403,51 +363,21 @@ def _default_state_path(data: dict[str, Any], *, base_dir: Path, env: Mapping[st
 # --- what else a load refuses -----------------------------------------------------------
 
 
-def _files(data: Mapping[str, Any], keys: Sequence[str], base_dir: Path) -> Iterator[Path]:
-    """The files ``keys`` name in any table of the settings (relative: to the config's
-    folder, as the settings anchor them)."""
-    for table in data.values():
-        if isinstance(table, dict):
+def _files(
+    data: Mapping[str, Any], keys: Sequence[str], base_dir: Path
+) -> Iterator[tuple[str, str, Path]]:
+    """(table, key, path) of the files ``keys`` name in any table of the settings (relative:
+    to the config's folder, as the settings anchor them)."""
+    for table, section in data.items():
+        if isinstance(section, dict):
             for key in keys:
-                value = table.get(key)
+                value = section.get(key)
                 if isinstance(value, str | Path) and str(value).strip():
                     path = Path(value).expanduser()
-                    yield path if path.is_absolute() else base_dir / path
-
-
-def _refused(data: Mapping[str, Any], *, base_dir: Path, env: Mapping[str, str]) -> Iterator[str]:
-    """What makes the load refuse this config beyond its data: a secret file that holds
-    something and every user may read; a source secret's file that cannot be read, or its
-    variable unset. Never a value. (The API key's files are read above: their problems are
-    the reading's own.)"""
-    for path in _files(data, SECRET_FILE_KEYS, base_dir):
-        if files.world_readable(path) and _holds_something(path):
-            yield f"{path}: readable by every user"
-    source = data.get("source")
-    if not isinstance(source, dict):
-        return
-    for key in SOURCE_SECRET_KEYS:
-        name = source.get(f"{key}_env")
-        if isinstance(name, str):
-            if not env.get(name, "").strip():
-                yield f"${name}: not set"
-        elif source.get(f"{key}_file") is not None:
-            for path in _files({"source": source}, (f"{key}_file",), base_dir):
-                if read_secret_file(path)[1]:
-                    yield f"{path}: cannot be read"
-
-
-def _holds_something(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            return bool(f.read(4096).strip())
-    except OSError:
-        return False
+                    yield table, key, (path if path.is_absolute() else base_dir / path)
 
 
 def _bundle(path: Path) -> str:
-    """A CA bundle's size and time: its certificates decide whether the load accepts it,
-    and checking them needs OpenSSL, which a quick look does not load."""
     try:
         st = path.stat()
     except OSError:

@@ -23,10 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from skuferry import files, logs
-from skuferry.config.raw import SECRET_FILE_KEYS, inline_secret_warning
-from skuferry.config.raw import url_password as _url_password
+from skuferry import logs
+from skuferry.config.masking import url_password as _url_password
+from skuferry.config.raw import inline_secret_warning
 from skuferry.config.schema import ApiSourceSettings, Settings
+from skuferry.config.secret_rules import SECRET_FILE_KEYS, secret_file_problems
 from skuferry.net.origins import insecure_http_problem, parse_allowed
 from skuferry.redact import is_secret_header
 
@@ -60,29 +61,8 @@ def problems(settings: Settings) -> list[str]:
         problem = ca_bundle_problem(path)
         if problem:
             found.append(f"at '{table}.{key}': {problem}")
-    for table, key, path in _paths(settings, SECRET_FILE_KEYS):
-        problem = secret_file_problem(path)
-        if problem:
-            found.append(f"at '{table}.{key}': {problem}")
+    found.extend(secret_file_problems(_paths(settings, SECRET_FILE_KEYS)))
     return found
-
-
-def secret_file_problem(path: Path) -> str | None:
-    """Why a file holding a secret may not be used (every user may read it), or None.
-
-    For every ``*_file`` secret, the keys file included: call it where the file is read.
-    """
-    try:
-        with path.open("rb") as f:  # an empty or unreadable file holds nothing to leak
-            holds_something = bool(f.read(4096).strip())
-    except OSError:
-        return None  # the code that reads it reports why it cannot
-    if not holds_something or not files.world_readable(path):
-        return None
-    return (
-        f"'{path}' holds a secret and every user of this machine may read it "
-        f"(mode {files.mode_text(path)}); run: chmod 600 {path}"
-    )
 
 
 def ca_bundle_problem(path: Path) -> str | None:

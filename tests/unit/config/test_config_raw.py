@@ -13,6 +13,7 @@ import pytest
 from skuferry.config import overlay, raw
 from skuferry.config.load import load_settings, settings_from_dict
 from skuferry.config.schema import FILE_SOURCE_TYPES, SOURCE_TYPES, Settings
+from skuferry.errors import ConfigError
 from skuferry.sync import skip
 
 CONFIG = """
@@ -146,8 +147,15 @@ def test_a_key_file_written_anew_is_no_change(tmp_path: Path) -> None:
     assert (after.identity, after.refused, after.problems) == (before.identity, (), [])
     key.chmod(0o640)  # the group may read it: the load allows that
     assert _read(tmp_path, text, env).refused == ()
-    key.chmod(0o644)  # every user: the load refuses it
-    assert _read(tmp_path, text, env).refused == (f"{key}: readable by every user",)
+    key.chmod(0o644)  # every user: the load refuses it, and the lane in the load's words
+    refused = _read(tmp_path, text, env).refused
+    assert refused == (
+        f"at 'api.api_key_file': '{key}' holds a secret and every user of this machine may "
+        f"read it (mode 0644); run: chmod 600 {key}",
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_settings(tmp_path / "skuferry.toml", env=env)
+    assert raised.value.problems == [f"{tmp_path / 'skuferry.toml'}: {refused[0]}"]
     key.write_text("", encoding="utf-8")
     assert _read(tmp_path, text, env).problems == [f"at 'api.api_key_file': '{key}' is empty"]
     key.unlink()
@@ -173,11 +181,14 @@ def test_the_reading_needs_no_pydantic(tmp_path: Path, module: str) -> None:
 def test_a_source_secret_the_load_cannot_read_is_refused(tmp_path: Path) -> None:
     """``token_env = "NAME"`` with NAME unset, a ``token_file`` not there: the load fails."""
     text = CONFIG.replace("[source]", '[source]\nsftp_password_env = "SFTP_PW"')
-    assert _read(tmp_path, text, {"EXPORT": "/srv"}).refused == ("$SFTP_PW: not set",)
+    assert _read(tmp_path, text, {"EXPORT": "/srv"}).refused == (
+        "at 'source.sftp_password_env': environment variable SFTP_PW is not set or empty",
+    )
     assert _read(tmp_path, text, {"EXPORT": "/srv", "SFTP_PW": "pw"}).refused == ()
     text = CONFIG.replace("[source]", '[source]\nsftp_password_file = "pw.txt"')
     assert _read(tmp_path, text, {"EXPORT": "/srv"}).refused == (
-        f"{tmp_path / 'pw.txt'}: cannot be read",
+        f"at 'source.sftp_password_file': cannot read '{tmp_path / 'pw.txt'}': "
+        "No such file or directory",
     )
     (tmp_path / "pw.txt").write_text("pw\n", encoding="utf-8")
     (tmp_path / "pw.txt").chmod(0o600)

@@ -26,10 +26,13 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticKnownError, core_schema
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from skuferry.config import presets
 from skuferry.config.encoding import known_encoding
 from skuferry.config.expressions import jmespath_check
+from skuferry.config.masking import masked
+from skuferry.config.schema import reading
 from skuferry.config.schema.base import Strict
 from skuferry.config.schema.sources import (
     FileSourceSettings,
@@ -42,7 +45,6 @@ from skuferry.config.schema.sources import (
     _anchor,
 )
 from skuferry.models import METRIC_LABELS
-from skuferry.redact import is_secret_header
 
 
 class ApiSettings(Strict):
@@ -873,7 +875,14 @@ class MonitorSettings(Strict):
     )
 
 
-class Settings(Strict):
+class Settings(BaseSettings):
+    """The whole config. Loaded through pydantic-settings, whose sources are the config's
+    raw reading (the TOML file, the environment the loader was given); strict and frozen
+    like every table. ``Settings(**tables)`` builds one in code from its arguments alone."""
+
+    # BaseSettings validates defaults; these tables' defaults are valid as they stand
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, validate_default=False)
+
     api: ApiSettings
     source: SourceSettings
     mapping: MappingSettings = MappingSettings()
@@ -889,6 +898,19 @@ class Settings(Strict):
     config_path: Path | None = None  # the file these came from, for messages
     # what the loader read, digested (RawConfig.identity); None: a model built in code
     _read_identity: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The raw reading being loaded, as a TOML and an environment source; never the
+        process environment, a dotenv file or a secrets folder of pydantic-settings' own."""
+        return reading.sources(settings_cls, init_settings)
 
     @property
     def read_identity(self) -> str | None:
@@ -911,31 +933,8 @@ class Settings(Strict):
 
     def redacted(self) -> dict[str, Any]:
         """The effective config as plain data, secrets shown as ``***`` (for ``skuferry check``)."""
-        data = {name: _plain(value, key=name) for name, value in self.model_dump().items()}
+        data: dict[str, Any] = masked(self.model_dump(), by_name=False)
         source = data.get("source")
         if isinstance(source, dict) and source.get("preset"):
             source["preset_filled"] = presets.filled(self.source.model_dump())
         return data
-
-
-_URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
-
-
-def _plain(value: Any, *, key: str) -> Any:
-    """``model_dump`` output made JSON-ready, with every secret replaced by ``***``."""
-    if isinstance(value, SecretStr):
-        return "***"
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        if key == "headers":
-            return {
-                name: "***" if is_secret_header(str(name)) else _plain(item, key=name)
-                for name, item in value.items()
-            }
-        return {name: _plain(item, key=str(name)) for name, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item, key=key) for item in value]
-    if isinstance(value, str) and key.endswith("url"):
-        return _URL_PASSWORD.sub(r"\1***@", value)
-    return value

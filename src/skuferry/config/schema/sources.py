@@ -5,9 +5,9 @@ password) come inline (``SecretStr``), from a file, or from an environment
 variable; they are resolved when the source opens, never echoed.
 
 Relative paths (``token_file``, ``password_file``, a relative ``sqlite:///`` URL)
-resolve against the config file's folder when the loader passes
-``context={"config_dir": <folder>}`` to ``model_validate``, else against the
-working directory.
+resolve against the config file's folder: the one being loaded, or the one given as
+``context={"config_dir": <folder>}`` to ``model_validate``; else against the working
+directory.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from skuferry.config.expressions import SourcePathSetting
+from skuferry.config.schema import reading
 from skuferry.config.schema.base import Strict
 from skuferry.errors import ConfigError
 from skuferry.net.origins import insecure_http_problem, origin
@@ -104,10 +105,11 @@ class SourceCommon(Strict):
 
 
 def _config_dir(info: ValidationInfo) -> Path | None:
+    """The config's folder: the validation's context, else the reading being loaded."""
     ctx = info.context
     if isinstance(ctx, Mapping) and ctx.get("config_dir") is not None:
         return Path(ctx["config_dir"])
-    return None
+    return reading.config_dir()
 
 
 def _anchor(data: Any, info: ValidationInfo, keys: tuple[str, ...]) -> Any:
