@@ -245,9 +245,18 @@ class _Named:
         self._bound().exception(event, *args, **fields)
 
 
+# The sync's stage packages are how the code is filed, not what an operator filters by:
+# the ``logger`` field leaves them out, so the names logs were filtered by stay as they were.
+_STAGE_PACKAGES = ("read", "expressions", "map", "plan", "write")
+
+
 def get(name: str | None = None) -> Logger:
-    """A logger that follows the current configuration; ``name`` becomes the ``logger`` field."""
+    """A logger that follows the current configuration; ``name`` becomes the ``logger`` field
+    (``skuferry.sync.write.writer`` logs as ``skuferry.sync.writer``)."""
     if name:
+        parts = name.split(".")
+        if parts[:2] == ["skuferry", "sync"] and len(parts) > 3 and parts[2] in _STAGE_PACKAGES:
+            name = ".".join([*parts[:2], *parts[3:]])
         return _Named(name)
     logger: Logger = structlog.get_logger()
     return logger
