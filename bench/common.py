@@ -21,6 +21,7 @@ from skuferry.models import Product, RawLines, RawRecord
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
 from skuferry.sources.csv import CsvSource
+from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
 from skuferry.sync.lines import LineRoute
@@ -177,7 +178,9 @@ def toml(folder: Path, url: str, *, reads: int, writes: int, csv_name: str = "ca
 
 def client(settings: Settings, stack: ExitStack, kind: type[C]) -> C:
     """The client ``engine.run_once`` would build (a subclass can time what it does)."""
-    budget = Budget.from_settings(settings.budget, lambda: open_state(settings.state.path))
+    budget = Budget.from_settings(
+        settings.budget, BudgetBook(lambda: open_state(settings.state.path))
+    )
     stack.callback(budget.close)
     remote = kind.from_settings(settings, stop=None, budget=budget)
     stack.callback(remote.close)
