@@ -57,3 +57,18 @@ def test_immediate_takes_the_write_lock_up_front_and_deferred_does_not(path: Pat
         other.execute("BEGIN IMMEDIATE")  # the write lock is taken before any write
     conn.close()
     other.close()
+
+
+def test_a_joining_block_is_part_of_the_caller_s_transaction_else_its_own(path: Path):
+    conn = _open(path)
+    with pytest.raises(KeyError), transaction(conn):
+        with transaction(conn, begin="BEGIN", join=True):  # a buffer flushed mid-write
+            conn.execute("INSERT INTO t VALUES (1)")
+        assert conn.in_transaction  # the caller's is still open: the join did not commit it
+        raise KeyError("the caller's write fails")
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)  # gone with it
+    with transaction(conn, begin="BEGIN", join=True):  # nobody else's: its own
+        conn.execute("INSERT INTO t VALUES (2)")
+    assert not conn.in_transaction
+    assert conn.execute("SELECT v FROM t").fetchall() == [(2,)]
+    conn.close()

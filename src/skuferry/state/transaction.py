@@ -22,10 +22,18 @@ Begin = Literal["BEGIN IMMEDIATE", "BEGIN"]
 
 @contextmanager
 def transaction(
-    conn: sqlite3.Connection, *, begin: Begin = "BEGIN IMMEDIATE"
+    conn: sqlite3.Connection, *, begin: Begin = "BEGIN IMMEDIATE", join: bool = False
 ) -> Iterator[sqlite3.Connection]:
     """Run the block in one transaction on ``conn``: committed when it ends, rolled back
-    when it raises (the exception goes on)."""
+    when it raises (the exception goes on).
+
+    ``join``: when ``conn`` is inside a transaction already (its caller's), the block is
+    part of that one, which its owner commits or rolls back; a buffer flushed in the
+    middle of a larger write then lands with it.
+    """
+    if join and conn.in_transaction:
+        yield conn
+        return
     conn.execute(begin)
     try:
         yield conn
