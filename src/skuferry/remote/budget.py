@@ -165,6 +165,7 @@ class Budget:
         keys: Sequence[str],
         workspace_limits: Mapping[str, int] | None,
     ) -> None:
+        """The limits given, checked (``ValueError``), and the scopes that count them."""
         per_minute = dict(limits)
         if egress_per_minute is not None:
             per_minute[EGRESS] = egress_per_minute
