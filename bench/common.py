@@ -21,7 +21,6 @@ from skuferry.models import Product, RawLines, RawRecord
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
 from skuferry.sources.csv import CsvSource
-from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
 from skuferry.sync.lines import LineRoute
@@ -178,6 +177,10 @@ def toml(folder: Path, url: str, *, reads: int, writes: int, csv_name: str = "ca
 
 def client(settings: Settings, stack: ExitStack, kind: type[C]) -> C:
     """The client ``engine.run_once`` would build (a subclass can time what it does)."""
+    # Here, not at the top: a bench's worker may run on a --baseline tree from before
+    # the budget book, and only the benches that build a client need one.
+    from skuferry.state.budgetbook import BudgetBook
+
     budget = Budget.from_settings(
         settings.budget, BudgetBook(lambda: open_state(settings.state.path))
     )
