@@ -67,6 +67,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any, Literal
 
 from skuferry import logs
@@ -130,20 +131,44 @@ class Budget:
         wait: Wait | None = None,
     ) -> None:
         self._store = store
-        try:
-            self._setup(
-                limits,
-                limiter=limiter,
-                egress_per_minute=egress_per_minute,
-                safety_margin=safety_margin,
-                clock_skew_s=clock_skew_s,
-                urgent_share=urgent_share,
-                keys=keys,
-                workspace_limits=workspace_limits,
-            )
-        except BaseException:
-            store.close()
-            raise
+        with ExitStack() as refused:  # limits refused: the store given is let go too
+            refused.callback(store.close)
+            per_minute = dict(limits)
+            if egress_per_minute is not None:
+                per_minute[EGRESS] = egress_per_minute
+            workspace = dict(workspace_limits or {})
+            if any(n < 1 for n in [*per_minute.values(), *workspace.values()]):
+                raise ValueError(f"every per-minute limit must be at least 1: {per_minute}")
+            if not 0 <= safety_margin < 1 or clock_skew_s < 0:
+                raise ValueError("safety_margin must be in [0, 1) and clock_skew_s >= 0")
+            if not 0 <= urgent_share <= 0.5:
+                raise ValueError("urgent_share must be in [0, 0.5]")
+            if limiter not in ("window", "bucket"):
+                raise ValueError(f"unknown limiter {limiter!r}")
+            if len(set(keys)) != len(keys):
+                raise ValueError("key fingerprints must be distinct")
+            self._limiter = limiter
+            self._charge_egress = egress_per_minute is not None
+            self._window_s = WINDOW_S + clock_skew_s
+            self._margin, self._skew = safety_margin, clock_skew_s
+            self._share = urgent_share
+            # One key keeps the bare tier names (and so today's state); several are told apart.
+            self.keys: tuple[str, ...] = tuple(keys) or ("",)
+            several = len(self.keys) > 1
+            self._per_minute = per_minute
+            self._key_scopes = {
+                (fp, tier): self._scope(f"{tier}@{fp}" if several else tier, tier, n)
+                for fp in self.keys
+                for tier, n in per_minute.items()
+            }
+            self._workspace: dict[str, Scope] = {}
+            if several:
+                for tier, n in per_minute.items():
+                    cap = workspace_cap(workspace.get(tier), tier, n)
+                    self._workspace[tier] = self._scope(
+                        f"{tier}@{WORKSPACE}", tier, cap, charged=cap < n * len(self.keys)
+                    )
+            refused.pop_all()
         self._clock = clock
         self._wait = wait if wait is not None else _default_wait
         self.on_wait: OnWait | None = None
@@ -152,55 +177,6 @@ class Budget:
         # scopes of one decision leave the same room.
         self._urgent_waiting = 0
         self._waiting_lock = threading.Lock()
-
-    def _setup(
-        self,
-        limits: Mapping[str, int],
-        *,
-        limiter: Literal["window", "bucket"],
-        egress_per_minute: int | None,
-        safety_margin: float,
-        clock_skew_s: float,
-        urgent_share: float,
-        keys: Sequence[str],
-        workspace_limits: Mapping[str, int] | None,
-    ) -> None:
-        """The limits given, checked (``ValueError``), and the scopes that count them."""
-        per_minute = dict(limits)
-        if egress_per_minute is not None:
-            per_minute[EGRESS] = egress_per_minute
-        workspace = dict(workspace_limits or {})
-        if any(n < 1 for n in [*per_minute.values(), *workspace.values()]):
-            raise ValueError(f"every per-minute limit must be at least 1: {per_minute}")
-        if not 0 <= safety_margin < 1 or clock_skew_s < 0:
-            raise ValueError("safety_margin must be in [0, 1) and clock_skew_s >= 0")
-        if not 0 <= urgent_share <= 0.5:
-            raise ValueError("urgent_share must be in [0, 0.5]")
-        if limiter not in ("window", "bucket"):
-            raise ValueError(f"unknown limiter {limiter!r}")
-        if len(set(keys)) != len(keys):
-            raise ValueError("key fingerprints must be distinct")
-        self._limiter = limiter
-        self._charge_egress = egress_per_minute is not None
-        self._window_s = WINDOW_S + clock_skew_s
-        self._margin, self._skew = safety_margin, clock_skew_s
-        self._share = urgent_share
-        # One key keeps the bare tier names (and so today's state); several are told apart.
-        self.keys: tuple[str, ...] = tuple(keys) or ("",)
-        several = len(self.keys) > 1
-        self._per_minute = per_minute
-        self._key_scopes = {
-            (fp, tier): self._scope(f"{tier}@{fp}" if several else tier, tier, n)
-            for fp in self.keys
-            for tier, n in per_minute.items()
-        }
-        self._workspace: dict[str, Scope] = {}
-        if several:
-            for tier, n in per_minute.items():
-                cap = workspace_cap(workspace.get(tier), tier, n)
-                self._workspace[tier] = self._scope(
-                    f"{tier}@{WORKSPACE}", tier, cap, charged=cap < n * len(self.keys)
-                )
 
     def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> Scope:
         allowance, capacity = window_allowance(n), bucket_capacity(n, self._skew)
