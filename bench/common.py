@@ -177,7 +177,13 @@ def toml(folder: Path, url: str, *, reads: int, writes: int, csv_name: str = "ca
 
 def client(settings: Settings, stack: ExitStack, kind: type[C]) -> C:
     """The client ``engine.run_once`` would build (a subclass can time what it does)."""
-    budget = Budget.from_settings(settings.budget, lambda: open_state(settings.state.path))
+    # Here, not at the top: a bench's worker may run on a --baseline tree from before
+    # the budget book, and only the benches that build a client need one.
+    from skuferry.state.budgetbook import BudgetBook
+
+    budget = Budget.from_settings(
+        settings.budget, BudgetBook(lambda: open_state(settings.state.path))
+    )
     stack.callback(budget.close)
     remote = kind.from_settings(settings, stop=None, budget=budget)
     stack.callback(remote.close)

@@ -26,6 +26,7 @@ from skuferry.config.schema import Settings
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
 from skuferry.sandbox import Faults, Sandbox
+from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
 from skuferry.sync import engine
@@ -419,7 +420,10 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_simulated_t
     )
     settings = settings_for(config)
     budget = Budget.from_settings(
-        settings.budget, lambda: open_state(settings.state.path), clock=clock, wait=clock.wait
+        settings.budget,
+        BudgetBook(lambda: open_state(settings.state.path)),
+        clock=clock,
+        wait=clock.wait,
     )
     with budget, RemoteClient.from_settings(settings, stop=None, budget=budget) as client:
         summary = engine.run_once(settings, adapters=engine.Adapters(client=client))

@@ -2,12 +2,14 @@
 
 The CMS limits each tier (read, write, egress, ...) per minute, **per key and per
 workspace** (spec §8). The daemon, a cron run and the writer threads of one run
-all spend the same keys, so the budget lives in the state file, not in memory:
-every ``acquire`` is one short ``BEGIN IMMEDIATE`` transaction (read, choose a
-key, charge, commit) and any waiting happens outside it. Times are wall-clock
-(``time.time``) because monotonic clocks are not comparable between processes.
+all spend the same keys, so the budget's ledger lives in the state file, not in
+memory: this module decides, and a ``BudgetStore`` (the state's budget book, handed
+in by the sync) keeps the rows. Every ``acquire`` is one short write transaction of
+that store (read, choose a key, charge, commit) and any waiting happens outside it.
+Times are wall-clock (``time.time``) because monotonic clocks are not comparable
+between processes.
 
-Scopes (rows of ``budget_bucket`` / ``budget_sends``): with one key, the bare
+Scopes (the ledger's buckets and logs of sends): with one key, the bare
 tier (``write``), as before several keys existed; with several, ``write@<fp>``
 per key (``fp``: the key's fingerprint, never the key) and ``write@workspace``
 for all of them together. The workspace scope is charged only when its cap is
@@ -29,9 +31,9 @@ Two limiters, chosen by ``[budget] limiter``:
 with the most left (so the keys share the work evenly), skipping blocked keys.
 
 Room for the urgent (``[budget] urgent_share``, default 0.1). Sends are urgent or
-not (``priority.py``: the writer marks the threads of the urgent lane). An urgent
-send obeys the limits above and nothing else; a non-urgent one must also leave
-room for it, so a backlog never takes the whole window or bucket:
+not (a mark on the thread: the writer marks the threads of the urgent lane). An
+urgent send obeys the limits above and nothing else; a non-urgent one must also
+leave room for it, so a backlog never takes the whole window or bucket:
 
 ``window``
     A scope keeps ``R = floor(share * N)`` slots for the urgent, released again
@@ -53,8 +55,8 @@ and the others stricter ones, so neither reading of the limits sees more.
 A 429 ``RATE_LIMITED`` (``penalize``) blocks that key's tier for every process
 until ``Retry-After`` (plus a small guard) has passed. When another key of the
 tier is still blocked, the workspace is what refused: the workspace tier is
-blocked too. The first 429 of an episode also teaches a pace (``pace.py``): a
-smaller burst or rate for that key and tier, kept in ``meta`` and enforced as
+blocked too. The first 429 of an episode also teaches a pace (AIMD, ``pace.learn``):
+a smaller burst or rate for that key and tier, kept in ``meta`` and enforced as
 one more bucket (``<scope>~pace``) until it has grown back.
 """
 
@@ -62,17 +64,18 @@ from __future__ import annotations
 
 import functools
 import math
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from contextlib import ExitStack
+from typing import Any, Literal
 
 from skuferry import logs
 from skuferry.config.schema import BudgetSettings
-from skuferry.errors import Interrupted, StateError
+from skuferry.errors import Interrupted
 from skuferry.remote import pace as pacing
 from skuferry.remote import priority
+from skuferry.remote.budgetstore import Bucket, BudgetRows, BudgetStore
 from skuferry.remote.pace import Pace
 from skuferry.remote.scopes import (
     EGRESS,
@@ -81,7 +84,6 @@ from skuferry.remote.scopes import (
     Scope,
     bucket_capacity,
     bucket_rate,
-    pace_rows,
     refill,
     window_allowance,
     workspace_cap,
@@ -93,14 +95,10 @@ PENALTY_GUARD_S = 0.1  # Retry-After is whole seconds, counted by the server's c
 WORKSPACE = "workspace"
 _MIN_WAIT_S = 0.001  # float rounding can leave a hair of shortfall: never spin on it
 _LOG_WAIT_FROM_S = 1.0
-_BUSY_TIMEOUT_MS = 2000  # per attempt; between attempts a stop request is honoured
-_LOCK_ATTEMPTS = 15
 _EPS = 1e-9
 
-Connect = Callable[[], sqlite3.Connection]  # opens the (migrated) state file: state.schema
 Wait = Callable[[float, threading.Event | None], None]
 OnWait = Callable[[str, float], None]  # (tier, seconds): e.g. the progress bar's notice
-T = TypeVar("T")
 
 
 def _default_wait(seconds: float, stop: threading.Event | None) -> None:
@@ -110,21 +108,16 @@ def _default_wait(seconds: float, stop: threading.Event | None) -> None:
         time.sleep(seconds)
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
 class Budget:
-    """Request budgets per key and workspace in the state file; see above.
+    """Request budgets per key and workspace, kept in ``store``; see above.
 
-    ``connect`` opens the state file, migrated (``state.schema.open_state`` bound to its
-    path): the budget owns that connection and closes it; the tables are the state's.
+    The budget owns ``store`` once given it, and closes it (even when the limits
+    given are refused).
     """
 
     def __init__(
         self,
-        connect: Connect,
+        store: BudgetStore,
         *,
         limits: Mapping[str, int],
         limiter: Literal["window", "bucket"] = "window",
@@ -137,57 +130,53 @@ class Budget:
         clock: Callable[[], float] = time.time,
         wait: Wait | None = None,
     ) -> None:
-        per_minute = dict(limits)
-        if egress_per_minute is not None:
-            per_minute[EGRESS] = egress_per_minute
-        workspace = dict(workspace_limits or {})
-        if any(n < 1 for n in [*per_minute.values(), *workspace.values()]):
-            raise ValueError(f"every per-minute limit must be at least 1: {per_minute}")
-        if not 0 <= safety_margin < 1 or clock_skew_s < 0:
-            raise ValueError("safety_margin must be in [0, 1) and clock_skew_s >= 0")
-        if not 0 <= urgent_share <= 0.5:
-            raise ValueError("urgent_share must be in [0, 0.5]")
-        if limiter not in ("window", "bucket"):
-            raise ValueError(f"unknown limiter {limiter!r}")
-        if len(set(keys)) != len(keys):
-            raise ValueError("key fingerprints must be distinct")
-        self._limiter = limiter
-        self._charge_egress = egress_per_minute is not None
-        self._window_s = WINDOW_S + clock_skew_s
-        self._margin, self._skew = safety_margin, clock_skew_s
-        self._share = urgent_share
-        self._urgent_waiting = 0  # urgent sends of this process waiting now (under _lock)
-        # One key keeps the bare tier names (and so today's state); several are told apart.
-        self.keys: tuple[str, ...] = tuple(keys) or ("",)
-        several = len(self.keys) > 1
-        self._per_minute = per_minute
-        self._key_scopes = {
-            (fp, tier): self._scope(f"{tier}@{fp}" if several else tier, tier, n)
-            for fp in self.keys
-            for tier, n in per_minute.items()
-        }
-        self._workspace: dict[str, Scope] = {}
-        if several:
-            for tier, n in per_minute.items():
-                cap = workspace_cap(workspace.get(tier), tier, n)
-                self._workspace[tier] = self._scope(
-                    f"{tier}@{WORKSPACE}", tier, cap, charged=cap < n * len(self.keys)
-                )
+        self._store = store
+        with ExitStack() as refused:  # limits refused: the store given is let go too
+            refused.callback(store.close)
+            per_minute = dict(limits)
+            if egress_per_minute is not None:
+                per_minute[EGRESS] = egress_per_minute
+            workspace = dict(workspace_limits or {})
+            if any(n < 1 for n in [*per_minute.values(), *workspace.values()]):
+                raise ValueError(f"every per-minute limit must be at least 1: {per_minute}")
+            if not 0 <= safety_margin < 1 or clock_skew_s < 0:
+                raise ValueError("safety_margin must be in [0, 1) and clock_skew_s >= 0")
+            if not 0 <= urgent_share <= 0.5:
+                raise ValueError("urgent_share must be in [0, 0.5]")
+            if limiter not in ("window", "bucket"):
+                raise ValueError(f"unknown limiter {limiter!r}")
+            if len(set(keys)) != len(keys):
+                raise ValueError("key fingerprints must be distinct")
+            self._limiter = limiter
+            self._charge_egress = egress_per_minute is not None
+            self._window_s = WINDOW_S + clock_skew_s
+            self._margin, self._skew = safety_margin, clock_skew_s
+            self._share = urgent_share
+            # One key keeps the bare tier names (and so today's state); several are told apart.
+            self.keys: tuple[str, ...] = tuple(keys) or ("",)
+            several = len(self.keys) > 1
+            self._per_minute = per_minute
+            self._key_scopes = {
+                (fp, tier): self._scope(f"{tier}@{fp}" if several else tier, tier, n)
+                for fp in self.keys
+                for tier, n in per_minute.items()
+            }
+            self._workspace: dict[str, Scope] = {}
+            if several:
+                for tier, n in per_minute.items():
+                    cap = workspace_cap(workspace.get(tier), tier, n)
+                    self._workspace[tier] = self._scope(
+                        f"{tier}@{WORKSPACE}", tier, cap, charged=cap < n * len(self.keys)
+                    )
+            refused.pop_all()
         self._clock = clock
         self._wait = wait if wait is not None else _default_wait
         self.on_wait: OnWait | None = None
         self._turn = 0  # which key is tried first; rotates so ties share the work
-        self._lock = threading.Lock()  # one connection, shared by the writer threads
-        self._closed = False
-        self._conn = connect()
-        try:
-            self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            # Budget rows need no fsync per commit (up to ~20/s): losing the last ones
-            # to a power cut costs at most a slightly early send after reboot.
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-        except sqlite3.Error as exc:
-            self._conn.close()
-            raise StateError(f"cannot prepare the budget state: {exc}") from exc
+        # Urgent sends of this process waiting now. Read once per decision, so all the
+        # scopes of one decision leave the same room.
+        self._urgent_waiting = 0
+        self._waiting_lock = threading.Lock()
 
     def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> Scope:
         allowance, capacity = window_allowance(n), bucket_capacity(n, self._skew)
@@ -207,7 +196,7 @@ class Budget:
 
     @classmethod
     def from_settings(
-        cls, settings: BudgetSettings, connect: Connect, *, keys: Sequence[str] = (), **kw: Any
+        cls, settings: BudgetSettings, store: BudgetStore, *, keys: Sequence[str] = (), **kw: Any
     ) -> Budget:
         """A budget for the configured limits and key fingerprints; ``kw`` as ``__init__``."""
         workspace = {
@@ -216,7 +205,7 @@ class Budget:
             EGRESS: settings.workspace_egress_per_minute,
         }
         return cls(
-            connect,
+            store,
             limits={"read": settings.read_per_minute, "write": settings.write_per_minute},
             limiter=settings.limiter,
             egress_per_minute=settings.egress_per_minute,
@@ -241,7 +230,7 @@ class Budget:
     ) -> str | None:
         """Block until one request of ``tier`` may be sent, charge it, and return the key.
 
-        ``urgent`` (default: this thread's mark, ``priority.py``, looked at again on
+        ``urgent`` (default: this thread's mark, ``priority.current``, looked at again on
         every wake: a mark raised meanwhile counts) lets the request use the room kept
         for the urgent (see the module docstring).
 
@@ -258,8 +247,8 @@ class Budget:
         try:
             while True:
                 now_urgent = (mark is not None and mark.urgent) if urgent is None else urgent
-                seconds, got = self._transact(
-                    functools.partial(self._try_charge, tiers=tiers, urgent=now_urgent), stop
+                seconds, got = self._store.transact(
+                    functools.partial(self._try_charge, tiers=tiers, urgent=now_urgent), stop=stop
                 )
                 if seconds <= 0:
                     return got or None
@@ -283,7 +272,7 @@ class Budget:
                 self._count_waiting(-1)
 
     def _count_waiting(self, step: int) -> None:
-        with self._lock:
+        with self._waiting_lock:
             self._urgent_waiting += step
 
     def penalize(self, tier: str, seconds: float, *, key: str | None = None) -> None:
@@ -295,23 +284,23 @@ class Budget:
         fp = key if key in self.keys else self.keys[0]
         scope = self._key_scopes[(fp, tier)]
 
-        def apply(conn: sqlite3.Connection) -> tuple[float, Pace | None, bool]:
+        def apply(rows: BudgetRows) -> tuple[float, Pace | None, bool]:
             now = self._clock()
             until = now + max(0.0, seconds) + PENALTY_GUARD_S
-            row = self._row(conn, scope.name)
+            row = rows.bucket(scope.name)
             new_episode = row is None or row[2] <= now
-            learnt = self._learn(conn, scope, now, until) if new_episode else None
-            self._block(conn, scope, until, now)
+            learnt = self._learn(rows, scope, now, until) if new_episode else None
+            self._block(rows, scope, until, now)
             others = [s for (k, t), s in self._key_scopes.items() if t == tier and k != fp]
             workspace = self._workspace.get(tier)
             if workspace is not None and any(
-                (r := self._row(conn, s.name)) is not None and r[2] > now for s in others
+                (r := rows.bucket(s.name)) is not None and r[2] > now for s in others
             ):
-                self._block(conn, workspace, until, now)
+                self._block(rows, workspace, until, now)
                 return until, learnt, True
             return until, learnt, False
 
-        until, learnt, whole = self._transact(apply, None)
+        until, learnt, whole = self._store.transact(apply)
         log.info(
             "budget.blocked",
             tier=tier,
@@ -334,17 +323,17 @@ class Budget:
         ``capacity``, ``per_minute``, ``blocked_until`` (epoch seconds, 0 when never
         blocked), and ``burst`` / ``rate_factor`` while a learnt pace binds."""
 
-        def read(conn: sqlite3.Connection) -> dict[str, dict[str, float]]:
+        def read(rows: BudgetRows) -> dict[str, dict[str, float]]:
             now = self._clock()
-            paces = self._paces(conn, now)
+            paces = self._paces(rows, now)
             out: dict[str, dict[str, float]] = {}
             scopes = [*self._key_scopes.values(), *self._workspace.values()]
             for scope in scopes:
                 if not scope.charged:
                     continue
-                row = self._row(conn, scope.name)
+                row = rows.bucket(scope.name)
                 blocked_until = row[2] if row else 0.0
-                capacity, available = self._available(conn, scope, row, now)
+                capacity, available = self._available(rows, scope, row, now)
                 entry = {
                     "available": 0.0 if blocked_until > now else max(0.0, available),
                     "capacity": capacity,
@@ -358,7 +347,7 @@ class Budget:
                 out[scope.name] = entry
             return out
 
-        return self._transact(read, None, begin="BEGIN")
+        return self._store.transact(read, write=False)
 
     def eta(self, tier: str, n: int) -> float:
         """Seconds until ``n`` more requests of ``tier`` can all have been sent.
@@ -369,26 +358,24 @@ class Budget:
         if n <= 0:
             return 0.0
 
-        def read(conn: sqlite3.Connection) -> float:
+        def read(rows: BudgetRows) -> float:
             now = self._clock()
-            paces = self._paces(conn, now)
+            paces = self._paces(rows, now)
             keys = [self._key_scopes[(fp, tier)] for fp in self.keys]
             groups: list[list[Scope]] = [keys]
             workspace = self._workspace.get(tier)
             if workspace is not None and workspace.charged:
                 groups.append([workspace])
-            blocked = [
-                max(0.0, (r[2] if (r := self._row(conn, s.name)) else 0.0) - now) for s in keys
-            ]
+            blocked = [max(0.0, (r[2] if (r := rows.bucket(s.name)) else 0.0) - now) for s in keys]
             seconds = min(blocked)
             if workspace is not None:
-                row = self._row(conn, workspace.name)
+                row = rows.bucket(workspace.name)
                 seconds = max(seconds, (row[2] - now) if row else 0.0)
             for group in groups:
-                seconds = max(seconds, self._group_eta(conn, group, n, now))
+                seconds = max(seconds, self._group_eta(rows, group, n, now))
             learnt = [(s, paces[s.name]) for s in keys if s.name in paces]
             if learnt:
-                tokens = sum(self._pace_bucket(conn, s, p, now)[0] for s, p in learnt)
+                tokens = sum(self._pace_bucket(rows, s, p, now)[0] for s, p in learnt)
                 tokens += sum(s.limit for s in keys if s.name not in paces)
                 rate = sum(
                     s.per_minute
@@ -399,13 +386,10 @@ class Budget:
                 seconds = max(seconds, pacing.bucket_eta(tokens, n, rate_per_s=rate))
             return seconds
 
-        return self._transact(read, None, begin="BEGIN")
+        return self._store.transact(read, write=False)
 
     def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._conn.close()
+        self._store.close()
 
     # -- one decision, inside one transaction ----------------------------------------
 
@@ -417,29 +401,34 @@ class Budget:
         return (tier,)
 
     def _try_charge(
-        self, conn: sqlite3.Connection, tiers: tuple[str, ...], *, urgent: bool = True
+        self, rows: BudgetRows, tiers: tuple[str, ...], *, urgent: bool = True
     ) -> tuple[float, str]:
         """Charge a key's scopes (and the workspace's) and return ``(0, key)``, or
         charge nothing and return how long to wait and for which tier.
         All-or-nothing, so egress is never spent on a request that did not go."""
         now = self._clock()
+        leave = 0 if urgent else self._urgent_waiting
         workspace = [self._workspace[t] for t in tiers if t in self._workspace]
         if workspace:
-            waits = {s.tier: self._wait_for(conn, s, now, urgent=urgent) for s in workspace}
+            waits = {
+                s.tier: self._wait_for(rows, s, now, urgent=urgent, leave=leave) for s in workspace
+            }
             blocker = max(waits, key=lambda t: waits[t])
             if waits[blocker] > 0:
                 return max(waits[blocker], _MIN_WAIT_S), blocker
-        paces = self._paces(conn, now)
+        paces = self._paces(rows, now)
         best: tuple[float, str] | None = None  # (headroom, key) of the best free key
         soonest: tuple[float, str] = (math.inf, tiers[0])
         for offset in range(len(self.keys)):
             fp = self.keys[(self._turn + offset) % len(self.keys)]
             scopes = [self._key_scopes[(fp, t)] for t in tiers]
-            waits = {s.tier: self._wait_for(conn, s, now, urgent=urgent) for s in scopes}
+            waits = {
+                s.tier: self._wait_for(rows, s, now, urgent=urgent, leave=leave) for s in scopes
+            }
             for s in scopes:
                 learnt = paces.get(s.name)
                 if learnt is not None:
-                    tokens, as_of = self._pace_bucket(conn, s, learnt, now)
+                    tokens, as_of = self._pace_bucket(rows, s, learnt, now)
                     rate = s.per_minute / WINDOW_S * learnt.factor_at(now)
                     short = (as_of - now) + (1 - tokens) / rate if tokens < 1 else 0.0
                     waits[s.tier] = max(waits[s.tier], short)
@@ -448,7 +437,7 @@ class Budget:
                 soonest = min(soonest, (waits[blocker], blocker))
                 continue
             main = scopes[0]
-            headroom = self._available(conn, main, self._row(conn, main.name), now)[1]
+            headroom = self._available(rows, main, rows.bucket(main.name), now)[1]
             headroom /= max(main.limit, 1)
             if best is None or headroom > best[0]:
                 best = (headroom, fp)
@@ -458,33 +447,32 @@ class Budget:
         self._turn += 1
         for s in [*(self._key_scopes[(fp, t)] for t in tiers), *workspace]:
             if s.charged:
-                self._charge(conn, s, now)
+                self._charge(rows, s, now)
             learnt = paces.get(s.name)
             if learnt is not None:
-                tokens, as_of = self._pace_bucket(conn, s, learnt, now)
-                self._put_bucket(conn, f"{s.name}~pace", tokens - 1, as_of)
+                tokens, as_of = self._pace_bucket(rows, s, learnt, now)
+                rows.put_tokens(f"{s.name}~pace", tokens - 1, as_of)
         return 0.0, fp
 
     def _wait_for(
-        self, conn: sqlite3.Connection, scope: Scope, now: float, *, urgent: bool = True
+        self, rows: BudgetRows, scope: Scope, now: float, *, urgent: bool, leave: int
     ) -> float:
         """Seconds until ``scope`` allows one more send (0: now); an urgent send may use
-        the room the others leave (see the module docstring)."""
-        row = self._row(conn, scope.name)
+        the room the others leave (see the module docstring), ``leave`` slots more for
+        the urgent sends waiting now."""
+        row = rows.bucket(scope.name)
         blocked = (row[2] - now) if row else 0.0
         if not scope.charged:
             return max(0.0, blocked)
-        # called inside _transact, which holds _lock: the count is stable here
-        leave = 0 if urgent else self._urgent_waiting
         if self._limiter == "window":
-            self._prune(conn, scope, now)
+            self._prune(rows, scope, now)
             wait = self._window_wait(
-                conn, scope, now, span=self._window_s, allowance=scope.allowance - leave
+                rows, scope, now, span=self._window_s, allowance=scope.allowance - leave
             )
             if not urgent and scope.reserve > 0:
                 ahead = self._window_s * scope.reserve / scope.allowance  # X
                 kept = self._window_wait(
-                    conn,
+                    rows,
                     scope,
                     now,
                     span=self._window_s - ahead,
@@ -497,122 +485,88 @@ class Budget:
         short = (as_of - now) + (need - tokens) / scope.rate if tokens < need else 0.0
         return max(blocked, short)
 
-    def _charge(self, conn: sqlite3.Connection, scope: Scope, now: float) -> None:
+    def _charge(self, rows: BudgetRows, scope: Scope, now: float) -> None:
         if self._limiter == "window":
-            conn.execute("INSERT INTO budget_sends (tier, ts) VALUES (?, ?)", (scope.name, now))
+            rows.add_send(scope.name, now)
         else:
-            tokens, as_of = self._bucket_at(self._row(conn, scope.name), scope, now)
-            self._put_bucket(conn, scope.name, tokens - 1, as_of)
+            tokens, as_of = self._bucket_at(rows.bucket(scope.name), scope, now)
+            rows.put_tokens(scope.name, tokens - 1, as_of)
 
     def _available(
         self,
-        conn: sqlite3.Connection,
+        rows: BudgetRows,
         scope: Scope,
-        row: tuple[float, float, float] | None,
+        row: Bucket | None,
         now: float,
     ) -> tuple[float, float]:
         """``(capacity, available)`` of a scope now, blocks aside."""
         if self._limiter == "window":
             return float(scope.allowance), scope.allowance - self._sends_in_window(
-                conn, scope.name, now
+                rows, scope.name, now
             )
         return float(scope.capacity), self._bucket_at(row, scope, now)[0]
 
-    def _block(self, conn: sqlite3.Connection, scope: Scope, until: float, now: float) -> None:
-        row = self._row(conn, scope.name)
+    def _block(self, rows: BudgetRows, scope: Scope, until: float, now: float) -> None:
+        row = rows.bucket(scope.name)
         tokens, updated_at, blocked_until = row if row else (float(scope.capacity), now, 0.0)
         if self._limiter == "bucket":
             # The server's bucket is empty when the block lifts, and refills from there.
             tokens, updated_at = 0.0, max(until, updated_at)
-        conn.execute(
-            "INSERT INTO budget_bucket (tier, tokens, updated_at, blocked_until) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens, "
-            "updated_at = excluded.updated_at, blocked_until = excluded.blocked_until",
-            (scope.name, tokens, updated_at, max(until, blocked_until)),
-        )
+        rows.put_bucket(scope.name, (tokens, updated_at, max(until, blocked_until)))
 
     # -- learnt pace -------------------------------------------------------------------
 
-    def _paces(self, conn: sqlite3.Connection, now: float) -> dict[str, Pace]:
+    def _paces(self, rows: BudgetRows, now: float) -> dict[str, Pace]:
         """Learnt paces that still bind, by scope name."""
         limits = {s.name: s.limit for s in self._key_scopes.values()}
         out: dict[str, Pace] = {}
-        for scope, value in pace_rows(conn):
+        for scope, value in rows.metas(PACE_META):
             learnt = Pace.loads(value) if scope in limits else None
             if learnt is not None and not learnt.forgotten(now, limits[scope]):
                 out[scope] = learnt
         return out
 
-    def _learn(self, conn: sqlite3.Connection, scope: Scope, now: float, until: float) -> Pace:
-        previous = self._paces(conn, now).get(scope.name)
-        tokens = self._pace_bucket(conn, scope, previous, now)[0] if previous else None
+    def _learn(self, rows: BudgetRows, scope: Scope, now: float, until: float) -> Pace:
+        previous = self._paces(rows, now).get(scope.name)
+        tokens = self._pace_bucket(rows, scope, previous, now)[0] if previous else None
         if self._limiter == "window":
-            recent = self._sends_since(conn, scope.name, now - pacing.RECENT_S)
+            recent = rows.count_sends(scope.name, now - pacing.RECENT_S)
         else:
-            recent = round(
-                scope.capacity - self._bucket_at(self._row(conn, scope.name), scope, now)[0]
-            )
+            recent = round(scope.capacity - self._bucket_at(rows.bucket(scope.name), scope, now)[0])
         learnt = pacing.learn(
             previous, now=now, capacity=scope.limit, recent=recent, pacing_tokens=tokens
         )
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
-            (PACE_META + scope.name, learnt.dumps()),
-        )
+        rows.put_meta(PACE_META + scope.name, learnt.dumps())
         # One request when the block lifts (Retry-After is obeyed exactly), then the pace.
-        self._put_bucket(conn, f"{scope.name}~pace", 1.0, until)
+        rows.put_tokens(f"{scope.name}~pace", 1.0, until)
         return learnt
 
     def _pace_bucket(
-        self, conn: sqlite3.Connection, scope: Scope, learnt: Pace, now: float
+        self, rows: BudgetRows, scope: Scope, learnt: Pace, now: float
     ) -> tuple[float, float]:
         burst = math.floor(learnt.burst_at(now, scope.limit) + _EPS)
         rate = scope.per_minute / WINDOW_S * learnt.factor_at(now)
-        row = self._row(conn, f"{scope.name}~pace")
+        row = rows.bucket(f"{scope.name}~pace")
         if row is None:
             return float(burst), now
         return refill(row[0], row[1], now, capacity=float(burst), rate=rate)
 
-    # -- rows ----------------------------------------------------------------------------
+    # -- the ledger's rows, read as the limiter sees them ----------------------------------
 
-    def _row(self, conn: sqlite3.Connection, name: str) -> tuple[float, float, float] | None:
-        row = conn.execute(
-            "SELECT tokens, updated_at, blocked_until FROM budget_bucket WHERE tier = ?", (name,)
-        ).fetchone()
-        return (float(row[0]), float(row[1]), float(row[2])) if row else None
-
-    def _put_bucket(self, conn: sqlite3.Connection, name: str, tokens: float, at: float) -> None:
-        conn.execute(
-            "INSERT INTO budget_bucket (tier, tokens, updated_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens, "
-            "updated_at = excluded.updated_at",
-            (name, tokens, at),
-        )
-
-    def _bucket_at(
-        self, row: tuple[float, float, float] | None, scope: Scope, now: float
-    ) -> tuple[float, float]:
+    def _bucket_at(self, row: Bucket | None, scope: Scope, now: float) -> tuple[float, float]:
         if row is None:  # a brand-new bucket starts full
             return float(scope.capacity), now
         return refill(row[0], row[1], now, capacity=scope.capacity, rate=scope.rate)
 
-    def _sends_in_window(self, conn: sqlite3.Connection, name: str, now: float) -> int:
-        return self._sends_since(conn, name, now - self._window_s)
+    def _sends_in_window(self, rows: BudgetRows, name: str, now: float) -> int:
+        return rows.count_sends(name, now - self._window_s)
 
-    def _sends_since(self, conn: sqlite3.Connection, name: str, since: float) -> int:
-        # A send at ts counts while now < ts + window; index range (tier, ts).
-        count: int = conn.execute(
-            "SELECT count(*) FROM budget_sends WHERE tier = ? AND ts > ?", (name, since)
-        ).fetchone()[0]
-        return count
-
-    def _prune(self, conn: sqlite3.Connection, scope: Scope, now: float) -> None:
-        cutoff = now - self._window_s
-        conn.execute("DELETE FROM budget_sends WHERE tier = ? AND ts <= ?", (scope.name, cutoff))
+    def _prune(self, rows: BudgetRows, scope: Scope, now: float) -> None:
+        rows.forget_sends(scope.name, now - self._window_s)
 
     def _window_wait(
         self,
-        conn: sqlite3.Connection,
+        rows: BudgetRows,
         scope: Scope,
         now: float,
         *,
@@ -621,73 +575,23 @@ class Budget:
     ) -> float:
         """Seconds until one more send leaves at most ``allowance`` in the last ``span``."""
         cutoff = now - span
-        count = self._sends_since(conn, scope.name, cutoff)
+        count = rows.count_sends(scope.name, cutoff)
         allowance = max(1, allowance)
         over = count - allowance
         if over < 0:
             return 0.0
         # The oldest `over + 1` sends must age out; the last of them decides.
-        (ts,) = conn.execute(
-            "SELECT ts FROM budget_sends WHERE tier = ? AND ts > ? ORDER BY ts LIMIT 1 OFFSET ?",
-            (scope.name, cutoff, over),
-        ).fetchone()
-        return float(ts) + span - now
+        return rows.send_at(scope.name, cutoff, over) + span - now
 
-    def _group_eta(
-        self, conn: sqlite3.Connection, scopes: list[Scope], n: int, now: float
-    ) -> float:
+    def _group_eta(self, rows: BudgetRows, scopes: list[Scope], n: int, now: float) -> float:
         """ETA of n sends shared by ``scopes`` (the keys together, or the workspace)."""
         if self._limiter == "window":
             sends: list[float] = []
             for s in scopes:
-                sends += [
-                    float(ts)
-                    for (ts,) in conn.execute(
-                        "SELECT ts FROM budget_sends WHERE tier = ? AND ts > ?",
-                        (s.name, now - self._window_s),
-                    )
-                ]
+                sends += rows.sends(s.name, now - self._window_s)
             allowance = sum(s.allowance for s in scopes)
             return pacing.window_eta(
                 sends, n, allowance=allowance, window_s=self._window_s, now=now
             )
-        tokens = sum(self._bucket_at(self._row(conn, s.name), s, now)[0] for s in scopes)
+        tokens = sum(self._bucket_at(rows.bucket(s.name), s, now)[0] for s in scopes)
         return pacing.bucket_eta(tokens, n, rate_per_s=sum(s.rate for s in scopes))
-
-    # -- the transaction and its retries ---------------------------------------------
-
-    def _transact(
-        self,
-        body: Callable[[sqlite3.Connection], T],
-        stop: threading.Event | None,
-        *,
-        begin: str = "BEGIN IMMEDIATE",
-    ) -> T:
-        """Run ``body`` in one transaction; retry while another process holds the lock."""
-        last: sqlite3.OperationalError | None = None
-        for attempt in range(_LOCK_ATTEMPTS):
-            with self._lock:
-                try:
-                    return self._run_once(body, begin)
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc):
-                        raise StateError(f"budget state failed: {exc}") from exc
-                    last = exc
-                except sqlite3.Error as exc:
-                    raise StateError(f"budget state failed: {exc}") from exc
-            if stop is not None and stop.is_set():
-                raise Interrupted("stopped while the budget state was locked")
-            self._wait(min(0.05 * 2**attempt, 1.0), stop)
-        raise StateError(f"budget state stayed locked by another process: {last}")
-
-    def _run_once(self, body: Callable[[sqlite3.Connection], T], begin: str) -> T:
-        conn = self._conn
-        conn.execute(begin)
-        try:
-            result = body(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return result

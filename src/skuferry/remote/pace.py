@@ -1,6 +1,6 @@
 """Pure arithmetic of the budgets: pacing learnt from 429s (AIMD) and truthful ETAs.
 
-No I/O: ``budget.py`` reads the state, calls these, and writes the result back.
+No I/O: the budget reads its ledger, calls these, and writes the result back.
 
 Learning. A 429 that arrives while skuferry believed it had budget means the
 server's real limit is smaller or burstier than configured. ``learn`` lowers

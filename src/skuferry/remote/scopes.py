@@ -1,15 +1,15 @@
 """The arithmetic of one counted scope, and the learnt paces as the state file keeps them.
 
-``budget.py`` decides and charges inside its transactions; this module holds
+The budget decides and charges inside its store's transactions; this module holds
 what it needs that is no transaction: per-scope limits (window allowance,
-bucket capacity and rate), the workspace cap's default, and the ``meta`` rows
-of learnt paces that ``plan`` and ``status`` read without opening a budget.
+bucket capacity and rate), the workspace cap's default, and how the learnt paces
+kept as named ``meta`` values (``PACE_META``) read, for ``plan`` and ``status``,
+which read them without opening a budget.
 """
 
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -63,7 +63,7 @@ def workspace_cap(configured: int | None, tier: str, per_key: int) -> int:
 class Scope:
     """One counted thing: a key's tier, or the workspace's."""
 
-    name: str  # row name in budget_bucket / budget_sends
+    name: str  # the scope's name in the ledger (its bucket, its sends)
     tier: str
     per_minute: int
     allowance: int  # window limiter
@@ -76,18 +76,6 @@ class Scope:
     def limit(self) -> int:
         """What the scope may send at once: the capacity a learnt burst starts from."""
         return self.allowance
-
-
-def pace_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    """``(scope, json)`` of every learnt pace in the state's ``meta`` (none if unreadable)."""
-    try:
-        rows = conn.execute(
-            "SELECT name, value FROM meta WHERE name >= ? AND name < ?",
-            (PACE_META, PACE_META[:-1] + "/"),
-        ).fetchall()
-    except sqlite3.Error:
-        return []
-    return [(str(name)[len(PACE_META) :], str(value)) for name, value in rows]
 
 
 def learnt_paces(

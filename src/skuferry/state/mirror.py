@@ -52,6 +52,7 @@ from skuferry.state.deadletters import DeadLetter
 from skuferry.state.planstore import PlanStore
 from skuferry.state.reads import MirrorLookup, SeenTable, rows, scan
 from skuferry.state.remoteindex import RemoteIndex
+from skuferry.state.transaction import transaction
 
 log = logs.get(__name__)
 
@@ -141,19 +142,11 @@ class Mirror:
         """One durable transaction; a state file that fails a write is a StateError."""
         if self.readonly:
             raise RuntimeError("the mirror was opened read-only (dry run); nothing may be written")
-        conn = self._conn
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            yield conn
-            conn.execute("COMMIT")
+            with transaction(self._conn) as conn:
+                yield conn
         except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             raise StateError(f"cannot write state file {self.path}: {exc}") from exc
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     # -- reading --------------------------------------------------------------
 

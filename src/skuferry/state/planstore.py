@@ -20,6 +20,7 @@ from typing import Any
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product, was_mapped
 from skuferry.state.scratch import keyset, slot_pages
+from skuferry.state.transaction import transaction
 
 _BATCH = 2000
 _WRITE_KINDS = (Kind.CREATE, Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)  # what the writer sends
@@ -89,12 +90,9 @@ class PlanStore:
     ) -> None:
         if not rows and not quiet:
             return
-        self._conn.execute("BEGIN")
-        self._conn.executemany(
-            "INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows
-        )
-        self._conn.executemany("INSERT INTO run_unchanged VALUES (?,?,?)", quiet)
-        self._conn.execute("COMMIT")
+        with transaction(self._conn, begin="BEGIN") as conn:
+            conn.executemany("INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+            conn.executemany("INSERT INTO run_unchanged VALUES (?,?,?)", quiet)
 
     def learn(self, slot: int, fingerprint: str, line_digest: bytes) -> None:
         """A row recognised from a raw line whose digest the mirror lacks (``plan(learn=)``);
@@ -106,12 +104,8 @@ class PlanStore:
     def _flush_learnt(self) -> None:
         if not self._learnt:
             return
-        own = not self._conn.in_transaction
-        if own:
-            self._conn.execute("BEGIN")
-        self._conn.executemany("INSERT INTO run_lines VALUES (?,?,?)", self._learnt)
-        if own:
-            self._conn.execute("COMMIT")
+        with transaction(self._conn, begin="BEGIN", join=True) as conn:
+            conn.executemany("INSERT INTO run_lines VALUES (?,?,?)", self._learnt)
         self._learnt = []
 
     def line_digests(self) -> Iterator[tuple[int, str, bytes]]:

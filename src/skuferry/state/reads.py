@@ -15,6 +15,7 @@ from typing import Any
 
 from skuferry.models import MirrorRow, State
 from skuferry.state.scratch import keyset, slot_pages
+from skuferry.state.transaction import transaction
 
 _IN_CHUNK = 500  # keys per IN (...) lookup: well below SQLite's variable limit
 _SLOT_CHUNK = 2000  # keys per lookup of the planner's fast path (SQLite allows 32766)
@@ -270,12 +271,8 @@ class SeenTable(MutableMapping[str, tuple[str, int]]):
         if not self._buffer:
             return
         rows = [(k, d, line) for k, (d, line) in self._buffer.items()]
-        own = not self._conn.in_transaction
-        if own:
-            self._conn.execute("BEGIN")
-        self._conn.executemany(self._sql["put"], rows)
-        if own:
-            self._conn.execute("COMMIT")
+        with transaction(self._conn, begin="BEGIN", join=True) as conn:
+            conn.executemany(self._sql["put"], rows)
         self._buffer.clear()
         self._window = None
 

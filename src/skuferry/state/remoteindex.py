@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from skuferry import canonical, logs
 from skuferry.state.scratch import keyset
+from skuferry.state.transaction import transaction
 
 log = logs.get(__name__)
 
@@ -63,9 +64,8 @@ class RemoteIndex:
                     self.keyless += 1
                     continue
                 rows.append((text, str(rid), canonical.dumps(item)))
-            self._conn.execute("BEGIN")
-            self._conn.executemany("INSERT OR REPLACE INTO remote_index VALUES (?,?,?)", rows)
-            self._conn.execute("COMMIT")
+            with transaction(self._conn, begin="BEGIN") as conn:
+                conn.executemany("INSERT OR REPLACE INTO remote_index VALUES (?,?,?)", rows)
             self.products += len(rows)
             self.pages = page
             if on_page:

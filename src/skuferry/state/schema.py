@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from skuferry import canonical, files, logs
 from skuferry.errors import StateError
+from skuferry.state.transaction import transaction
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -364,25 +365,17 @@ def migrate(conn: sqlite3.Connection, *, path: Path | str = "state") -> int:
         found = _version(conn)
         if found == SCHEMA_VERSION:
             return found
-        conn.execute("BEGIN IMMEDIATE")
-        found = _version(conn)  # another process may have migrated it meanwhile
-        if found > SCHEMA_VERSION:
-            conn.execute("ROLLBACK")
-            raise _newer(found, path)
-        for number in range(found, SCHEMA_VERSION):
-            MIGRATIONS[number](conn)
-            conn.execute(f"PRAGMA user_version = {number + 1}")
-        if found == 0:
-            _check_shape(conn, path)
-        conn.execute("COMMIT")
+        with transaction(conn):
+            found = _version(conn)  # another process may have migrated it meanwhile
+            if found > SCHEMA_VERSION:
+                raise _newer(found, path)
+            for number in range(found, SCHEMA_VERSION):
+                MIGRATIONS[number](conn)
+                conn.execute(f"PRAGMA user_version = {number + 1}")
+            if found == 0:
+                _check_shape(conn, path)
     except sqlite3.Error as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
         raise StateError(f"cannot migrate state file {path}: {exc}") from exc
-    except StateError:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
     return found
 
 

@@ -665,10 +665,11 @@ def _client(
 ) -> RemoteClient:
     from skuferry.remote.budget import Budget  # with httpx: only a run that sends loads them
     from skuferry.remote.client import RemoteClient
+    from skuferry.state.budgetbook import BudgetBook
 
     keys = [fingerprint(key) for key in settings.api_keys]
     state_file = functools.partial(open_state, settings.state.path)
-    budget = Budget.from_settings(settings.budget, state_file, keys=keys)
+    budget = Budget.from_settings(settings.budget, BudgetBook(state_file), keys=keys)
     stack.callback(budget.close)
     if on_progress is not None:  # the terminal bar: time left and waits told by the budget
         on_progress.watch_budget(budget)

@@ -24,6 +24,7 @@ from skuferry.config.schema import BudgetSettings
 from skuferry.errors import Interrupted
 from skuferry.remote.budget import Budget
 from skuferry.remote.pace import Pace, learn, window_eta
+from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.schema import open_state
 from skuferry.sync.plan.eta import planned_eta
 from tests.fakes import FakeClock
@@ -49,7 +50,7 @@ def make(state: Path, clock: FakeClock) -> Iterator[Callable[..., Budget]]:
     def factory(**kw: object) -> Budget:
         kw.setdefault("limits", {"read": 60, "write": 60})
         kw.setdefault("wait", clock.wait)
-        b = Budget(lambda: open_state(state), clock=clock, **kw)  # type: ignore[arg-type]
+        b = Budget(BudgetBook(lambda: open_state(state)), clock=clock, **kw)  # type: ignore[arg-type]
         opened.append(b)
         return b
 
@@ -284,7 +285,7 @@ def test_from_settings(state: Path, clock: FakeClock):
         clock_skew_s=0.0,
     )
     with Budget.from_settings(
-        settings, lambda: open_state(state), clock=clock, wait=clock.wait
+        settings, BudgetBook(lambda: open_state(state)), clock=clock, wait=clock.wait
     ) as b:
         snap = b.snapshot()
     assert {t: v["capacity"] for t, v in snap.items()} == {"read": 120, "write": 30, "egress": 20}
@@ -306,10 +307,9 @@ def test_logs_long_waits_and_blocks(make, clock: FakeClock):
 # -- concurrency -------------------------------------------------------------------------
 
 
-def test_locked_state_is_retried(make, clock: FakeClock, state: Path):
-    b = make()
-    blocker = sqlite3.connect(state, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
+def test_locked_state_is_retried(clock: FakeClock, state: Path):
+    # The retry of a locked ledger is the state's budget book's (its own wait), no longer
+    # the budget's: the book is built here with a wait that lets the other process finish.
     retries: list[float] = []
 
     def wait(seconds: float, stop: threading.Event | None) -> None:
@@ -317,17 +317,21 @@ def test_locked_state_is_retried(make, clock: FakeClock, state: Path):
         if blocker.in_transaction:
             blocker.execute("COMMIT")  # the other process finishes its transaction
 
-    b._wait = wait
-    b._conn.execute("PRAGMA busy_timeout = 10")
-    b.acquire("write")
-    blocker.close()
-    assert retries  # it hit the lock, backed off, and got through
-    assert b.snapshot()["write"]["available"] == 59  # issue 12: allowance 60 (was 59) less one
+    book = BudgetBook(lambda: open_state(state), wait=wait)
+    with Budget(book, limits={"read": 60, "write": 60}, clock=clock, wait=clock.wait) as b:
+        blocker = sqlite3.connect(state, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        book._conn.execute("PRAGMA busy_timeout = 10")
+        b.acquire("write")
+        blocker.close()
+        assert retries  # it hit the lock, backed off, and got through
+        # issue 12: allowance 60 (was 59) less one
+        assert b.snapshot()["write"]["available"] == 59
 
 
 def test_threads_share_one_instance(state: Path):
     with Budget(
-        lambda: open_state(state), limits={"write": 1000}
+        BudgetBook(lambda: open_state(state)), limits={"write": 1000}
     ) as b:  # real clock; 400 < 1000: nobody waits
 
         def worker() -> None:
@@ -349,6 +353,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from skuferry import logs
     from skuferry.remote.budget import Budget
+    from skuferry.state.budgetbook import BudgetBook
     from skuferry.state.schema import open_state
     from skuferry.errors import Interrupted
 
@@ -359,7 +364,7 @@ CHILD = textwrap.dedent(
     stop = threading.Event()
     timer = threading.Timer(3.0, stop.set)
     timer.start()
-    with Budget(lambda: open_state(state), limits={"read": 20}) as budget:
+    with Budget(BudgetBook(lambda: open_state(state)), limits={"read": 20}) as budget:
         try:
             while True:
                 budget.acquire("read", stop=stop)
@@ -375,7 +380,7 @@ CHILD = textwrap.dedent(
 @pytest.mark.integration
 def test_two_processes_share_one_window(state: Path):
     Budget(
-        lambda: open_state(state), limits={"read": 20}
+        BudgetBook(lambda: open_state(state)), limits={"read": 20}
     ).close()  # create and migrate the file first
     start = time.time() + 1.5  # both start spending together
     procs = [

@@ -19,6 +19,7 @@ import pytest
 from skuferry.config.schema import BudgetSettings
 from skuferry.remote import priority
 from skuferry.remote.budget import Budget
+from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.schema import open_state
 from tests.fakes import FakeClock
 
@@ -76,7 +77,7 @@ def build(tmp_path: Path) -> Iterator[Callable[..., tuple[Budget, Sim]]]:
             holder[0].wait(seconds, stop)
 
         budget = Budget(
-            lambda: open_state(tmp_path / name),
+            BudgetBook(lambda: open_state(tmp_path / name)),
             clock=clock,
             wait=wait,
             **kw,  # type: ignore[arg-type]
@@ -199,7 +200,10 @@ def test_urgent_sends_waiting_hold_the_backlog_back(build):
 def test_from_settings_keeps_a_tenth_by_default(tmp_path: Path):
     clock = FakeClock(START)
     with Budget.from_settings(
-        BudgetSettings(), lambda: open_state(tmp_path / "s.db"), clock=clock, wait=clock.wait
+        BudgetSettings(),
+        BudgetBook(lambda: open_state(tmp_path / "s.db")),
+        clock=clock,
+        wait=clock.wait,
     ) as budget:
         for _ in range(54):  # 60 per minute: 6 kept
             budget.acquire("write")

@@ -14,6 +14,7 @@ import structlog
 from skuferry import logs
 from skuferry.remote.budget import Budget
 from skuferry.service.progress import PacedProgress, progress_bar
+from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.schema import open_state
 from tests.fakes import FakeClock
 
@@ -34,7 +35,10 @@ def test_time_left_is_the_budgets_and_does_not_freeze_during_a_wait(tmp_path: Pa
         clock.now += seconds - 17
 
     with Budget(
-        lambda: open_state(tmp_path / "state.db"), limits={"write": 100}, clock=clock, wait=wait
+        BudgetBook(lambda: open_state(tmp_path / "state.db")),
+        limits={"write": 100},
+        clock=clock,
+        wait=wait,
     ) as budget:
         assert view.text() == ""  # nothing to tell before the writes start
         view.watch_budget(budget)
