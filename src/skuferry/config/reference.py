@@ -1,12 +1,12 @@
 """The configuration reference, written from the settings schema itself.
 
 ``render()`` walks :class:`Settings`: every table, every key with its type, default,
-allowed values and the description its pydantic field carries. ``python3 dev.py docs``
-writes it to ``docs/reference/config.md`` before building the site, and a test fails
-when the file in the repository is stale, so a key cannot be documented wrong, twice,
-or not at all.
+allowed values and the description its pydantic field carries. The docs build writes
+it to the configuration reference page before building the site (``main`` with the
+page's path), and a test fails when the page in the repository is stale, so a key
+cannot be documented wrong, twice, or not at all.
 
-    python -m skuferry.config.reference docs/reference/config.md
+    python -m skuferry.config.reference <the reference page>
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def _doc(model: type[BaseModel]) -> str:
         return ""
     first = model.__doc__.strip().split("\n\n")[0]
     text = " ".join(line.strip() for line in first.splitlines()).replace("``", "`")
-    return re.sub(r" \([\w/]+\.py\)", "", text)  # "(sync/write/gone.py)" is for developers
+    return re.sub(r" \([\w/]+\.py\)", "", text)  # a module named in parentheses is for developers
 
 
 def _source_type(model: type[BaseModel]) -> str:
