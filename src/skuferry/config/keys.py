@@ -12,8 +12,8 @@ inline, as for every secret; at each level several keys before one):
    then ``$CREDENTIALS_DIRECTORY/api_key``
 4. ``[api] api_keys`` (a list in the config file), then ``[api] api_key``
 
-The one-key places are resolved by the one-key chain of ``load.py``; this module
-decides whether a several-keys place comes first.
+The one-key places are resolved by the raw reading's one-key chain (``_resolve_api_key``);
+this module decides whether a several-keys place comes first.
 A key is never printed: messages name a file and a line, logs a ``fingerprint``.
 """
 

@@ -85,7 +85,7 @@ def _build(found: raw.RawConfig, *, env: Mapping[str, str], read_secrets: bool) 
             problems.extend(secrets.source_secret_problems(source, env) if source else [])
     else:
         problems.extend(_cross_field_problems(settings))
-        if read_secrets:  # every unreadable secret now, with the rest (config/secrets.py)
+        if read_secrets:  # every unreadable secret now, with the rest (the secret resolver's)
             problems.extend(secrets.source_secret_problems(settings.source, env))
         if not problems:
             security.after_load(settings, found.toml)

@@ -7,7 +7,7 @@ the preset then adds the path of its product listing, and derives ``token_url``
 from the same origin where the system puts it there. ``skuferry check
 --show-config`` prints the result.
 
-Pure data and one function, no I/O: ``config/load.py`` calls ``apply`` on the raw
+Pure data and one function, no I/O: the config loader calls ``apply`` on the raw
 ``[source]`` table before the models see it.
 """
 

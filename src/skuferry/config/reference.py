@@ -1,12 +1,12 @@
 """The configuration reference, written from the settings schema itself.
 
 ``render()`` walks :class:`Settings`: every table, every key with its type, default,
-allowed values and the description its pydantic field carries. ``python3 dev.py docs``
-writes it to ``docs/reference/config.md`` before building the site, and a test fails
-when the file in the repository is stale, so a key cannot be documented wrong, twice,
-or not at all.
+allowed values and the description its pydantic field carries. The docs build writes
+it to the configuration reference page before building the site (``main`` with the
+page's path), and a test fails when the page in the repository is stale, so a key
+cannot be documented wrong, twice, or not at all.
 
-    python -m skuferry.config.reference docs/reference/config.md
+    python -m skuferry.config.reference <the reference page>
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import re
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -76,6 +76,20 @@ def render() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _shared_keys(
+    base: type[BaseModel], what: str, anchor: str, lead: str, common: set[str]
+) -> Generator[str, None, set[str]]:
+    """The keys that every source type built on ``base`` takes beyond ``common``; returns them."""
+    kinds = sorted(_source_type(m) for m in SOURCE_MODELS if issubclass(m, base))
+    shared = set(base.model_fields) - common - {"type"}
+    yield f"### Keys of every {what} {{ #source-{anchor} }}\n"
+    yield (
+        lead + " (" + ", ".join(f"`{t}`" for t in kinds) + ") also take these. " + _doc(base) + "\n"
+    )
+    yield from _table({k: f for k, f in base.model_fields.items() if k in shared})
+    return shared
+
+
 def _title(name: str, field: FieldInfo) -> str:
     """``[api]``, or ``[[join]]`` for an array of tables."""
     return f"[[{name}]]" if get_origin(_strip(field.annotation)) is list else f"[{name}]"
@@ -92,29 +106,17 @@ def _source_section() -> Iterator[str]:
     first = SOURCE_MODELS[0]
     yield "### Keys of every source type { #source-common }\n"
     yield from _table({k: first.model_fields[k] for k in first.model_fields if k in common})
-    files = sorted(_source_type(m) for m in SOURCE_MODELS if issubclass(m, FileSourceSettings))
-    shared = set(FileSourceSettings.model_fields) - common - {"type"}
-    yield "### Keys of every file source { #source-files }\n"
-    yield (
-        "The file sources ("
-        + ", ".join(f"`{t}`" for t in files)
-        + ") also take these. "
-        + _doc(FileSourceSettings)
-        + "\n"
+    shared = yield from _shared_keys(
+        FileSourceSettings, "file source", "files", "The file sources", common
     )
-    yield from _table({k: f for k, f in FileSourceSettings.model_fields.items() if k in shared})
     common |= shared
-    pulls = sorted(_source_type(m) for m in SOURCE_MODELS if issubclass(m, IncrementalPull))
-    windows = set(IncrementalPull.model_fields) - common
-    yield "### Keys of every incremental source { #source-incremental }\n"
-    yield (
-        "The sources that pull incrementally ("
-        + ", ".join(f"`{t}`" for t in pulls)
-        + ") also take these. "
-        + _doc(IncrementalPull)
-        + "\n"
+    windows = yield from _shared_keys(
+        IncrementalPull,
+        "incremental source",
+        "incremental",
+        "The sources that pull incrementally",
+        common,
     )
-    yield from _table({k: f for k, f in IncrementalPull.model_fields.items() if k in windows})
     for model in sorted(SOURCE_MODELS, key=_source_type):
         kind = _source_type(model)
         yield f'### `type = "{kind}"` {{ #source-{kind} }}\n'
@@ -171,7 +173,7 @@ def _doc(model: type[BaseModel]) -> str:
         return ""
     first = model.__doc__.strip().split("\n\n")[0]
     text = " ".join(line.strip() for line in first.splitlines()).replace("``", "`")
-    return re.sub(r" \([\w/]+\.py\)", "", text)  # "(sync/write/gone.py)" is for developers
+    return re.sub(r" \([\w/]+\.py\)", "", text)  # a module named in parentheses is for developers
 
 
 def _source_type(model: type[BaseModel]) -> str:

@@ -65,6 +65,24 @@ def read_secret(
     )
 
 
+def read_daemon_secret(
+    daemon: BaseModel, key: str, env: Mapping[str, str] | None = None
+) -> SecretStr | None:
+    """A ``[daemon]`` secret (``hook_secret``, ``console_token``).
+
+    Read from ``<key>_env`` or ``<key>_file``; None when neither is set. Raises
+    ConfigError as ``read_secret`` does.
+    """
+    return read_secret(
+        inline=None,
+        file=getattr(daemon, f"{key}_file"),
+        env_name=getattr(daemon, f"{key}_env"),
+        key=key,
+        table="daemon",
+        env=env,
+    )
+
+
 def source_secret_problems(source: BaseModel, env: Mapping[str, str]) -> list[str]:
     """Read every secret the ``[source]`` table points at (load time), keep the problems."""
     return secret_rules.source_secret_problems(lambda name: getattr(source, name, None), env)

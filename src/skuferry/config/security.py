@@ -1,6 +1,6 @@
 """The config's security rules: clear text, private CAs, and who may read the secrets.
 
-``problems(settings)`` runs with the other cross-field rules (``config/load.py``)
+``problems(settings)`` runs with the config loader's other cross-field rules
 and refuses, as ``at 'a.b': message`` lines:
 
 - ``http://`` in ``[api] base_url`` or an http source's ``url`` to a host that is

@@ -1,8 +1,7 @@
 """The one retry loop of every HTTP client in skuferry, and its arithmetic.
 
-The CMS client (``remote/client.py``), the API sources (``sources/api.py``: the
-``http`` and ``graphql`` sources, single items by key) and the OAuth2 token
-requests (``sources/auth.py``) all retry through ``retrying``:
+The CMS client, the API sources (the ``http`` and ``graphql`` sources, single items
+by key) and the sources' OAuth2 token requests all retry through ``retrying``:
 
 - an attempt returns its result, raises a final error, or returns ``Failed``;
 - a ``Failed`` with ``wait`` set (the server's ``Retry-After``, delay-seconds or an

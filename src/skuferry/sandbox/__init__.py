@@ -24,9 +24,9 @@ wire), ``api`` (routes and behaviour, no sockets), ``limits``, ``faults``,
 (``skuferry sandbox``).
 
 Beside it, the other side of a sync: ``pim`` (a small PIM-like JSON API that the http
-source's tests, the benchmarks and ``examples/pim-http.toml`` pull from) and
+source's tests, the benchmarks and the http example config pull from) and
 ``catalog_files`` (xlsx and BMEcat exports shaped like real ones, our own data). They
-live here, not under ``tests/``, so that the benchmarks need nothing from the tests.
+live here, not among the tests, so that the benchmarks need nothing from the tests.
 """
 
 from skuferry.sandbox.config import DEFAULT_KEY, DEFAULT_WORKSPACE, SandboxConfig

@@ -16,6 +16,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from openpyxl import Workbook
+from openpyxl.utils.cell import get_column_letter
 
 Rows = Sequence[Sequence[Any]]
 
@@ -160,7 +161,7 @@ def write_xlsx_rows(path: Path, rows: Iterable[Sequence[str | int | float]]) -> 
             for count, row in enumerate(rows, start=1):
                 cells = []
                 for col, value in enumerate(row):
-                    ref = f"{_column(col)}{count}"
+                    ref = f"{get_column_letter(col + 1)}{count}"
                     if isinstance(value, str):
                         index = strings.setdefault(value, len(strings))
                         cells.append(f'<c r="{ref}" t="s"><v>{index}</v></c>')
@@ -179,12 +180,3 @@ def write_xlsx_rows(path: Path, rows: Iterable[Sequence[str | int | float]]) -> 
         archive.writestr("xl/workbook.xml", _BOOK)
         archive.writestr("xl/_rels/workbook.xml.rels", _BOOK_RELS)
     return path
-
-
-def _column(index: int) -> str:
-    letters = ""
-    index += 1
-    while index:
-        index, rest = divmod(index - 1, 26)
-        letters = chr(65 + rest) + letters
-    return letters

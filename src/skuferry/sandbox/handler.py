@@ -12,6 +12,7 @@ import contextlib
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -299,14 +300,26 @@ def _set_faults(api: Api, body: bytes) -> Reply:
     return Reply(200, {"data": faults.as_json(), "meta": {}})
 
 
-def _revoke_key(api: Api, body: bytes) -> Reply:
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _body_field(body: bytes, name: str, valid: Callable[[Any], bool], usage: str) -> Any:
+    """The JSON body's ``name``; a 400 Reply when the body is not JSON or it is not ``valid``."""
     try:
         data = parse_json(body or b"{}")
     except ValueError as exc:
         return error(400, "BAD_REQUEST", str(exc))
-    key = data.get("key") if isinstance(data, dict) else None
-    if not isinstance(key, str) or not key:
-        return error(400, "BAD_REQUEST", 'the body must be {"key": "<the key to revoke>"}')
+    value = data.get(name) if isinstance(data, dict) else None
+    if not valid(value):
+        return error(400, "BAD_REQUEST", usage)
+    return value
+
+
+def _revoke_key(api: Api, body: bytes) -> Reply:
+    key = _body_field(body, "key", _is_name, 'the body must be {"key": "<the key to revoke>"}')
+    if isinstance(key, Reply):
+        return key
     if not api.revoke_key(key):
         return error(404, "NOT_FOUND", "no such key")
     return Reply(200, {"data": {"revoked": True}, "meta": {}})
@@ -314,12 +327,13 @@ def _revoke_key(api: Api, body: bytes) -> Reply:
 
 def _set_required(api: Api, body: bytes) -> Reply:
     """``{"fields": ["sku", "name", "category"]}``: the fields a product must carry."""
-    try:
-        data = parse_json(body or b"{}")
-    except ValueError as exc:
-        return error(400, "BAD_REQUEST", str(exc))
-    fields = data.get("fields") if isinstance(data, dict) else None
-    if not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields):
-        return error(400, "BAD_REQUEST", 'the body must be {"fields": ["sku", "name", ...]}')
+    fields = _body_field(
+        body,
+        "fields",
+        lambda v: isinstance(v, list) and all(_is_name(f) for f in v),
+        'the body must be {"fields": ["sku", "name", ...]}',
+    )
+    if isinstance(fields, Reply):
+        return fields
     api.config.required_fields = tuple(fields)
     return Reply(200, {"data": {"required": fields}, "meta": {}})

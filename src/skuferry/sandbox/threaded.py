@@ -1,6 +1,6 @@
 """The life cycle every loopback stand-in server shares: served from a daemon thread.
 
-``PimServer`` and the connector stand-ins (sandbox/pims/) subclass it and
+``PimServer`` and the connector stand-ins (``ApiServer``) subclass it and
 set ``_httpd`` in their ``__init__``; ``with`` starts the thread and stops it again.
 """
 

@@ -193,7 +193,7 @@ def _demo(out: Console, folder: Path, *, keep: bool, temporary: bool) -> int:
 def command_name() -> tuple[str, str | None]:
     """How to type ``skuferry`` in this shell, and a hint when it is not on the PATH.
 
-    ``python3 dev.py demo`` runs from ``.venv``, whose ``bin`` is rarely on the PATH:
+    The checkout's demo runs from ``.venv``, whose ``bin`` is rarely on the PATH:
     the demo then names the script by its path instead of printing a command that
     the shell cannot find.
     """
@@ -203,7 +203,7 @@ def command_name() -> tuple[str, str | None]:
         return "skuferry", None
     if not script.exists():
         return f"{Path(sys.executable).name} -m skuferry", None
-    shown = str(script)  # absolute: dev.py runs the demo from the checkout, not the shell's cwd
+    shown = str(script)  # absolute: the demo runs from the checkout, not the shell's cwd
     hint = (
         f"(skuferry is not on your PATH: use {shown}, or `python3 dev.py skuferry ...` in a "
         f'checkout, or put it there: export PATH="{script.parent}:$PATH" or pipx install .)'

@@ -329,7 +329,7 @@ class Fleet:
         self.notifier.ready(f"{running} of {len(self.members)} workspace(s) running")
 
     def _page(self) -> Any:
-        """The operator's page (service/console/) over the workspaces running now."""
+        """The operator's page (the console) over the workspaces running now."""
         from skuferry.service.console.app import Console
         from skuferry.service.console.workspace import DaemonWorkspace
 

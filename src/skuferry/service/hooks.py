@@ -5,6 +5,7 @@ Both are best effort: a failed write or ping is logged and never fails the run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from skuferry import logs
@@ -45,24 +46,23 @@ def budget_per_minute(settings: Settings) -> dict[str, float]:
 
 def dead_letter_counts(state_path: Path) -> dict[str, int] | None:
     """Rejected or failed products by stage; None when unreadable."""
-    try:
-        mirror = Mirror(state_path, readonly=True)
-        try:
-            return mirror.dead_letter_counts()
-        finally:
-            mirror.close()
-    except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; metrics are best effort
-        log.warning("metrics.dead_letters.failed", error=str(exc))
-        return None
+    return _read_mirror(state_path, Mirror.dead_letter_counts, "metrics.dead_letters.failed")
 
 
 def product_counts(state_path: Path) -> dict[str, int] | None:
+    return _read_mirror(state_path, Mirror.counts_by_state, "metrics.products.failed")
+
+
+def _read_mirror(
+    state_path: Path, read: Callable[[Mirror], dict[str, int]], failed: str
+) -> dict[str, int] | None:
+    """``read`` of the mirror opened read-only; None (logged as ``failed``) when unreadable."""
     try:
         mirror = Mirror(state_path, readonly=True)  # never creates nor migrates the file
         try:
-            return mirror.counts_by_state()
+            return read(mirror)
         finally:
             mirror.close()
     except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; metrics are best effort
-        log.warning("metrics.products.failed", error=str(exc))
+        log.warning(failed, error=str(exc))
         return None

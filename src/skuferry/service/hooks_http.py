@@ -35,7 +35,7 @@ from typing import Any
 
 from skuferry import canonical, logs
 from skuferry.config.schema import DaemonSettings
-from skuferry.config.secrets import read_secret
+from skuferry.config.secrets import read_daemon_secret
 from skuferry.errors import ConfigError
 
 log = logs.get(__name__)
@@ -53,14 +53,7 @@ def load_secret(settings: DaemonSettings, env: Mapping[str, str] | None = None) 
     """The shared secret, or None when no hook secret is configured (hooks off)."""
     if not settings.hooks:
         return None
-    secret = read_secret(
-        inline=None,
-        file=settings.hook_secret_file,
-        env_name=settings.hook_secret_env,
-        key="hook_secret",
-        table="daemon",
-        env=env,
-    )
+    secret = read_daemon_secret(settings, "hook_secret", env)
     if secret is None or not secret.get_secret_value():
         raise ConfigError(["at 'daemon.hook_secret_file': the hook secret is empty"])
     return secret.get_secret_value().encode()

@@ -1,7 +1,7 @@
 """``open_source``: the ``[source]`` table's settings to its adapter, one typed branch per type.
 
 A ``match`` over the settings union instead of a registry filled by import side
-effects: a new source type is one model in ``config/schema/`` plus one branch
+effects: a new source type is one model in the config schema plus one branch
 here, and mypy reports a type left without one (``assert_never``). Adapters are
 imported in their branch only, so a csv sync never imports SQLAlchemy.
 """

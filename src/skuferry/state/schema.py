@@ -4,7 +4,7 @@ One SQLite file holds the mirror (products, intents, runs) and the shared rate
 budgets. Migrations are numbered and recorded in ``PRAGMA user_version``, so an
 older state file is upgraded in place and a newer one is refused, never misread.
 Add a migration by appending to ``MIGRATIONS``; never change what a released one
-leaves behind (``tests/data/state-schema-*.sql`` hold files as released versions
+leaves behind (the tests keep state files as released versions
 wrote them, and the tests check they upgrade to the shape of a fresh file).
 
 The migrations are written with sqlite-utils (``Table.create``, ``add_column``,

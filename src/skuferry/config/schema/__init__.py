@@ -1,9 +1,9 @@
 """The config's types: one pydantic model per TOML table, and nothing that loads a file.
 
 Every layer imports its settings types from here (``from skuferry.config.schema import
-Settings``); ``config/load.py`` reads a file and the environment into them. The models
-live in ``settings.py`` (the tables) and ``sources.py`` (the ``[source]`` types), on the
-one strict base of ``base.py``.
+Settings``); the config loader reads a file and the environment into them. The models
+are the tables (``Settings`` and its parts) and the ``[source]`` types, on one strict
+base (``Strict``).
 """
 
 from skuferry.config.schema.base import Strict

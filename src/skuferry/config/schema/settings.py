@@ -1,7 +1,7 @@
 """The config's shape: one pydantic model per TOML table, strict (unknown keys are errors).
 
-``config/load.py`` loads and validates a file into these; everything else reads them,
-through ``skuferry.config.schema``. The ``[source]`` types are in ``sources.py`` beside this.
+The config loader validates a file into these; everything else reads them, through
+``skuferry.config.schema``. The ``[source]`` types are modelled beside these tables.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class ApiSettings(Strict):
         100, ge=1, le=100, description="Products per page when walking `GET /api/v1/products`."
     )
     # a create whose answer was lost is settled by a walk only once the list could show it
-    # (sync/write/doubt.py): the list's lag is learnt from the run's own creates, this bounds it
+    # (the writer's ``Doubts``): the list's lag is learnt from the run's own creates, this bounds it
     list_lag_s: float = Field(
         10.0,
         ge=0,
@@ -122,7 +122,7 @@ class ApiSettings(Strict):
         "was not contacted for this long, so a revoked key is noticed while the "
         "source does not change; `0`: never.",
     )
-    # security (config/security.py): clear text only to loopback unless allowed; a private CA
+    # the config's security rules: clear text only to loopback unless allowed; a private CA
     allow_insecure_http: bool = Field(
         False,
         description="Allow an `http://` `base_url` to a host that is not a loopback literal "
@@ -201,7 +201,7 @@ class FieldSpec(Strict):
         description="Sent when the product is created, never again: the CMS owns it after "
         "that, so staff edits stay. Not for the key field.",
     )
-    # checks on the converted value (sync/map/checks.py); a failed one rejects the row, held
+    # checks on the converted value (the mapper's ``checks_of``); a failed one rejects the row, held
     check: Literal["gtin"] | None = Field(
         None,
         description="`gtin`: the value must be a GTIN-8, 12, 13 or 14 with a valid check "
@@ -319,14 +319,14 @@ class MappingSettings(Strict):
         description="A field the source no longer gives is updated to `null` on the remote "
         "(once); by default it is left alone.",
     )
-    # target fields whose changes jump the queue when writes wait for budget (sync/write/lanes.py)
+    # target fields whose changes jump the queue when writes wait for budget (the writer's lanes)
     urgent: list[str] = Field(
         default_factory=list,
         description="Target fields of `[mapping.fields]` whose changes jump the queue when "
         "writes wait for budget: updates changing one go first, then creates, "
         "then the rest.",
     )
-    # products in pieces (sync/read/pieces.py, docs/mapping-pieces.md)
+    # products in pieces (the reader's ``Pieces``; the user guide's page on pieces)
     each: str | None = Field(
         None,
         description="JMESPath to a list in each record: every element becomes its own "
@@ -696,7 +696,7 @@ class SafetySettings(Strict):
 
 
 class GoneSettings(Strict):
-    """What happens on the remote to a product that leaves the source (sync/write/gone.py)."""
+    """What happens on the remote to a product that leaves the source."""
 
     action: Literal["leave", "patch"] = Field(
         "leave",
@@ -740,7 +740,7 @@ class MetricsSettings(Strict):
         "counters carry across runs). Unset: no metrics file.",
     )
     # Constant labels on every sample, in the textfile and on /metrics: a fleet of daemons
-    # told apart by workspace, e.g. labels = { workspace = "acme" } (docs/kubernetes.md).
+    # told apart by workspace, e.g. labels = { workspace = "acme" } (the Kubernetes guide).
     labels: dict[str, str] = Field(
         default_factory=dict,
         description="Constant labels on every sample, in the textfile and on `/metrics`, "
@@ -778,7 +778,7 @@ class DaemonSettings(Strict):
         'e.g. `"127.0.0.1:9347"`. Keep it on loopback; changing it needs a '
         "restart. Unset: no HTTP.",
     )
-    # POST /hooks/sync and /hooks/run on `listen` (service/hooks_http.py): the shared secret
+    # POST /hooks/sync and /hooks/run on `listen` (the daemon's hooks): the shared secret
     # that signs their bodies; without one the hook routes answer 404
     hook_secret_file: Path | None = Field(
         None,
@@ -791,7 +791,7 @@ class DaemonSettings(Strict):
         description="The environment variable holding the hook secret, instead of "
         "`hook_secret_file`.",
     )
-    # the operator's page on `listen` (service/console/): the token that signs an operator in
+    # the operator's page on `listen` (the console): the token that signs an operator in
     console_token_file: Path | None = Field(
         None,
         description="A file (mode 0600) holding the token an operator signs in with on the "
@@ -803,7 +803,7 @@ class DaemonSettings(Strict):
         description="The environment variable holding the console token, instead of "
         "`console_token_file`.",
     )
-    # the limits of the HTTP side (service/http_server.py): no client can starve the others
+    # the limits of the daemon's HTTP server: no client can starve the others
     http_read_timeout_s: int = Field(
         10,
         ge=1,
@@ -928,7 +928,7 @@ class Settings(BaseSettings):
 
     @property
     def api_keys(self) -> list[SecretStr]:
-        """Every API key of the workspace (one, usually); see ``config/keys.py`` for the order."""
+        """Every API key of the workspace (one, usually), in the order the key chain finds them."""
         return list(self.api.api_keys) or [self.api_key()]
 
     def redacted(self) -> dict[str, Any]:

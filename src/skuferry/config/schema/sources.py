@@ -1,6 +1,6 @@
 """Config models of the http and sql sources (``[source] type = "http" | "sql"``).
 
-settings.py puts both in the ``[source]`` union. Secrets (a bearer token, a
+``Settings`` puts both in the ``[source]`` union. Secrets (a bearer token, a
 password) come inline (``SecretStr``), from a file, or from an environment
 variable; they are resolved when the source opens, never echoed.
 
@@ -54,7 +54,7 @@ class SourceCommon(Strict):
     """Keys every ``[source]`` type takes, whatever it reads.
 
     The source models are built at their first use (``defer_build``): a config uses one
-    source type, and building all seven cost every start ~0.1 s (settings.py's
+    source type, and building all seven cost every start ~0.1 s (the settings'
     ``SourceSettings`` validates a table with the one model its ``type`` names).
     """
 
@@ -69,7 +69,7 @@ class SourceCommon(Strict):
         'Shopify\'s image-only rows: `["Variant SKU"]`.',
     )
     # values that count as missing, like null (Odoo's false): a field's default and
-    # required apply; a field of type "boolean" keeps false as a value (sync/map/mapper.py)
+    # required apply; a field of type "boolean" keeps false as a value (the mapper's rule)
     empty_values: list[JsonValue] = Field(
         default_factory=list,
         description="Values read like a missing one (Odoo's `false`): a field's `default` "
@@ -151,8 +151,8 @@ class IncrementalPull(SourceCommon):
     (only a full pull decides that a product is gone).
 
     The one home of the keys that the sources able to pull incrementally share
-    (``http`` and ``graphql`` through ``ApiSourceSettings``, and ``sql``; see
-    sources/since.py and sync/read/incremental.py). How the time is written
+    (``http`` and ``graphql`` through ``ApiSourceSettings``, and ``sql``; see the
+    sources' ``since_params`` and the reader's incremental pull). How the time is written
     (``since_format``) differs by source and stays in each.
     """
 
@@ -175,7 +175,7 @@ class IncrementalPull(SourceCommon):
 class ApiSourceSettings(IncrementalPull):
     """What the API sources share (``http``, ``graphql``): the endpoint, auth, transport.
 
-    Auth (``sources/auth.py``): ``bearer`` and ``header`` send a static token,
+    Auth (``api_credentials``): ``bearer`` and ``header`` send a static token,
     ``basic`` a username and password, ``oauth2`` a token fetched from
     ``token_url`` (client credentials or password grant), kept in memory only.
     The client secret and password go only to ``token_url``'s origin; every
@@ -286,7 +286,8 @@ class ApiSourceSettings(IncrementalPull):
         le=10,
         description="Retries of a page that failed transiently; then the pull fails as a whole.",
     )
-    # security (net/origins.py, config/security.py): credentials go only to url's origin
+    # security (``check_same_origin``, the config's security rules): credentials go only to
+    # url's origin
     allowed_origins: list[str] = Field(
         default_factory=list,
         description="More origins trusted with the credentials, for next links, cursor URLs "
@@ -307,7 +308,7 @@ class ApiSourceSettings(IncrementalPull):
         "decompression) fails the pull. Default 256 MiB.",
     )
 
-    # incremental pulls (see sources/since.py)
+    # incremental pulls (see ``since_params``)
     since_format: str = Field(
         "iso8601",
         validate_default=True,
@@ -419,7 +420,7 @@ class HttpSourceSettings(ApiSourceSettings):
     """A JSON API walked page by page (a PIM's REST endpoint, an OData feed, a JSON-RPC call)."""
 
     type: Literal["http"]
-    # every path into a response is JMESPath (config/expressions.py); "" = the body itself
+    # every path into a response is JMESPath (``source_path_check``); "" = the body itself
     items_path: SourcePathSetting = Field(
         "",
         description="JMESPath of the list of records in each answer (`_embedded.items`, "
@@ -477,7 +478,7 @@ class HttpSourceSettings(ApiSourceSettings):
         "in each answer, e.g. `meta.next_cursor`.",
     )
     # what the API says it holds: stops page/offset walks, and proves a pull complete
-    # (sources/ends.py); absent: page and offset walks stop at a short page
+    # (``EndProof``); absent: page and offset walks stop at a short page
     total_path: SourcePathSetting | None = Field(
         None,
         description="JMESPath of the number of records in all pages, e.g. `meta.total`: "
@@ -513,7 +514,7 @@ class HttpSourceSettings(ApiSourceSettings):
         "Akeneo's search expression. One starting with `?` is several query parameters; "
         "JSON for `since_body_path` is sent as JSON.",
     )
-    # one item by key (sync --only, retry, hooks; sources/http_items.py): ".../products/{key}"
+    # one item by key (sync --only, retry, hooks; ``fetch_items``): ".../products/{key}"
     item_url: str | None = Field(
         None,
         description="One item by its key, with `{key}` where the key goes "
@@ -776,7 +777,7 @@ def _file_or_url(value: Any) -> Path | str:
         return value
     if not isinstance(value, str):
         raise ValueError("must be a path or a URL (a string)")
-    scheme = url_scheme(value)  # the one rule: net/paths.py
+    scheme = url_scheme(value)  # the one rule of what is a URL
     if scheme is None:
         return Path(value)
     if scheme not in REMOTE_SCHEMES:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from skuferry import logs
 from skuferry.config.schema import DaemonSettings
-from skuferry.config.secrets import read_secret
+from skuferry.config.secrets import read_daemon_secret
 from skuferry.errors import ConfigError
 
 SESSION_COOKIE = "skuferry_session"
@@ -36,14 +36,7 @@ def load_token(settings: DaemonSettings, env: Mapping[str, str] | None = None) -
     """The console token, or None when none is configured (the page is read-only)."""
     if not settings.console_actions:
         return None
-    secret = read_secret(
-        inline=None,
-        file=settings.console_token_file,
-        env_name=settings.console_token_env,
-        key="console_token",
-        table="daemon",
-        env=env,
-    )
+    secret = read_daemon_secret(settings, "console_token", env)
     value = secret.get_secret_value().strip() if secret is not None else ""
     where = (
         "daemon.console_token_file"
