@@ -1,4 +1,5 @@
-"""The verbs: parse, call the core, report; every error becomes a message and an exit code here.
+"""The command line: parse the arguments and call the verb's action (one per verb); every
+error becomes a message and an exit code here.
 
 sync   one run              plan   sync --dry-run
 run    the daemon           status what the mirror knows
@@ -13,24 +14,19 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from skuferry import __version__, errors, files, logs
-from skuferry.models import RunSummary
+from skuferry import __version__, errors, logs
 
 if TYPE_CHECKING:  # the verbs load their machinery lazily: `skuferry --help` stays fast
-    from skuferry.config.schema import Settings
+    from skuferry.service.fleet import Shard
 
 F = TypeVar("F", bound=Callable[..., Any])
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 config_option = click.option(
     "--config",
@@ -198,12 +194,6 @@ def _configure_logs(ctx: click.Context, *, quiet: bool = False) -> None:
     logs.configure(level=level, json=None if fmt == "auto" else fmt == "json")
 
 
-def _settings(config_path: Path | None) -> Settings:
-    from skuferry.config.load import load_settings
-
-    return load_settings(config_path)
-
-
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print the JSON summary as the last line of stdout."
 )
@@ -220,7 +210,22 @@ shard_option = click.option(
 )
 
 
-def _fleet_args(ctx: click.Context, workspaces: Path | None, shard: str | None) -> Any:
+def keys_options(only_help: str) -> Callable[[F], F]:
+    """``--only``, ``--keys-from FILE`` and the ``KEY`` arguments: a run of named products."""
+
+    def apply(fn: F) -> F:
+        fn = click.argument("keys", nargs=-1, metavar="[KEY]...")(fn)
+        fn = click.option(
+            "--keys-from",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="Only the keys listed in FILE, one a line (# comments); implies --only.",
+        )(fn)
+        return click.option("--only", is_flag=True, help=only_help)(fn)
+
+    return apply
+
+
+def _fleet_args(ctx: click.Context, workspaces: Path | None, shard: str | None) -> Shard | None:
     """The parsed ``--shard``, after checking the fleet options go together."""
     if workspaces is None:
         if shard is not None:
@@ -259,99 +264,45 @@ def _fleet_args(ctx: click.Context, workspaces: Path | None, shard: str | None) 
     is_flag=True,
     help="Pull the whole source even when it is set up for incremental pulls.",
 )
-@click.option(
-    "--only",
-    is_flag=True,
-    help="Only the KEYs named after the options: read, planned and written; nothing is "
-    "marked gone. While another run is writing, they go to its urgent lane.",
-)
-@click.option(
-    "--keys-from",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Only the keys listed in FILE, one a line (# comments); implies --only.",
+@keys_options(
+    "Only the KEYs named after the options: read, planned and written; nothing is "
+    "marked gone. While another run is writing, they go to its urgent lane."
 )
 @workspaces_option
 @shard_option
-@click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.pass_context
 @guarded
 def sync(
     ctx: click.Context,
     /,
     *,
+    config_path: Path | None,
+    as_json: bool,
+    quiet: bool,
     only: bool,
     keys_from: Path | None,
     keys: tuple[str, ...],
     workspaces: Path | None,
     shard: str | None,
-    **options: Any,
+    **flags: Any,
 ) -> None:
     """One run: pull, diff, check-then-create/update, report.
 
     With --only KEY ... (or --keys-from FILE), a run of those products only.
     With --workspaces DIR, one run of every workspace in DIR, side by side.
     """
-    named = _named_keys(only=only, keys=keys, keys_from=keys_from)
-    chosen = _fleet_args(ctx, workspaces, shard)
-    if chosen is not None and workspaces is not None:
-        if named is not None:
-            raise errors.UsageError("--only names keys of one workspace: use --config")
-        options.pop("config_path")
-        _sync_fleet(ctx, workspaces, chosen, **options)
-    _sync(ctx, **options, only=named)
-
-
-def _sync_fleet(
-    ctx: click.Context,
-    directory: Path,
-    shard: Any,
-    *,
-    as_json: bool,
-    quiet: bool,
-    **flags: Any,
-) -> None:
-    """``sync --workspaces``: every workspace once; a line each; the worst exit code."""
+    from skuferry.actions import sync as action
     from skuferry.models import RunOptions
-    from skuferry.service import fleet
 
+    named = action.named_keys(only=only, keys=keys, keys_from=keys_from)
+    chosen = _fleet_args(ctx, workspaces, shard)
+    if chosen is not None and named is not None:
+        raise errors.UsageError("--only names keys of one workspace: use --config")
+    options = RunOptions(**flags, only=named)  # --dry-run, --verify, --force, ...
     _configure_logs(ctx, quiet=quiet)
-    stop = threading.Event()
-    echo_lock = threading.Lock()
-
-    def report(result: fleet.Result) -> None:
-        if not quiet or result.exit_code != errors.EXIT_OK:
-            with echo_lock:
-                click.echo(result.line(), err=quiet)
-
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
-    try:
-        results = fleet.sync_all(
-            directory, RunOptions(**flags), shard=shard, stop=stop, on_result=report
-        )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if not results and not quiet:
-        click.echo(f"no workspaces in {directory} (shard {shard})")
-    if as_json:
-        data = {"workspaces": {r.name: r.as_json() for r in results}}
-        click.echo(json.dumps(data, ensure_ascii=False))
-    sys.exit(fleet.worst([r.exit_code for r in results]))
-
-
-def _named_keys(
-    *, only: bool, keys: tuple[str, ...], keys_from: Path | None
-) -> tuple[str, ...] | None:
-    from skuferry.sync.read.named import read_keys, unique
-
-    if keys and not (only or keys_from):
-        raise errors.UsageError(f"keys given without --only: {' '.join(keys[:3])}")
-    if not (only or keys_from):
-        return None
-    named = unique([*keys, *(read_keys(keys_from) if keys_from else [])])
-    if not named:
-        raise errors.UsageError("--only needs at least one KEY (or --keys-from FILE)")
-    return tuple(named)
+    if workspaces is not None and chosen is not None:
+        sys.exit(action.sync_fleet(workspaces, chosen, options, as_json=as_json, quiet=quiet))
+    sys.exit(action.sync(config_path, options, as_json=as_json, quiet=quiet))
 
 
 @main.command("plan")
@@ -362,17 +313,7 @@ def _named_keys(
     is_flag=True,
     help="Plan against the whole source even when it is set up for incremental pulls.",
 )
-@click.option(
-    "--only",
-    is_flag=True,
-    help="Only the KEYs named after the options, as sync --dry-run --only plans them.",
-)
-@click.option(
-    "--keys-from",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Only the keys listed in FILE, one a line (# comments); implies --only.",
-)
-@click.argument("keys", nargs=-1, metavar="[KEY]...")
+@keys_options("Only the KEYs named after the options, as sync --dry-run --only plans them.")
 @click.pass_context
 @guarded
 def plan_cmd(
@@ -387,115 +328,12 @@ def plan_cmd(
     keys: tuple[str, ...],
 ) -> None:
     """What a sync would do (same as sync --dry-run); changes nothing."""
-    _sync(
-        ctx,
-        config_path,
-        dry_run=True,
-        as_json=as_json,
-        quiet=False,
-        verify=False,
-        force=False,
-        allow_empty_source=False,
-        full=full,
-        only=_named_keys(only=only, keys=keys, keys_from=keys_from),
-    )
+    from skuferry.actions.plan import plan
+    from skuferry.actions.sync import named_keys
 
-
-def _sync(
-    ctx: click.Context,
-    config_path: Path | None,
-    *,
-    dry_run: bool,
-    as_json: bool,
-    quiet: bool,
-    verify: bool,
-    force: bool,
-    allow_empty_source: bool,
-    full: bool,
-    only: tuple[str, ...] | None,
-) -> None:
-    from skuferry.models import RunOptions
-    from skuferry.service import quick
-
-    _configure_logs(ctx, quiet=quiet)
-    plain = not dry_run and only is None  # a run that leaves the quick lane its record
-    settings = _settings(config_path)
-    prepared = quick.prepare(settings) if plain else None
-    options = RunOptions(
-        dry_run=dry_run,
-        verify=verify,
-        force=force,
-        allow_empty_source=allow_empty_source,
-        full=full,
-        only=only,
-    )
-    summary = _run_sync(settings, options, quiet=quiet, watched=not dry_run)
-    if summary is None:  # named keys handed to the run holding the lock
-        if not quiet:
-            click.echo(
-                f"handed {len(only or ())} key(s) to the running skuferry run: its urgent lane "
-                "sends them next (see `skuferry status` / `skuferry rejected`)"
-            )
-        sys.exit(errors.EXIT_OK)
-    if plain:
-        quick.remember(prepared, settings.state.path)
-    _finish(summary, as_json=as_json, quiet=quiet)
-
-
-def _run_sync(settings: Any, options: Any, *, quiet: bool, watched: bool) -> RunSummary | None:
-    """One run, with progress, signals and monitoring hooks; None when handed over."""
-    from skuferry.service import operator
-    from skuferry.state.lock import run_lock
-
-    if options.only is None or options.dry_run:
-        return _run_watched(settings, options, quiet=quiet, watched=watched)
-    try:
-        with run_lock(settings.state.path):
-            pass  # free: this process runs the keys (the run takes the lock again)
-    except errors.LockHeld:  # a run is writing: its urgent lane takes the keys
-        return operator.hand_over(
-            settings,
-            options.only,
-            lambda: _run_watched(settings, options, quiet=quiet, watched=watched),
-        )
-    return _run_watched(settings, options, quiet=quiet, watched=watched)
-
-
-def _run_watched(settings: Any, options: Any, *, quiet: bool, watched: bool) -> RunSummary:
-    from skuferry.service import report
-    from skuferry.service.runner import run_watched
-    from skuferry.sync import engine
-
-    stop = threading.Event()
-    # SIGTERM (systemctl stop, a timeout) and Ctrl-C: stop sending, let the requests in
-    # flight finish and be committed, then exit 130.
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
-    try:
-        with report.progress(enabled=not quiet and sys.stderr.isatty()) as on_progress:
-            outcome = run_watched(
-                settings,
-                lambda: engine.run_once(settings, options, stop=stop, on_progress=on_progress),
-                watched=watched,  # a dry run pings no monitor and writes no metrics
-            )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if outcome.exception is not None:
-        raise outcome.exception  # the hooks have seen it; guarded() words it
-    if outcome.summary is None:  # pragma: no cover - an outcome holds one or the other
-        raise RuntimeError("a run ended with neither a summary nor an error")
-    return outcome.summary
-
-
-def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
-    from skuferry.service import report
-
-    code = summary.exit_code
-    if as_json:
-        click.echo(json.dumps(summary.as_json(), ensure_ascii=False))
-    elif not quiet or code != errors.EXIT_OK:
-        report.print_summary(summary, stream=sys.stdout if not quiet else sys.stderr)
-    sys.exit(code)
+    named = named_keys(only=only, keys=keys, keys_from=keys_from)
+    _configure_logs(ctx)
+    sys.exit(plan(config_path, as_json=as_json, full=full, only=named))
 
 
 @main.command()
@@ -521,52 +359,16 @@ def _finish(summary: RunSummary, *, as_json: bool, quiet: bool) -> None:
 )
 @click.pass_context
 @guarded
-def run(
-    ctx: click.Context,
-    *,
-    config_path: Path | None,
-    workspaces: Path | None,
-    shard: str | None,
-    listen: str | None,
-    console_token_file: Path | None,
-    console_token_env: str | None,
-) -> None:
+def run(ctx: click.Context, /, *, workspaces: Path | None, shard: str | None, **args: Any) -> None:
     """The daemon: sync on the configured schedule until SIGTERM/SIGINT.
 
     With --workspaces DIR, one daemon per workspace of DIR in this process.
     """
-    from skuferry.service import daemon
+    from skuferry.actions.run import run as action
 
     _configure_logs(ctx)
     chosen = _fleet_args(ctx, workspaces, shard)
-    if chosen is not None and workspaces is not None:
-        from skuferry.service import fleet
-
-        console = _console_settings(console_token_file, console_token_env, listen=listen)
-        sys.exit(fleet.serve(workspaces, shard=chosen, listen=listen, console=console))
-    if listen is not None or console_token_file is not None or console_token_env is not None:
-        raise errors.UsageError(
-            "--listen and --console-token-* go with --workspaces; one workspace: [daemon] listen, "
-            "console_token_file, console_token_env"
-        )
-    sys.exit(daemon.serve(config_path))
-
-
-def _console_settings(file: Path | None, env: str | None, *, listen: str | None) -> Any:
-    """The fleet's page token, given by flags, checked as ``[daemon]`` checks its keys."""
-    if file is None and env is None:
-        return None
-    if listen is None:
-        raise errors.UsageError("--console-token-file/--console-token-env need --listen")
-    from pydantic import ValidationError
-
-    from skuferry.config.schema.settings import DaemonSettings
-
-    try:
-        return DaemonSettings(console_token_file=file, console_token_env=env)
-    except ValidationError as exc:
-        problems = [f"--console-token-*: {e['msg']}" for e in exc.errors()]
-        raise errors.ConfigError(problems) from None
+    sys.exit(action(workspaces=workspaces, shard=chosen, **args))
 
 
 @main.command()
@@ -577,17 +379,12 @@ def _console_settings(file: Path | None, env: str | None, *, listen: str | None)
 )
 @click.pass_context
 @guarded
-def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: int) -> None:
+def status(ctx: click.Context, /, **args: Any) -> None:
     """What the mirror knows: counts per state, last runs, rejected products, open intents."""
-    from skuferry.service import report
+    from skuferry.actions.status import status as action
 
     _configure_logs(ctx)
-    settings = _settings(config_path)
-    data = report.collect_status(settings, limit=limit)
-    if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, default=str))
-    else:
-        report.print_status(data)
+    sys.exit(action(**args))
 
 
 @main.command()
@@ -607,15 +404,12 @@ def status(ctx: click.Context, config_path: Path | None, as_json: bool, limit: i
 )
 @click.pass_context
 @guarded
-def check(ctx: click.Context, config_path: Path | None, show_config: bool, sample: int) -> None:
+def check(ctx: click.Context, /, **args: Any) -> None:
     """Validate the config, read the source, make one authenticated read against the API."""
-    from skuferry.service import report
+    from skuferry.actions.check import check as action
 
     _configure_logs(ctx)
-    settings = _settings(config_path)
-    if show_config:
-        click.echo(json.dumps(settings.redacted(), indent=2, ensure_ascii=False))
-    report.check(settings, sample=sample)
+    sys.exit(action(**args))
 
 
 @main.command()
@@ -627,15 +421,12 @@ def check(ctx: click.Context, config_path: Path | None, show_config: bool, sampl
 )
 @click.pass_context
 @guarded
-def demo(ctx: click.Context, keep: bool, workdir: Path | None) -> None:
+def demo(ctx: click.Context, /, **args: Any) -> None:
     """The embedded default: a local sandbox API and the shipped sample catalog."""
-    from skuferry.service import demo as demo_mod
+    from skuferry.actions.demo import demo as action
 
     _configure_logs(ctx, quiet=True)
-    logs.configure(level="error")  # the demo narrates; per-product warnings are in its summary
-    if workdir is not None:
-        files.private_dir(workdir)  # it gets the state and a config holding the sandbox key
-    sys.exit(demo_mod.run_demo(keep=keep, workdir=workdir))
+    sys.exit(action(**args))
 
 
 @main.command()
@@ -650,22 +441,12 @@ def demo(ctx: click.Context, keep: bool, workdir: Path | None) -> None:
 )
 @click.pass_context
 @guarded
-def rejected(
-    ctx: click.Context, config_path: Path | None, as_json: bool, csv_path: Path | None
-) -> None:
+def rejected(ctx: click.Context, /, **args: Any) -> None:
     """The products the last runs left rejected or failed: stage, reason, source line."""
-    from skuferry.service import operator
+    from skuferry.actions.rejected import rejected as action
 
     _configure_logs(ctx)
-    settings = _settings(config_path)
-    letters = operator.dead_letters(settings)
-    if csv_path is not None:
-        operator.write_csv(letters, csv_path)
-        click.echo(f"{len(letters)} rejected or failed product(s) written to {csv_path}")
-    elif as_json:
-        click.echo(operator.letters_json(letters))
-    else:
-        operator.print_letters(letters, sys.stdout)
+    sys.exit(action(**args))
 
 
 @main.command()
@@ -675,44 +456,13 @@ def rejected(
 @click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.pass_context
 @guarded
-def retry(
-    ctx: click.Context,
-    config_path: Path | None,
-    every: bool,
-    as_json: bool,
-    keys: tuple[str, ...],
-) -> None:
+def retry(ctx: click.Context, /, **args: Any) -> None:
     """Send rejected or failed products again, without a source change.
 
     By the normal rules: read from the source, check-then-create, budgets, field
     ownership. Prints what happened to each key.
     """
-    from skuferry.models import RunOptions
-    from skuferry.service import operator
-    from skuferry.sync.read.named import unique
+    from skuferry.actions.retry import retry as action
 
     _configure_logs(ctx)
-    settings = _settings(config_path)
-    if not keys and not every:
-        raise errors.UsageError("name the keys to retry, or pass --all")
-    wanted = unique(operator.retry_keys(settings, keys, every=every))
-    if not wanted:
-        click.echo("nothing to retry: no rejected or failed products")
-        sys.exit(errors.EXIT_OK)
-    before = operator.rows(settings, wanted)
-    options = RunOptions(only=tuple(wanted), resend=frozenset(wanted))
-    summary = _run_watched(settings, options, quiet=as_json, watched=True)
-    found = operator.outcomes(
-        wanted,
-        before,
-        operator.rows(settings, wanted),
-        operator.dead_letters(settings, wanted),
-        summary,
-    )
-    if as_json:
-        data = {**summary.as_json(), "keys": [o.as_json() for o in found]}
-        click.echo(json.dumps(data, ensure_ascii=False))
-    else:
-        click.echo(f"retried {len(found)} product(s):")
-        operator.print_outcomes(found, sys.stdout)
-    sys.exit(summary.exit_code)
+    sys.exit(action(**args))

@@ -1,7 +1,7 @@
 """What a ``skuferry sync`` start loads, checked in a fresh interpreter (issue 23 item 2).
 
-A child process imports what the CLI imports on its way to a run (the verbs, the
-engine, the runner, the report), loads a CSV config and hashes it as the unchanged
+A child process imports what the CLI imports on its way to a run (the verbs, their
+actions, the engine, the runner, the report), loads a CSV config and hashes it as the unchanged
 check does, then prints ``sys.modules`` and which source models pydantic has built.
 The test fails when one of the modules below is imported again on that path: each cost
 a start tens of milliseconds, and a no-op is mostly start. Timings are in ``bench/``
@@ -63,7 +63,7 @@ NOT_IN_THE_LANE = {
 _CHILD = """
 import json, sys
 from pathlib import Path
-import skuferry.cli, skuferry.service.operator, skuferry.service.report
+import skuferry.cli, skuferry.actions.sync, skuferry.actions.hand_over, skuferry.service.report
 import skuferry.service.runner, skuferry.sync.engine
 from skuferry.config import schema
 from skuferry.config.load import load_settings

@@ -1,4 +1,4 @@
-"""What people see: the progress bar, the run summary, `status` and `check` output.
+"""What people see: the progress bar, the run summary and the `status` output.
 
 Everything that renders for a terminal lives here (rich); the engine only
 returns data. Off a terminal the same facts go out as log events and JSON.
@@ -10,21 +10,16 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
+from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
-from skuferry import errors, logs
+from skuferry import logs
 from skuferry.config.schema import Settings
 from skuferry.models import Progress as ProgressFn
 from skuferry.models import RunSummary
 
 if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help)
-    from rich.console import Console
-
-    from skuferry.sources.base import Source
     from skuferry.state.mirror import Mirror
-    from skuferry.sync.map.mapper import Mapper
 
 log = logs.get(__name__)
 
@@ -321,85 +316,3 @@ def _print_dead_letters(console: Any, letters: dict[str, Any]) -> None:
             f"({oldest['stage']}): {oldest['reason']}",
             markup=False,
         )
-
-
-def check(settings: Settings, *, sample: int = 1) -> None:
-    """Config is valid (it loaded); open the state, read the source, one authenticated read.
-
-    The first ``sample`` records are shown as read and as mapped (``service/sample.py``).
-    """
-    from rich.console import Console
-
-    from skuferry.state.mirror import Mirror
-    from skuferry.sync.map.mapper import Mapper
-    from skuferry.sync.read.pieces import open_pieces
-
-    out = Console(highlight=False, soft_wrap=True)
-    out.print(f"config: ok ({settings.config_path})")
-    Mirror(settings.state.path).close()
-    out.print(f"state: ok ({settings.state.path})")
-    with ExitStack() as stack:
-        source, tables = open_pieces(settings, stack, readonly=True)
-        joins = [join.name for join in settings.join]
-        mapper = Mapper(
-            settings.mapping,
-            source_name=source.describe(),
-            tables=tables,
-            joins=joins,
-            empty_values=settings.source.empty_values,
-        )
-        _check_source(out, source, mapper, sample)
-    _check_api(out, settings)
-
-
-def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> None:
-    """Read the whole source (as the mapping sees it), print counts and the sample."""
-    from skuferry.models import BadRecord
-    from skuferry.service.sample import Sample, render, sampled
-    from skuferry.sync.read.incremental import WindowCheck
-    from skuferry.sync.read.pieces import pieces_notes
-
-    window = WindowCheck(source, datetime.now(UTC))  # what the records say of their change times
-    good = bad = 0
-    first_bad: BadRecord | None = None
-    samples: list[Sample] = []
-    for item in sampled(window.records(), mapper, keep=sample, into=samples):
-        if isinstance(item, BadRecord):
-            bad += 1
-            first_bad = first_bad or item
-        else:
-            good += 1
-    out.print(f"source: {good:,} valid record(s), {bad:,} rejected ({source.describe()})")
-    if first_bad is not None:
-        out.print(f"  first rejection: {first_bad.reason}", markup=False)
-    for note in pieces_notes(source):
-        out.print(f"  note: {note}", markup=False)
-    for warning in window.warnings():
-        out.print(f"  warning: {warning}", markup=False)
-    for line in render(samples):
-        out.print(line, markup=False, emoji=False)
-
-
-def _check_api(out: Console, settings: Settings) -> None:
-    """One authenticated read with each API key."""
-    from skuferry.config.keys import fingerprint
-    from skuferry.remote.client import RemoteClient
-
-    keys = settings.api_keys
-    with RemoteClient.from_settings(settings, stop=None, max_retries=1) as client:
-        for key in keys:  # without a budget the client takes the keys in turn: each once
-            try:
-                pages = client.probe()
-            except errors.AuthError as exc:
-                if len(keys) == 1:
-                    raise
-                raise errors.AuthError(
-                    exc.status, exc.code, f"key {fingerprint(key)}: {exc.message}"
-                ) from exc
-            except errors.TransportError as exc:
-                raise errors.Unreachable(f"{settings.api.base_url}: {exc}") from exc
-    with_keys = f" with each of {len(keys)} keys" if len(keys) > 1 else ""
-    out.print(
-        f"api: ok, authenticated at {settings.api.base_url}{with_keys} "
-        f"(products listed: {pages} page(s) at limit 1)"
-    )
