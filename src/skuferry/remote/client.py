@@ -1,12 +1,10 @@
 """The CMS API client: the envelope, the error mapping, retries and pagination.
 
-One ``httpx.Client`` shared by every worker thread, behind the gate every
-outgoing request passes (``gated_client``): pinned to ``base_url``'s origin, then
-paced. The pace is this client's budget: each request that goes on the wire,
-retries included, first waits for a token of its tier ("read" for GET, "write"
-otherwise) and is sent with the key the budget names. The gate calls the pace in
-the sending thread, so the urgent lane's mark on that thread reaches the budget.
-The gate never sends anything again; the retries below are this client's.
+One ``httpx.Client`` shared by every worker thread, behind the gate (``gated_client``):
+each request on the wire, retries included, is pinned to ``base_url``'s origin, then
+waits for the budget's token of its tier ("read" for GET, "write" otherwise) in the
+sending thread (so the urgent lane's mark counts) and goes with the key it names.
+The gate never sends anything again: the retries below are this client's.
 
 Retry policy (spec §8, "retry only on network errors, not on 4xx"):
 
@@ -72,8 +70,7 @@ MAX_RETRY_AFTER_S = 300.0
 # not pacing us but refusing us, and the product fails (retried next run).
 RATE_LIMITED_GIVE_UP_S = 600.0
 _HEAD_CHARS = 80
-# What the pace leaves on a request for its sender: the key's fingerprint (the retry log,
-# the 429's penalty) and when it left the budget for the wire (the request's duration).
+# Left on a request by the pace: its key (for the logs and the penalty) and when it left.
 _KEY = "skuferry.key"
 _PACED_AT = "skuferry.paced_at"
 # Transport failures that prove the request never reached the server.
@@ -353,11 +350,7 @@ class RemoteClient:
         params: dict[str, int] | None = None,
         body: dict[str, Any] | None = None,
     ) -> httpx.Response:
-        """Send with retries; return a 2xx/3xx response or raise the ApiError.
-
-        Each attempt is a new request through the gate, paced there; whether a failed
-        one may be sent again is decided here (``_Failure.retryable``).
-        """
+        """Send with retries (each through the gate); a 2xx/3xx response or the ApiError."""
         tier = _tier(method)
         content = None if body is None else canonical.dumps(body).encode("utf-8")
         headers = {} if content is None else {"Content-Type": "application/json"}
@@ -416,12 +409,8 @@ class RemoteClient:
         )
 
     def _pace(self, request: httpx.Request) -> None:
-        """The gate's pace: wait for the budget's token, then put on the key it names.
-
-        Called once per request on the wire, in the sending thread (the budget reads
-        that thread's urgency mark). The key's fingerprint and the time the request
-        left for the wire go on the request for its sender.
-        """
+        """The gate's pace, once per request on the wire, in the sending thread (whose
+        urgency the budget reads): wait for a token, then put on the key it names."""
         if self._stop is not None and self._stop.is_set():
             raise errors.Interrupted("stop requested; no new API request started")
         tier = _tier(request.method)
