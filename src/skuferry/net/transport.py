@@ -9,8 +9,10 @@ OAuth2 re-send after a 401 alike. It does two things, in this order:
   there (``OffOriginError``; the origin rule itself is ``check_same_origin``'s);
 - **pacing**: the caller's ``pace`` hook is called (the CMS client's budget, an API
   source's ``requests_per_minute``). The policy stays with its owner; the gate only
-  makes sure it is asked once per request. A hook may also put the request's
-  credentials on, so they are added only to a request that passed the pin.
+  makes sure it is asked once per request, in the sending thread (a policy may read
+  that thread's context). A hook may also put the request's credentials on, so they
+  are added only to a request that passed the pin, and leave what it chose in
+  ``request.extensions`` for the sender (the CMS client's key, for its retry log).
 
 The gate never retries anything: whether a request may be sent again (a write may
 have been applied) is the caller's to know.

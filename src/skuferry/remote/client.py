@@ -1,8 +1,10 @@
 """The CMS API client: the envelope, the error mapping, retries and pagination.
 
-One ``httpx.Client`` shared by every worker thread. Every attempt first asks
-the budget for a token of its tier ("read" for GET, "write" otherwise), so the
-budget sees each request that goes on the wire, retries included.
+One ``httpx.Client`` shared by every worker thread, behind the gate (``gated_client``):
+each request on the wire, retries included, is pinned to ``base_url``'s origin, then
+waits for the budget's token of its tier ("read" for GET, "write" otherwise) in the
+sending thread (so the urgent lane's mark counts) and goes with the key it names.
+The gate never sends anything again: the retries below are this client's.
 
 Retry policy (spec §8, "retry only on network errors, not on 4xx"):
 
@@ -18,10 +20,10 @@ Retry policy (spec §8, "retry only on network errors, not on 4xx"):
   one. A 429 RATE_LIMITED does not count against ``max_retries``: the request is
   sent again (perhaps with another key) until ``RATE_LIMITED_GIVE_UP_S`` of
   waiting; rate limiting paces a run, it does not fail its products.
-- The loop is ``net/retry.py``'s, shared with the API sources: a stop request (SIGTERM,
-  the engine's stop event) ends a wait at once and raises ``Interrupted``.
+- The loop is the shared retry loop (``retrying``), as the API sources': a stop request
+  (SIGTERM, the engine's stop event) ends a wait at once and raises ``Interrupted``.
 - Several keys (``api_keys``): the budget names the key for each attempt; logs
-  name it by its fingerprint (``config/keys.py``), never by the key.
+  name it by its fingerprint (the key's id, ``fingerprint``), never by the key.
 
 Error statuses are mapped by status even when the body is not the documented
 envelope (a proxy's HTML 502, a framework's 405): the status is the fact that
@@ -68,6 +70,9 @@ MAX_RETRY_AFTER_S = 300.0
 # not pacing us but refusing us, and the product fails (retried next run).
 RATE_LIMITED_GIVE_UP_S = 600.0
 _HEAD_CHARS = 80
+# Left on a request by the pace: its key (for the logs and the penalty) and when it left.
+_KEY = "skuferry.key"
+_PACED_AT = "skuferry.paced_at"
 # Transport failures that prove the request never reached the server.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # Transport failures worth retrying for an idempotent read.
@@ -75,7 +80,7 @@ _TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolEr
 
 
 class BudgetLike(Protocol):
-    """What the client needs from ``skuferry.remote.budget.Budget``.
+    """What the client needs from the CMS budget (``Budget``).
 
     ``acquire`` may return the fingerprint of the key to send with (several keys);
     None leaves the choice to the client. ``penalize`` is then told that key.
@@ -94,7 +99,7 @@ class RemoteApi(Protocol):
 
     Errors are the ``errors.ApiError`` tree (``NotFound``, ``MethodNotAllowed``,
     ``Rejected``, ``RateLimited``, ``OutcomeUnknown``...), whatever the transport.
-    ``tests/remote_contract.py`` holds every implementation to the same behaviour.
+    The remote contract tests hold every implementation to the same behaviour.
     """
 
     requests: dict[str, int]  # requests sent per tier ("read", "write"), retries included
@@ -173,10 +178,11 @@ class RemoteClient:
         self.requests_by_key: dict[str, int] = {}  # by key fingerprint, retries included
         self.rate_limited = 0
         # Pinned to base_url's origin, the key with it; no redirect is followed (one would
-        # turn a POST into a GET and carry the key). The budget is asked per attempt below,
-        # with the key it names.
+        # turn a POST into a GET and carry the key). The gate paces each request with the
+        # budget (``_pace``), which puts on the key it names.
         self._http = gated_client(
             home=self._base,
+            pace=self._pace,
             transport=transport,
             verify=verify,
             limits=httpx.Limits(
@@ -344,17 +350,21 @@ class RemoteClient:
         params: dict[str, int] | None = None,
         body: dict[str, Any] | None = None,
     ) -> httpx.Response:
-        """Send with retries (net/retry.py); return a 2xx/3xx response or raise the ApiError."""
-        tier: Tier = "read" if method == "GET" else "write"
+        """Send with retries (each through the gate); a 2xx/3xx response or the ApiError."""
+        tier = _tier(method)
         content = None if body is None else canonical.dumps(body).encode("utf-8")
+        headers = {} if content is None else {"Content-Type": "application/json"}
         what = f"{method} {path}"
         key = ""  # the key of the latest attempt, for the retry log and the penalty
         limited_s = 0.0  # the waits 429 RATE_LIMITED answers asked for
 
         def attempt() -> httpx.Response | Failed:
             nonlocal key
-            key = self._before_attempt(tier)
-            outcome = self._attempt(method, path, tier, key, params=params, content=content)
+            request = self._http.build_request(
+                method, self._base + path, params=params, content=content, headers=headers
+            )
+            outcome = self._attempt(request, path, tier)
+            key = request.extensions.get(_KEY, "")
             if isinstance(outcome, httpx.Response):
                 return outcome
             # Being told to slow down is not a failure of the request: wait (another key
@@ -398,36 +408,26 @@ class RemoteClient:
             what=what,
         )
 
-    def _before_attempt(self, tier: Tier) -> str:
-        """Wait for the budget; the fingerprint of the key to send with."""
+    def _pace(self, request: httpx.Request) -> None:
+        """The gate's pace, once per request on the wire, in the sending thread (whose
+        urgency the budget reads): wait for a token, then put on the key it names."""
         if self._stop is not None and self._stop.is_set():
             raise errors.Interrupted("stop requested; no new API request started")
+        tier = _tier(request.method)
         key = self._budget.acquire(tier, stop=self._stop) if self._budget is not None else None
         with self._lock:
             self.requests[tier] += 1
             if key not in self._keys:
                 key = next(self._turn)
             self.requests_by_key[key] = self.requests_by_key.get(key, 0) + 1
-        return key
+        request.headers["Authorization"] = f"Bearer {self._keys[key].get_secret_value()}"
+        request.extensions[_KEY] = key
+        request.extensions[_PACED_AT] = time.monotonic()
 
-    def _attempt(
-        self,
-        method: str,
-        path: str,
-        tier: Tier,
-        key: str,
-        *,
-        params: dict[str, int] | None,
-        content: bytes | None,
-    ) -> httpx.Response | _Failure:
-        headers = {"Authorization": f"Bearer {self._keys[key].get_secret_value()}"}
-        if content is not None:
-            headers["Content-Type"] = "application/json"
-        started = time.monotonic()
+    def _attempt(self, request: httpx.Request, path: str, tier: Tier) -> httpx.Response | _Failure:
+        method = request.method
         try:
-            response = self._http.request(
-                method, self._base + path, params=params, content=content, headers=headers
-            )
+            response = self._http.send(request)
         except httpx.TransportError as exc:
             log.debug(
                 "api.request",
@@ -435,7 +435,7 @@ class RemoteClient:
                 path=path,
                 status=None,
                 error=type(exc).__name__,
-                ms=_ms(started),
+                ms=_ms(request.extensions[_PACED_AT]),
             )
             return _transport_failure(method, path, tier, exc, base=self._base)
         log.debug(
@@ -443,11 +443,11 @@ class RemoteClient:
             method=method,
             path=path,
             status=response.status_code,
-            ms=_ms(started),
+            ms=_ms(request.extensions[_PACED_AT]),
         )
         if response.status_code < 400:
             return response
-        return self._status_failure(method, path, tier, response, key=key)
+        return self._status_failure(method, path, tier, response, key=request.extensions[_KEY])
 
     def _status_failure(
         self, method: str, path: str, tier: Tier, response: httpx.Response, *, key: str = ""
@@ -508,6 +508,11 @@ class RemoteClient:
             self._budget.penalize(tier, seconds, key=key)
         else:
             self._budget.penalize(tier, seconds)
+
+
+def _tier(method: str) -> Tier:
+    """The budget tier a request spends: GET reads, every other method writes."""
+    return "read" if method == "GET" else "write"
 
 
 def _ms(started: float) -> int:
