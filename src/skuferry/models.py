@@ -14,6 +14,9 @@ from typing import Any, Protocol
 from skuferry.completeness import Ledger
 from skuferry.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
+# The product's lifecycle, named here with the nouns every module shares.
+from skuferry.lifecycle import State as State  # noqa: PLC0414 - re-exported
+
 # Labels skuferry's own metrics carry: a constant label ([metrics] labels) of the same name
 # would clash (config/schema/settings.py refuses it, service/metrics.py renders them).
 METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
@@ -96,25 +99,6 @@ UNMAPPED: dict[str, Any] = {}
 def was_mapped(product: Product) -> bool:
     """False for a product recognised by its fingerprint (its payload was never built)."""
     return product.payload is not UNMAPPED
-
-
-class State(enum.StrEnum):
-    """Where a product stands in the mirror."""
-
-    SYNCED = "synced"  # the remote holds ``digest`` under ``remote_id``
-    PENDING = "pending"  # a create was started; an intent may be open (outcome unknown)
-    FAILED = "failed"  # the last attempt failed transiently; retried next run
-    REJECTED = "rejected"  # the API or the mapping refused ``digest``; retried when data change
-    DRIFT = "drift"  # the source changed but updates are not possible (update_method / 405)
-    DUPLICATE = "duplicate"  # the remote holds several products with this key
-    GONE = "gone"  # no longer in the source; never deleted remotely
-    REMOTE_ONLY = "remote_only"  # found on the remote by a walk, never in this source
-    ARCHIVED = "archived"  # left the source and got the [gone] patch, once; restored on return
-
-    @property
-    def in_source(self) -> bool:
-        """Whether the source holds (or last held) this product."""
-        return self not in (State.GONE, State.REMOTE_ONLY, State.ARCHIVED)
 
 
 @dataclass(frozen=True, slots=True)

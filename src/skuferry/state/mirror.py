@@ -2,7 +2,7 @@
 
 Per key it holds the digest last confirmed on the remote, the fields last
 sent (``sent``: what an update is diffed against, see ``sync/write/fields.py``), the
-remote id, the state (see ``models.State``) and, for every create in flight,
+remote id, the state (see ``lifecycle.State``) and, for every create in flight,
 an *intent*: committed before the POST and closed only once the outcome is
 known, so a crash or a lost response is resolved by lookup, never by re-POST.
 
@@ -46,6 +46,13 @@ if TYPE_CHECKING:
 
 from skuferry import canonical, logs
 from skuferry.errors import StateError
+from skuferry.lifecycle import (
+    ARCHIVE_IN_DOUBT_SQL,
+    BACK_IN_STEP_SQL,
+    IN_SOURCE_SQL,
+    ON_REMOTE_SQL,
+    state_sql,
+)
 from skuferry.models import MirrorRow, Product, State
 from skuferry.state import deadletters, schema
 from skuferry.state.deadletters import DeadLetter
@@ -58,7 +65,6 @@ log = logs.get(__name__)
 
 API_CONTACT_META = "api.last_contact"  # unix time of the last run the API answered
 LANE_META = "lane."  # meta rows "lane.<key>": keys another process handed to the running run
-_IN_SOURCE = "state NOT IN ('gone', 'remote_only', 'archived')"  # the source holds (or held)
 
 
 def _stored_keys(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
@@ -158,11 +164,11 @@ class Mirror:
         return self._known
 
     def keys(self, *, exclude_gone: bool = True) -> Iterator[str]:
-        where = _IN_SOURCE if exclude_gone else ""
+        where = IN_SOURCE_SQL if exclude_gone else ""
         return (k for (k,) in scan(self._conn, "SELECT key FROM products", where))
 
     def count(self) -> int:
-        sql = f"SELECT count(*) FROM products WHERE {_IN_SOURCE}"  # noqa: S608 - a constant
+        sql = f"SELECT count(*) FROM products WHERE {IN_SOURCE_SQL}"  # noqa: S608 - a constant
         return int(self._conn.execute(sql).fetchone()[0])
 
     def counts_by_state(self) -> dict[str, int]:
@@ -216,14 +222,14 @@ class Mirror:
 
     def synced_items(self) -> Iterator[tuple[str, str, str]]:
         select = "SELECT key, remote_id, digest FROM products"
-        where = "state = 'synced' AND remote_id IS NOT NULL AND digest IS NOT NULL"
+        where = f"{ON_REMOTE_SQL} AND digest IS NOT NULL"
         return ((k, r, d) for k, r, d in scan(self._conn, select, where))
 
     def synced_before(self, when: float) -> tuple[str, str] | None:
         """(key, remote id) of one product in step on the CMS since before ``when``."""
         sql = (
-            "SELECT key, remote_id FROM products WHERE state = 'synced' "
-            "AND remote_id IS NOT NULL AND synced_at < ? LIMIT 1"
+            f"SELECT key, remote_id FROM products WHERE {ON_REMOTE_SQL} "  # noqa: S608 - a constant
+            "AND synced_at < ? LIMIT 1"
         )
         row = self._conn.execute(sql, (when,)).fetchone()
         return None if row is None else (str(row[0]), str(row[1]))
@@ -239,13 +245,12 @@ class Mirror:
         Indexed reads that stop at the first row found (sync/skip.py)."""
         if self._conn.execute("SELECT 1 FROM intents LIMIT 1").fetchone() is not None:
             return True
-        names = sorted({State(s).value for s in states})
-        where = f"state IN ({', '.join('?' * len(names))})" if names else "0"
-        params: list[str] = list(names)
+        where = state_sql(State(s) for s in states)
+        params: list[str] = []
         if archiving is not None:
-            where += " OR (state = 'archived' AND digest = ?)"
+            where += f" OR {ARCHIVE_IN_DOUBT_SQL}"
             params.append(archiving)
-        sql = f"SELECT 1 FROM products WHERE {where} LIMIT 1"  # noqa: S608 - placeholders only
+        sql = f"SELECT 1 FROM products WHERE {where} LIMIT 1"  # noqa: S608 - our states, placeholders
         return self._conn.execute(sql, params).fetchone() is not None
 
     def open_intents(self) -> list[tuple[str, str]]:
@@ -653,7 +658,7 @@ class Mirror:
         """Archived products, most recent first (for ``status``)."""
         return list(
             self.db.table("products").rows_where(
-                "state = 'archived'",
+                state_sql([State.ARCHIVED]),
                 select="key, remote_id, updated_at AS at",
                 order_by="updated_at DESC, key",
                 limit=limit,
@@ -666,16 +671,15 @@ class Mirror:
         if keys:
             with self._write() as conn:
                 deadletters.clear(conn, keys)  # a product that left is no longer refused
-        return self._set_state(keys, State.GONE, _IN_SOURCE)
+        return self._set_state(keys, State.GONE, IN_SOURCE_SQL)
 
     def mark_in_step(self, keys: Iterable[str]) -> int:
         """GONE/DRIFT rows planned UNCHANGED (the remote holds their data again) become SYNCED."""
-        when = "state IN ('gone', 'drift') AND digest IS NOT NULL"
-        probe = f"SELECT 1 FROM products WHERE {when} LIMIT 1"  # noqa: S608 - a constant
+        probe = f"SELECT 1 FROM products WHERE {BACK_IN_STEP_SQL} LIMIT 1"  # noqa: S608 - a constant
         any_row = self._conn.execute(probe).fetchone()
         if any_row is None:
             return 0  # the usual no-op run: nothing to revive, no 100k-statement transaction
-        return self._set_state(keys, State.SYNCED, when)
+        return self._set_state(keys, State.SYNCED, BACK_IN_STEP_SQL)
 
     def _set_state(self, keys: Iterable[str], state: State, when: str) -> int:
         with self._write() as conn:
@@ -723,7 +727,7 @@ class Mirror:
         """Products the API refused, most recent first (for ``status``)."""
         return list(
             self.db.table("products").rows_where(
-                "state = 'rejected'",
+                state_sql([State.REJECTED]),
                 select="key, last_error AS reason, updated_at AS at, source_line AS line",
                 order_by="updated_at DESC, key",
                 limit=limit,

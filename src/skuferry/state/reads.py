@@ -13,6 +13,11 @@ import sqlite3
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
+from skuferry.lifecycle import (
+    RECOGNISABLE_NO_INTENT_SQL,
+    RECOGNISABLE_SQL,
+    ROW_DIGEST_FROM_REFUSED,
+)
 from skuferry.models import MirrorRow, State
 from skuferry.state.scratch import keyset, slot_pages
 from skuferry.state.transaction import transaction
@@ -26,26 +31,21 @@ _ROW_SQL = (
     "FROM products p LEFT JOIN intents i ON i.key = p.key"
 )
 
-# A row the planner may recognise by fingerprint alone: SYNCED, a confirmed digest and a
-# fingerprint, no create in doubt (see plan._with_rows). The rowid is the key's slot; the
-# line digest (NULL until learnt) lets a raw line be recognised unparsed (the line route).
-# "+p.state": the key index, not the state index (which would walk every SYNCED row).
-# Without any open intent (the usual case) the intents are not asked per row.
+# A row the planner may recognise by fingerprint alone (``lifecycle.recognisable``). The
+# rowid is the key's slot; the line digest (NULL until learnt) lets a raw line be
+# recognised unparsed (the planner's line route). Without any open intent (the usual case)
+# the intents are not asked per row.
 _QUICK_SQL = (
-    "SELECT p.key, p.rowid, p.digest, p.source_fingerprint, p.source_line_digest "
-    "FROM products p "
-    "WHERE +p.state = 'synced' AND p.digest IS NOT NULL AND p.source_fingerprint IS NOT NULL "
-    "AND p.key IN "
+    "SELECT p.key, p.rowid, p.digest, p.source_fingerprint, p.source_line_digest "  # noqa: S608 - constants
+    f"FROM products p WHERE {RECOGNISABLE_SQL} AND p.key IN "
 )
-_QUICK_INTENTS = "AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.key = p.key)"
+_QUICK_INTENTS = f"AND {RECOGNISABLE_NO_INTENT_SQL}"
 # Keys that come in key order (many exports are sorted by SKU) are read as one range of
 # the key index, a walk instead of a search per key (measured at 1M rows: 1.7 s against
 # 2.7 s of CPU), as long as the range holds few other rows (``_RANGE_SLACK``).
 _QUICK_RANGE = (
-    "SELECT p.key, p.rowid, p.digest, p.source_fingerprint, p.source_line_digest "
-    "FROM products p "
-    "WHERE p.key >= ? AND p.key <= ? AND +p.state = 'synced' AND p.digest IS NOT NULL "
-    "AND p.source_fingerprint IS NOT NULL"
+    "SELECT p.key, p.rowid, p.digest, p.source_fingerprint, p.source_line_digest "  # noqa: S608 - constants
+    f"FROM products p WHERE p.key >= ? AND p.key <= ? AND {RECOGNISABLE_SQL}"
 )
 _RANGE_SLACK = 2  # rows read per key wanted, at most, before a range gives way to IN (...)
 _SLOTTED_SQL = (
@@ -67,7 +67,7 @@ def _to_row(r: RowTuple) -> MirrorRow:
         key=key,
         state=st,
         # ARCHIVED: what is in doubt or refused, if anything (see Mirror.record_archive_sent)
-        digest=rejected_digest if st in (State.REJECTED, State.ARCHIVED) else digest,
+        digest=rejected_digest if st in ROW_DIGEST_FROM_REFUSED else digest,
         remote_id=remote_id,
         intent_digest=intent_digest,
         last_error=last_error,
@@ -107,7 +107,7 @@ class MirrorLookup(Mapping[str, MirrorRow]):
         """The rows of ``keys`` that exist, in few queries (the planner's batched lookup)."""
         return rows(self._conn, keys)
 
-    # -- the planner's fast path (plan._with_rows): rows by slot, the key's rowid --------
+    # -- the planner's pairing: rows by slot, the key's rowid ------------------------------
 
     def slots(self) -> int:
         """One more than the largest slot: the size of a bitmap of slots (rowids)."""

@@ -55,7 +55,7 @@ def slot_pages(bits: bytes | bytearray, *, marked: bool, page: int = PAGE) -> It
     """The slots (row ids) whose bit is set (``marked``) or clear in ``bits``, in pages.
 
     Bit ``s & 7`` of byte ``s >> 3`` stands for slot ``s``: the planner marks the
-    mirror's rows by rowid this way (``plan._Seen``), a million rows in 125 kB.
+    mirror's rows by rowid this way (its seen keys, ``Bits``), a million rows in 125 kB.
     Whole bytes that hold nothing wanted are skipped in one comparison each.
     """
     skip = 0x00 if marked else 0xFF

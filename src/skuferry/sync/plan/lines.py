@@ -49,7 +49,7 @@ LINE_DIGEST_VERSION = "2"
 
 
 class LineRoute:
-    """What ``plan(lines=...)`` needs of a CSV read line by line (``sync/plan.LineReader``)."""
+    """What ``plan(lines=...)`` needs of a CSV read line by line (a ``LineReader``)."""
 
     def __init__(
         self, lines: CsvLines, mapper: Mapper, key_column: str, ready: ReadySource | None = None

@@ -36,6 +36,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from skuferry import errors, logs
+from skuferry.lifecycle import archive_in_doubt
 from skuferry.models import Action, Kind, Product, RunSummary, State
 from skuferry.state.mirror import Mirror
 from skuferry.sync.write.doubt import Doubts
@@ -243,12 +244,7 @@ class Writer:
         """Whether the mirror holds ``key`` ARCHIVED in doubt: its [gone] PATCH went out and
         the answer never came (``Mirror.record_archive_sent``)."""
         row = self._mirror.rows([key]).get(key)
-        return (
-            row is not None
-            and row.state is State.ARCHIVED
-            and self._gone.archiving is not None
-            and row.digest == self._gone.archiving
-        )
+        return row is not None and archive_in_doubt(row, self._gone.archiving)
 
     def _finish(self, action: Action, fut: Future[Any]) -> None:
         try:

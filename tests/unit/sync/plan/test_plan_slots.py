@@ -1,18 +1,20 @@
-"""The planner's fast path against the SQLite mirror decides exactly what the plain one does.
+"""The planner decides exactly what the plain rule decides, record by record.
 
-With the mirror's rows numbered (``MirrorLookup.slots``), ``plan()`` recognises unchanged
-rows by one hash and one batched lookup, marks seen keys by one bit of their row, and,
-given ``recognised``, yields no action for them (the plan store counts them). Every
-catalog below is planned twice: over a plain dict of ``MirrorRow`` (the reference, one
-action per record) and over the SQLite mirror into a ``PlanStore``. Same final actions,
-same counts, same unchanged keys; duplicates, bad rows and gone keys included, across
-batch boundaries (``FAST_LOOKAHEAD`` is made small).
+``plan()`` pairs records with their rows in batches, recognises unchanged rows by one
+hash, marks seen keys by one bit of their row (``MirrorLookup.slots``, or a plain dict
+numbered in its own order) and, given ``recognised``, yields no action for them (the
+plan store counts them). Every catalog below is planned three ways: by ``_reference``
+(the rule applied one record at a time: no batch, no slot, no bitmap), by ``plan()``
+over a plain dict of ``MirrorRow``, and by ``plan()`` over the SQLite mirror into a
+``PlanStore``. Same final actions, same counts, same unchanged keys; duplicates, bad
+rows and gone keys included, across batch boundaries (``LOOKAHEAD`` is made small).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +24,13 @@ from hypothesis import strategies as st
 
 from skuferry import canonical
 from skuferry.config.schema import FieldSpec, MappingSettings
-from skuferry.models import Action, BadRecord, Kind, Product, RawRecord
+from skuferry.models import Action, BadRecord, Kind, MirrorRow, Product, RawRecord, State
 from skuferry.state.mirror import Mirror
 from skuferry.state.reads import MirrorLookup
 from skuferry.state.scratch import slot_pages
 from skuferry.sync.map.mapper import Mapper
-from skuferry.sync.plan import planner as plan_module
-from skuferry.sync.plan.planner import Tally, plan
+from skuferry.sync.plan import numbered as numbered_module
+from skuferry.sync.plan.planner import Tally, decide, leaving, plan
 
 MAPPING = MappingSettings(
     key="sku", fields={"sku": "SKU", "price": FieldSpec(column="Price", type="decimal")}
@@ -109,16 +111,113 @@ def _final(actions: list[Action]) -> dict[str, tuple[Any, ...]]:
     return out
 
 
+_REFUSED = object()  # the reference's seen digest of a key rejected in the run
+
+
+def _reference(
+    records: Iterable[RawRecord | BadRecord],
+    rows: dict[str, MirrorRow],
+    *,
+    archiving: str | None = None,
+) -> tuple[list[Action], Tally]:
+    """The plain rule, one record at a time and in source order, slow and obviously right.
+
+    Each record is recognised (its row SYNCED with a confirmed digest and this very
+    fingerprint, no open intent: unchanged, never mapped) or mapped, and decided against
+    its row on its key's first row; a repeat with other data rejects the key for the run;
+    a bad row holds its key. After a full pull without an unsure row, each key never seen
+    is passed to ``leaving``."""
+    mapper = Mapper(MAPPING)
+    actions: list[Action] = []
+    first: dict[str, tuple[object, int, dict[str, Any] | None]] = {}  # digest, line, payload
+    tally = Tally()
+    for record in records:
+        bad: BadRecord | None = None
+        product: Product | None = None
+        recognised = False
+        if isinstance(record, BadRecord):
+            bad = dataclasses.replace(record, key=mapper.key_of_bad(record))
+        else:
+            key = mapper.key_of(record)
+            row = rows.get(key) if key is not None else None
+            if (
+                row is not None
+                and row.state is State.SYNCED
+                and row.intent_digest is None
+                and row.digest is not None
+                and row.fingerprint is not None
+                and mapper.fingerprint(record) == row.fingerprint
+            ):
+                product, recognised = Product(key, {}, row.digest, record.line), True  # type: ignore[arg-type]
+            else:
+                mapped = mapper.map(record)
+                bad, product = (mapped, None) if isinstance(mapped, BadRecord) else (None, mapped)
+        if bad is not None:
+            reason = bad.reason
+            if bad.key is None or bad.guessed:
+                tally.unsure += 1
+            if bad.key is not None:
+                earlier = first.get(bad.key)
+                if earlier is not None and earlier[0] is not _REFUSED:
+                    reason = (
+                        f"duplicate key {bad.key!r}: line {bad.line} repeats "
+                        f"line {earlier[1]}: {reason}"
+                    )
+                first[bad.key] = (_REFUSED, earlier[1] if earlier else bad.line, None)
+            actions.append(
+                Action(Kind.REJECT, bad.key, reason=reason, line=bad.line, stage=bad.stage)
+            )
+            continue
+        assert product is not None
+        earlier = first.get(product.key)
+        if earlier is None:
+            first[product.key] = (
+                product.digest, product.line, None if recognised else product.payload
+            )  # fmt: skip
+            actions.append(
+                Action(Kind.UNCHANGED, product.key, product, line=product.line)
+                if recognised
+                else decide(product, rows.get(product.key), walked=True)
+            )
+            continue
+        digest, line, payload = earlier
+        if digest is _REFUSED or digest == product.digest:
+            continue
+        first[product.key] = (_REFUSED, line, None)
+        reason = f"duplicate key {product.key!r}: line {product.line} differs from line {line}"
+        if payload is not None:
+            fields = sorted(
+                k for k in payload.keys() | product.payload.keys()
+                if payload.get(k, _REFUSED) != product.payload.get(k, _REFUSED)
+            )  # fmt: skip
+            reason = f"{reason} ({', '.join(fields)})" if fields else reason
+        actions.append(
+            Action(Kind.REJECT, product.key, line=product.line, reason=reason, stage="check")
+        )
+    if tally.unsure:
+        tally.gone_skipped = True  # a full pull: the unsure rows alone stop the gone decisions
+        return actions, tally
+    for key, row in rows.items():
+        if key not in first and (kind := leaving(row, archiving=archiving)) is not None:
+            actions.append(Action(kind, key, remote_id=row.remote_id))
+    return actions, tally
+
+
 def _plan_both(
     mirror: Mirror, records: list[RawRecord | BadRecord], *, archiving: str | None = None
 ) -> tuple[dict[str, tuple[Any, ...]], Tally, dict[str, tuple[Any, ...]], Tally, Any]:
+    """The reference's plan, and ``plan()``'s over the SQLite mirror into a store; ``plan()``
+    over a plain dict of the same rows is held to the reference here too."""
     known = mirror.known()
-    plain = {key: known[key] for key in known}  # a dict: the reference path, no slots
-    tally_plain, tally_fast = Tally(), Tally()
-    reference = list(
-        plan(records, plain, walked=True, mapper=Mapper(MAPPING), tally=tally_plain,
+    plain = {key: known[key] for key in known}
+    reference, tally_plain = _reference(records, plain, archiving=archiving)
+    tally_dict, tally_fast = Tally(), Tally()
+    over_dict = list(
+        plan(records, plain, walked=True, mapper=Mapper(MAPPING), tally=tally_dict,
              archiving=archiving)
     )  # fmt: skip
+    assert _final(over_dict) == _final(reference), "plan() over a plain dict"
+    assert tally_dict == tally_plain
     store = mirror.plan_store()
     store.fill(
         plan(
@@ -198,7 +297,7 @@ def test_a_quiet_catalog_yields_no_action_and_counts_every_row(mirror: Mirror) -
 def test_a_late_conflicting_duplicate_overrules_a_recognised_row(
     mirror: Mirror, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(plan_module, "FAST_LOOKAHEAD", 2)  # the repeat in a later batch
+    monkeypatch.setattr(numbered_module, "LOOKAHEAD", 2)  # the repeat in a later batch
     _fill_mirror(mirror, [_synced(k) for k in KEYS])
     records = _records([("raw", "A", "1"), ("raw", "B", "1"), ("raw", "C", "1"),
                         ("raw", "A", "2"), ("raw", "B", "1")])  # fmt: skip
@@ -220,6 +319,15 @@ def test_a_bad_row_holds_a_recognised_product_and_a_keyless_one_stops_gone(
     assert (counts[Kind.UNCHANGED], counts[Kind.REJECT], counts[Kind.GONE]) == (0, 2, 4)
     unsure = _check(mirror, _records([("raw", "A", "1"), ("none", None, "")]))
     assert unsure.counts()[Kind.GONE] == 0, "a row that could be any product: nothing gone"
+
+
+def test_a_create_in_doubt_is_looked_up_not_recognised(mirror: Mirror) -> None:
+    """A SYNCED row with an open intent: its POST may have landed, whatever the fingerprint."""
+    _fill_mirror(mirror, [{**_synced("A"), "intent": True}, _synced("B")])
+    store = _check(mirror, _records([("raw", "A", "1"), ("raw", "B", "1")]))
+    (create,) = store.actions(Kind.CREATE)
+    assert (create.key, create.lookup_first) == ("A", True)
+    assert list(store.keys(Kind.UNCHANGED)) == ["B"]
 
 
 def test_the_gone_pass_reads_only_the_rows_never_seen(mirror: Mirror) -> None:
@@ -290,20 +398,20 @@ _source_row = st.tuples(
     source=st.lists(_source_row, max_size=14),
     lookahead=st.sampled_from([1, 3, 2000]),
 )
-def test_the_fast_path_plans_what_the_plain_one_plans(
+def test_generated_catalogs_plan_as_the_reference_does(
     tmp_path_factory: pytest.TempPathFactory,
     held: dict[str, dict[str, Any]],
     source: list[tuple[str, Any, str]],
     lookahead: int,
 ) -> None:
-    saved = plan_module.FAST_LOOKAHEAD
-    plan_module.FAST_LOOKAHEAD = lookahead
+    saved = numbered_module.LOOKAHEAD
+    numbered_module.LOOKAHEAD = lookahead
     m = Mirror(tmp_path_factory.mktemp("slots") / "state.db")
     try:
         _fill_mirror(m, [{"key": k, **v} for k, v in sorted(held.items())])
         _check(m, _records(source))
     finally:
-        plan_module.FAST_LOOKAHEAD = saved
+        numbered_module.LOOKAHEAD = saved
         m.close()
 
 
@@ -371,16 +479,14 @@ def _learn(mirror: Mirror, path: Path, block: int) -> int:
 
 
 def _check_lines(mirror: Mirror, path: Path, block: int) -> Any:
-    """Plan ``path`` today's way (records, a plain dict mirror) and by the line route."""
+    """Plan ``path`` by the reference (records, a plain dict mirror) and by the line route."""
     from skuferry.sources.csv import CsvSource
 
     known = mirror.known()
     plain = {key: known[key] for key in known}
-    tally_plain, tally_fast = Tally(), Tally()
-    reference = _final(
-        list(plan(CsvSource(path).records(), plain, walked=True, mapper=Mapper(MAPPING),
-                  tally=tally_plain))
-    )  # fmt: skip
+    tally_fast = Tally()
+    actions, tally_plain = _reference(CsvSource(path).records(), plain)
+    reference = _final(actions)
     store = mirror.plan_store()
     route = _route(path, block)
     store.fill(
@@ -455,8 +561,8 @@ def test_the_line_route_plans_what_records_plan(  # noqa: PLR0917 - hypothesis' 
     """A catalog learnt by one run, edited (rows changed, added, removed, a header or line
     breaks changed), rows of the mirror changed meanwhile: the next plan by lines equals
     today's plan by records."""
-    saved = plan_module.FAST_LOOKAHEAD
-    plan_module.FAST_LOOKAHEAD = lookahead
+    saved = numbered_module.LOOKAHEAD
+    numbered_module.LOOKAHEAD = lookahead
     folder = tmp_path_factory.mktemp("lines")
     m = Mirror(folder / "state.db")
     try:
@@ -476,7 +582,7 @@ def test_the_line_route_plans_what_records_plan(  # noqa: PLR0917 - hypothesis' 
         _write_catalog(path, headers[1], after, brks[1])
         _check_lines(m, path, block)
     finally:
-        plan_module.FAST_LOOKAHEAD = saved
+        numbered_module.LOOKAHEAD = saved
         m.close()
 
 
