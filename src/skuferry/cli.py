@@ -24,7 +24,7 @@ import click
 from skuferry import __version__, errors, logs
 
 if TYPE_CHECKING:  # the verbs load their machinery lazily: `skuferry --help` stays fast
-    from skuferry.service.fleet import Shard
+    from skuferry.service.workspaces import Shard
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -231,7 +231,7 @@ def _fleet_args(ctx: click.Context, workspaces: Path | None, shard: str | None) 
         if shard is not None:
             raise errors.UsageError("--shard needs --workspaces DIR")
         return None
-    from skuferry.service.fleet import Shard  # the daemon's machinery: only for a fleet
+    from skuferry.service.workspaces import Shard  # the config's machinery: only for a fleet
 
     source = ctx.get_parameter_source("config_path")
     if source is click.core.ParameterSource.COMMANDLINE:

@@ -10,7 +10,7 @@ from skuferry import errors
 
 if TYPE_CHECKING:  # the daemon's machinery loads when the daemon starts
     from skuferry.config.schema.settings import DaemonSettings
-    from skuferry.service.fleet import Shard
+    from skuferry.service.workspaces import Shard
 
 
 def run(

@@ -21,7 +21,7 @@ from skuferry.actions.one_run import one_run, stop_on_signals
 if TYPE_CHECKING:  # the engine's imports wait until a run is asked for
     from skuferry.config.schema import Settings
     from skuferry.models import RunOptions, RunSummary
-    from skuferry.service.fleet import Shard
+    from skuferry.service.workspaces import Shard
 
 
 def named_keys(
@@ -99,20 +99,20 @@ def sync_fleet(
     directory: Path, shard: Shard, options: RunOptions, *, as_json: bool, quiet: bool
 ) -> int:
     """``sync --workspaces``: every workspace once; a line each; the worst exit code."""
-    from skuferry.service import fleet
+    from skuferry.service import fleet_sync
 
     echo_lock = threading.Lock()
 
-    def report(result: fleet.Result) -> None:
+    def report(result: fleet_sync.Result) -> None:
         if not quiet or result.exit_code != errors.EXIT_OK:
             with echo_lock:
                 click.echo(result.line(), err=quiet)
 
     with stop_on_signals() as stop:
-        results = fleet.sync_all(directory, options, shard=shard, stop=stop, on_result=report)
+        results = fleet_sync.sync_all(directory, options, shard=shard, stop=stop, on_result=report)
     if not results and not quiet:
         click.echo(f"no workspaces in {directory} (shard {shard})")
     if as_json:
         data = {"workspaces": {r.name: r.as_json() for r in results}}
         click.echo(json.dumps(data, ensure_ascii=False))
-    return fleet.worst([r.exit_code for r in results])
+    return fleet_sync.worst([r.exit_code for r in results])

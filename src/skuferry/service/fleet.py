@@ -1,27 +1,17 @@
-"""Many workspaces in one process: ``skuferry sync|run --workspaces DIR [--shard K/N]``.
+"""Many workspaces in one process: ``skuferry run --workspaces DIR [--shard K/N]``.
 
-DIR holds one ``<name>.toml`` per workspace, each a complete config; the name is the
-file's stem and the default of its ``[metrics] labels.workspace``. Files whose name
-starts with ``_`` or ``.`` are not workspaces.
-
-``sync`` runs every workspace once, each in its own thread, and reports each under
-its name. ``run`` composes one ``Daemon`` per workspace: its own
+``run`` composes one ``Daemon`` per workspace: its own
 scheduler, budgets, state lock and run threads, so one never waits for another's
 budget, and one that is slow, failing or refused stalls no other. The process
 serves one HTTP side for all of them (``--listen``): ``/livez``, ``/healthz``,
 ``/metrics`` with ``workspace="<name>"`` on every sample, and the hooks routed per
 workspace, each checked with that workspace's own secret. SIGHUP re-reads DIR:
 an added file starts a workspace, a changed one reloads it, a removed one stops it.
-
-Shards: ``--shard K/N`` keeps the workspaces whose name's SHA-256, read as a
-number, is K modulo N; the same on every machine and Python, unlike ``hash()``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import queue
-import re
 import signal
 import threading
 import time
@@ -38,199 +28,21 @@ import structlog
 from skuferry import errors, logs
 from skuferry.config.load import load_settings
 from skuferry.config.schema import DaemonSettings, Settings
-from skuferry.models import RunOptions
 from skuferry.service import hooks_http
 from skuferry.service.daemon import STOP_TIMEOUT_S, Daemon, Job
 from skuferry.service.http_app import Request, Response, Router
 from skuferry.service.http_endpoint import CONTENT_TYPE
 from skuferry.service.http_server import HttpServer, Limits
-from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
-from skuferry.service.runner import run_watched
+from skuferry.service.workspaces import Shard, error_text, load_workspace, workspace_files
 
 log = logs.get(__name__)
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # a URL segment and a label value
 JOIN_S = STOP_TIMEOUT_S + 1.0  # a workspace's daemon stops within its own deadline
 # The first runs at start are spread over up to STAGGER_S (STEP_S apart): a hundred
 # first runs at once would each hold its rows and pages at the same moment (about 5 MiB
 # per 3,000 products), and on a few cores they would not finish sooner anyway.
 STAGGER_S, STEP_S = 60.0, 0.5
-# "worst" among exit codes, least bad first: partial < locked < unavailable < config
-# < internal error < interrupted (the operator stopped it)
-SEVERITY = (
-    errors.EXIT_OK,
-    errors.EXIT_PARTIAL,
-    errors.EXIT_TEMPFAIL,
-    errors.EXIT_UNAVAILABLE,
-    errors.EXIT_USAGE,
-    errors.EXIT_SOFTWARE,
-    errors.EXIT_INTERRUPTED,
-)
-
-
-# --- which workspaces --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Shard ``index`` of ``count``: the workspaces this process takes."""
-
-    index: int = 0
-    count: int = 1
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-        if match is None:
-            raise errors.UsageError(f"--shard {text!r}: expected K/N, e.g. 0/3")
-        index, count = int(match[1]), int(match[2])
-        if count < 1 or index >= count:
-            raise errors.UsageError(f"--shard {text!r}: K must be 0 to N-1 and N at least 1")
-        return cls(index, count)
-
-    def takes(self, name: str) -> bool:
-        return shard_of(name, self.count) == self.index
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-
-def shard_of(name: str, count: int) -> int:
-    """The shard of ``name`` among ``count``: stable across processes, machines, versions."""
-    return int.from_bytes(hashlib.sha256(name.encode()).digest(), "big") % count
-
-
-def workspace_files(directory: Path, shard: Shard = Shard()) -> dict[str, Path]:
-    """``{name: path}`` of the workspaces in ``directory`` that ``shard`` takes, by name."""
-    if not directory.is_dir():
-        raise errors.UsageError(f"--workspaces {directory}: not a directory")
-    found = {}
-    for path in sorted(directory.glob("*.toml")):
-        name = path.stem
-        if name.startswith(("_", ".")) or not path.is_file():
-            continue
-        if shard.takes(name):
-            found[name] = path
-    return found
-
-
-def load_workspace(
-    name: str, path: Path | None, load: Callable[[Path | None], Settings] = load_settings
-) -> Settings:
-    """The workspace's settings; ``[metrics] labels.workspace`` defaults to ``name``."""
-    if not NAME.fullmatch(name):
-        raise errors.ConfigError(
-            [f"{path}: a workspace's file name must be letters, digits, '.', '_' or '-'"]
-        )
-    settings = load(path)
-    if "workspace" in settings.metrics.labels:
-        return settings
-    labels = {**settings.metrics.labels, "workspace": name}
-    metrics = settings.metrics.model_copy(update={"labels": labels})
-    return settings.model_copy(update={"metrics": metrics})
-
-
-def error_text(exc: BaseException) -> str:
-    """One line for a workspace's failure, as the CLI edge words the same error."""
-    if isinstance(exc, errors.ConfigError):
-        return "the configuration has problems: " + "; ".join(exc.problems)
-    if isinstance(exc, errors.AuthError):
-        return f"the API key was refused ({exc}); check [api] api_key"
-    if isinstance(exc, errors.SkuferryError):
-        return str(exc)
-    return "internal error: " + logs.redact_text(f"{type(exc).__name__}: {exc}")
-
-
-def exit_code_of(exc: BaseException) -> int:
-    return exc.exit_code if isinstance(exc, errors.SkuferryError) else errors.EXIT_SOFTWARE
-
-
-def worst(codes: list[int]) -> int:
-    """The worst of ``codes`` (``SEVERITY``; an unknown code counts as an internal error)."""
-    rank = {code: i for i, code in enumerate(SEVERITY)}
-    software = rank[errors.EXIT_SOFTWARE]
-    return max(codes, key=lambda c: rank.get(c, software), default=errors.EXIT_OK)
-
-
-# --- sync: each workspace once -----------------------------------------------------------
-
-
-@dataclass
-class Result:
-    """How one workspace's run went: its summary, or the error that ended it."""
-
-    name: str
-    exit_code: int
-    outcome: RunOutcome | None = None
-    error: str | None = None
-
-    def line(self) -> str:
-        if self.outcome is not None and self.outcome.summary is not None:
-            return f"{self.name}: {self.outcome.one_line()}"
-        return f"{self.name}: failed (exit {self.exit_code}): {self.error}"
-
-    def as_json(self) -> dict[str, Any]:
-        if self.outcome is not None and self.outcome.summary is not None:
-            return {**self.outcome.summary.as_json(), "exit_code": self.exit_code}
-        return {"error": self.error, "exit_code": self.exit_code}
-
-
-Runner = Callable[[Settings, RunOptions, threading.Event], Any]
-
-
-def _engine_run(settings: Settings, options: RunOptions, stop: threading.Event) -> Any:
-    from skuferry.sync.engine import run_once  # the whole sync stack: load it when used
-
-    return run_once(settings, options, stop=stop)
-
-
-def sync_all(
-    directory: Path,
-    options: RunOptions,
-    *,
-    shard: Shard = Shard(),
-    stop: threading.Event | None = None,
-    run: Runner = _engine_run,
-    load: Callable[[Path | None], Settings] = load_settings,
-    on_result: Callable[[Result], None] | None = None,
-) -> list[Result]:
-    """Run every workspace of ``directory`` in ``shard`` once, all at the same time.
-
-    Never raises for one workspace: its error is its ``Result``. ``on_result`` hears each
-    as it finishes (the CLI prints its line then).
-    """
-    stop = stop or threading.Event()
-    names = workspace_files(directory, shard)
-
-    def one(name: str, path: Path) -> Result:
-        try:
-            settings = load_workspace(name, path, load)
-        except Exception as exc:  # noqa: BLE001 - named under the workspace, the rest go on
-            result = Result(name, exit_code_of(exc), error=error_text(exc))
-        else:
-            with structlog.contextvars.bound_contextvars(workspace=name):
-                outcome = run_watched(
-                    settings,
-                    lambda: run(settings, options, stop),
-                    watched=not options.dry_run,
-                    stopping=stop.is_set,
-                )
-            if outcome.exception is not None:
-                failure = outcome.exception
-                result = Result(name, exit_code_of(failure), outcome, error=error_text(failure))
-            else:
-                result = Result(name, outcome.exit_code, outcome)
-        log.info("fleet.sync.finished", workspace=name, exit_code=result.exit_code)
-        if on_result is not None:
-            on_result(result)
-        return result
-
-    if not names:
-        return []
-    with ThreadPoolExecutor(len(names), thread_name_prefix="skuferry-ws") as pool:
-        futures = [pool.submit(one, name, path) for name, path in names.items()]
-        return sorted((f.result() for f in futures), key=lambda r: r.name)
 
 
 # --- run: one daemon per workspace -------------------------------------------------------

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from skuferry import errors
 from skuferry.config.schema import Settings
-from skuferry.service import fleet
+from skuferry.service import fleet, fleet_sync, workspaces
 from skuferry.service.daemon import Daemon
 from skuferry.service.notify import Notifier
 from skuferry.state import lock
@@ -29,7 +29,7 @@ NAMES = st.lists(
 @settings(max_examples=50, deadline=None)
 @given(names=NAMES, count=st.integers(1, 9))
 def test_the_shards_of_n_are_disjoint_and_cover_every_name(names: list[str], count: int) -> None:
-    taken = [{n for n in names if fleet.Shard(k, count).takes(n)} for k in range(count)]
+    taken = [{n for n in names if workspaces.Shard(k, count).takes(n)} for k in range(count)]
     assert sum(len(t) for t in taken) == len(names)  # no name in two shards
     assert set().union(*taken) == set(names)
 
@@ -37,8 +37,11 @@ def test_the_shards_of_n_are_disjoint_and_cover_every_name(names: list[str], cou
 def test_a_shard_is_the_same_in_every_process() -> None:
     """sha256, not hash(): another interpreter (another PYTHONHASHSEED) agrees."""
     names = [f"shop-{i}" for i in range(40)]
-    here = [fleet.shard_of(n, 7) for n in names]
-    code = f"from skuferry.service import fleet; print([fleet.shard_of(n, 7) for n in {names!r}])"
+    here = [workspaces.shard_of(n, 7) for n in names]
+    code = (
+        "from skuferry.service.workspaces import shard_of; "
+        f"print([shard_of(n, 7) for n in {names!r}])"
+    )
     there = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -53,7 +56,7 @@ def test_a_shard_is_the_same_in_every_process() -> None:
 @pytest.mark.parametrize("text", ["2/2", "1", "a/b", "0/0", "-1/3"])
 def test_a_bad_shard_is_a_usage_error(text: str) -> None:
     with pytest.raises(errors.UsageError, match="--shard"):
-        fleet.Shard.parse(text)
+        workspaces.Shard.parse(text)
 
 
 def test_the_workspaces_of_a_directory_are_its_toml_files_but_underscored_ones(
@@ -61,7 +64,7 @@ def test_the_workspaces_of_a_directory_are_its_toml_files_but_underscored_ones(
 ) -> None:
     for name in ("acme.toml", "bolt.toml", "_fleet.toml", ".hidden.toml", "notes.txt"):
         (tmp_path / name).write_text("")
-    assert list(fleet.workspace_files(tmp_path)) == ["acme", "bolt"]
+    assert list(workspaces.workspace_files(tmp_path)) == ["acme", "bolt"]
 
 
 @pytest.mark.parametrize(
@@ -69,7 +72,7 @@ def test_the_workspaces_of_a_directory_are_its_toml_files_but_underscored_ones(
     [([], 0), ([0, 1, 0], 1), ([1, 75], 75), ([75, 3], 3), ([3, 2], 2), ([2, 130, 70], 130)],
 )
 def test_the_worst_exit_code_wins(codes: list[int], worst: int) -> None:
-    assert fleet.worst(codes) == worst
+    assert fleet_sync.worst(codes) == worst
 
 
 def test_merged_metrics_have_one_family_each_and_every_workspace_label() -> None:

@@ -1,13 +1,12 @@
-"""Source record -> product payload: field names, types, and per-row rejections.
+"""Source record -> product payload: its key, its fingerprint, and per-row rejections.
 
 Pure: no I/O. A ``Mapper`` is built once from ``[mapping]``; every per-field
 converter is chosen in ``__init__`` so that ``map()`` does only the work each
 row needs (it runs once per source row, a million times on a big catalog).
 
 A field is read from a ``column``, a JMESPath ``path`` (compiled once; nested
-records such as Akeneo's ``values``), or is a constant ``value``. Numbers may be
-written with locale separators (``decimal``/``thousands``);
-floats from SQL and XLSX count by their shortest round-trip text.
+records such as Akeneo's ``values``), or is a constant ``value``; each value is
+then converted to the field's type.
 
 A row the mapping cannot turn into a product becomes a ``BadRecord`` whose
 reason names the line and the column (or path), and carries the key when it is known.
@@ -16,13 +15,12 @@ reason names the line and the column (or path), and carries the key when it is k
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
-from typing import Any, NoReturn
+from typing import Any
 
 import jmespath.exceptions
 
@@ -31,9 +29,19 @@ from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, Product, RawRecord
 from skuferry.sync.expressions.functions import Refused, Table, compiler
-from skuferry.sync.expressions.numbers import LocaleFormat, float_decimal, float_text
+from skuferry.sync.expressions.numbers import float_text
 from skuferry.sync.expressions.tables import load_tables
-from skuferry.sync.map.checks import Check, checks_of, spreadsheet_mangled
+from skuferry.sync.map.checks import Check, spreadsheet_mangled
+from skuferry.sync.map.converters import Converter, RefusedError, converter_of, kind_of, to_string
+from skuferry.sync.map.field_specs import (
+    FieldPlan,
+    constant_of,
+    default_of,
+    field_checks,
+    join_of,
+    key_problems,
+    where_of,
+)
 
 _MISSING: Any = object()
 
@@ -49,173 +57,7 @@ _MISSING_MARK = _Absent()
 _UNSET: Any = object()  # a field without a default
 FINGERPRINT_VERSION = "skuferry-map-2"  # bump when map() changes what it makes of a value
 
-# The JSON number grammar: a decimal column accepts exactly what could be sent as a JSON
-# number verbatim. One precompiled fullmatch measured faster than a partition-based check.
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-
-_BOOLEANS = {
-    "true": True, "false": False, "1": True, "0": False,
-    "yes": True, "no": False, "y": True, "n": False,
-}  # fmt: skip
-
-_KEY_TYPES = ("string", "integer", "decimal")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # an undecodable byte read with surrogateescape
-
-
-class _RefusedError(Exception):
-    """A value a converter refuses; the message is the tail of the rejection reason."""
-
-
-Converter = Callable[[Any], Any]
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-# canonical.loads semantics, but NaN/Infinity are refused: canonical.dumps cannot write them.
-_decode_json = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant).decode
-
-
-def _show(value: Any) -> str:
-    """A value as quoted in a reason: text in quotes, JSON values as JSON, both shortened."""
-    if isinstance(value, str):
-        return repr(value if len(value) <= 40 else value[:40] + "...")
-    if isinstance(value, float):
-        return repr(value)  # also nan and inf, which JSON cannot write
-    text = canonical.dumps(value)
-    return text if len(text) <= 40 else text[:40] + "..."
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a JSON object"
-    if isinstance(value, list):
-        return "a JSON array"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number" if isinstance(value, int | Decimal | float) else type(value).__name__
-
-
-def _to_string(value: Any) -> Any:
-    if type(value) is str:
-        return value
-    if isinstance(value, int | Decimal):  # bool is an int: JSON true -> "true"
-        return canonical.dumps(value)
-    if type(value) is float and math.isfinite(value):
-        return float_text(value)  # an XLSX number cell 12346.0 -> "12346"
-    raise _RefusedError(f"{_kind(value)} is not text")
-
-
-def _to_integer(value: Any) -> Any:
-    if type(value) is str:
-        text = value.strip()
-        if not text:
-            return None
-        digits = text[1:] if text[0] in "+-" else text
-        if digits.isdigit() and digits.isascii():
-            try:
-                return int(text)
-            except ValueError:  # more digits than int() converts (sys.int_max_str_digits)
-                pass
-        raise _RefusedError(f"{_show(value)} is not an integer")
-    if type(value) is int:
-        return value
-    if type(value) is float and value.is_integer():  # SQL REAL, XLSX numbers
-        return int(value)
-    # a JSON 7.0 (Odoo's quantities are floats); 7.5 is refused as before
-    if type(value) is Decimal and value.is_finite() and value == value.to_integral_value():
-        return int(value)
-    raise _RefusedError(f"{_show(value)} is not an integer")
-
-
-def _to_decimal(value: Any) -> Any:
-    if type(value) is str:
-        text = value.strip()
-        if not text:
-            return None
-        if _JSON_NUMBER.fullmatch(text) is not None:
-            return Decimal(text)  # keeps the digits as written: "19.90" stays 19.90
-        raise _RefusedError(f"{_show(value)} is not a decimal number")
-    if type(value) is int or (type(value) is Decimal and value.is_finite()):
-        return value
-    if type(value) is float and math.isfinite(value):
-        return float_decimal(value)  # 21.35, never 21.350000000000001
-    raise _RefusedError(f"{_show(value)} is not a decimal number")
-
-
-def _to_boolean(value: Any) -> Any:
-    if type(value) is str:
-        text = value.strip()
-        if not text:
-            return None
-        found = _BOOLEANS.get(text.lower())
-        if found is not None:
-            return found
-    elif type(value) is bool:
-        return value
-    elif type(value) is int and value in (0, 1):
-        return value == 1
-    raise _RefusedError(f"{_show(value)} is not a boolean (true/false, yes/no, y/n, 1/0)")
-
-
-def _to_json(value: Any) -> Any:
-    if type(value) is not str:
-        return value  # already a JSON value (a JSON Lines source)
-    if not value.strip():
-        return None
-    try:
-        return _decode_json(value)
-    except json.JSONDecodeError as exc:
-        reason = f"{exc.msg} at character {exc.pos + 1}"
-        raise _RefusedError(f"{_show(value)} is not valid JSON ({reason})") from None
-    except (ValueError, RecursionError) as exc:
-        raise _RefusedError(f"{_show(value)} is not valid JSON ({exc})") from None
-
-
-_TYPED: dict[str, Converter] = {
-    "integer": _to_integer,
-    "decimal": _to_decimal,
-    "boolean": _to_boolean,
-    "json": _to_json,
-}
-_CONVERTERS: dict[str, Converter] = {"string": _to_string, **_TYPED}
-
-
-def _locale_converter(spec: FieldSpec) -> Converter:
-    """A decimal/integer converter for text written like ``1.234,50``; numbers as usual."""
-    fraction = spec.type == "decimal"
-    number: Converter = _to_decimal if fraction else _to_integer
-    style = LocaleFormat(spec.decimal, spec.thousands)
-    match = style.pattern(fraction=fraction).fullmatch
-    plain = style.plain
-    expected = (
-        f"{'a decimal number' if fraction else 'an integer'} {style.describe(fraction=fraction)}"
-    )
-
-    def convert(value: Any) -> Any:
-        if type(value) is not str:
-            return number(value)  # already a number (JSON, SQL, XLSX): no separators to read
-        text = value.strip()
-        if not text:
-            return None
-        if match(text) is None:
-            raise _RefusedError(f"{_show(value)} is not {expected}")
-        return Decimal(plain(text)) if fraction else int(plain(text))
-
-    return convert
-
-
-def _converter(spec: FieldSpec) -> Converter | None:
-    """The field's converter; None for a string field (handled inline in map())."""
-    if spec.type in ("decimal", "integer") and (spec.decimal != "." or spec.thousands):
-        return _locale_converter(spec)
-    return _TYPED.get(spec.type)
-
-
-def _as_written(value: Any) -> Any:
-    """A constant ``value`` without a ``type``: as TOML wrote it, a float as a decimal."""
-    return float_decimal(value) if type(value) is float else value
 
 
 def _picker(columns: list[str]) -> Callable[[Mapping[str, Any]], list[Any]]:
@@ -241,48 +83,13 @@ def _key_text(value: Any) -> str | None:
     return None
 
 
-# One planned field: (target, where (for reasons), column or None, compiled path search
-# or None, converter or None for a string, check (required or has a default), default,
-# checks on the converted value, join the path reads or None, the values
-# that count as missing besides null: [source] empty_values, () for none).
-_Field = tuple[
-    str,
-    str,
-    str | None,
-    Callable[[Any], Any] | None,
-    Converter | None,
-    bool,
-    Any,
-    tuple[Check, ...],
-    str | None,
-    tuple[Any, ...],
-]
 _SEARCH_ERRORS = (Refused, jmespath.exceptions.JMESPathError)
-_HEAD = re.compile(r'\s*"?([A-Za-z_][A-Za-z0-9_]*)')
 
 
 def _is_empty(value: Any, empties: tuple[Any, ...]) -> bool:
     """``value`` is one of ``empties`` by type and value (``0`` is not ``false``)."""
     kind = type(value)
     return any(type(e) is kind and e == value for e in empties)
-
-
-def _where(spec: FieldSpec) -> str:
-    return f"column {spec.column!r}" if spec.path is None else f"path {spec.path!r}"
-
-
-def _field_checks(spec: FieldSpec) -> tuple[Check, ...]:
-    """The field's checks; a text field also refuses numbers a spreadsheet mangled."""
-    found = checks_of(spec, _converter(spec) or _to_string)
-    if spec.type == "string" and spec.check is None:
-        found.insert(0, spreadsheet_mangled)
-    return tuple(found)
-
-
-def _join_of(spec: FieldSpec, joins: frozenset[str]) -> str | None:
-    """The join a path field reads (its first name is a ``[[join]]`` name), else None."""
-    head = _HEAD.match(spec.path) if spec.path is not None else None
-    return head.group(1) if head is not None and head.group(1) in joins else None
 
 
 class Mapper:
@@ -309,14 +116,14 @@ class Mapper:
 
         joined = frozenset(joins)
         self._source_name = source_name
-        # None: pass-through. Else one _Field per target, the key field excluded (done first)
+        # None: pass-through. Else one FieldPlan per target, the key field excluded (done first)
         # and constants too (they are in ``_constants``, converted once).
-        self._plan: list[_Field] | None = None
+        self._plan: list[FieldPlan] | None = None
         self._constants: dict[str, Any] = {}
         self._key_column = settings.key
         self._key_search: Callable[[Any], Any] | None = None
         self._key_where = f"column {settings.key!r}"
-        self._key_convert: Converter = _to_string
+        self._key_convert: Converter = to_string
         # Fingerprints cover the mapping itself, so a changed [mapping] re-maps every row.
         # Unset options are left out: they mean their default, and an option added in a
         # later release then does not re-map every row once.
@@ -343,26 +150,26 @@ class Mapper:
                 [f"at 'mapping.key': {settings.key!r} is not a field of [mapping.fields] "
                  f"(fields: {', '.join(settings.fields) or 'none'})"]
             )  # fmt: skip
-        problems = _key_problems(settings.key, key_spec)
+        problems = key_problems(settings.key, key_spec)
         self._plan = []
         for target, spec in specs.items():
             if spec.value is not None:
-                self._constants[target] = _constant(target, spec, problems)
+                self._constants[target] = constant_of(target, spec, problems)
                 continue
-            default = _UNSET if spec.default is None else _default(target, spec, problems)
+            default = _UNSET if spec.default is None else default_of(target, spec, problems)
             check = spec.required or default is not _UNSET
             empty = () if spec.type == "boolean" else empties
             self._plan.append(
                 (
                     target,
-                    _where(spec),
+                    where_of(spec),
                     spec.column,
                     search_of(spec),
-                    _converter(spec),
+                    converter_of(spec),
                     check,
                     default,
-                    _field_checks(spec),
-                    _join_of(spec, joined),
+                    field_checks(spec),
+                    join_of(spec, joined),
                     empty,
                 )
             )
@@ -370,9 +177,9 @@ class Mapper:
             raise ConfigError(problems)
         self._key_column = key_spec.column or ""
         self._key_search = search_of(key_spec)
-        self._key_where = _where(key_spec)
-        self._key_convert = _converter(key_spec) or _to_string
-        self._key_checks = _field_checks(key_spec) if key_spec.type == "string" else ()
+        self._key_where = where_of(key_spec)
+        self._key_convert = converter_of(key_spec) or to_string
+        self._key_checks = field_checks(key_spec) if key_spec.type == "string" else ()
         fields = [(key_spec.column, self._key_search)] + [(f[2], f[3]) for f in self._plan]
         self._columns = [c for c, search in fields if search is None and c is not None]
         self._pick = _picker(self._columns)
@@ -543,7 +350,7 @@ class Mapper:
                 if convert is not None:
                     value = convert(value)
                 elif type(value) is not str:  # a string field: text is kept as read
-                    value = _to_string(value)
+                    value = to_string(value)
                 if check and (value is None or (type(value) is str and not value.strip())):
                     if default is _UNSET:
                         return self._bad(line, where, "is required but empty", key, label)
@@ -553,7 +360,7 @@ class Mapper:
                         if (problem := run_check(value)) is not None:
                             return self._bad(line, where, problem, key, label)
                 payload[target] = value
-        except _RefusedError as exc:
+        except RefusedError as exc:
             return self._bad(line, where, str(exc), key, label)
         except _SEARCH_ERRORS as exc:
             return self._bad(line, where, _refusal(exc), key, label)
@@ -572,7 +379,7 @@ class Mapper:
         elif raw_key is None or type(raw_key) is str:
             problem = f"the key {name!r} is empty"
         else:
-            problem = f"the key {name!r} must be text or a number, not {_kind(raw_key)}"
+            problem = f"the key {name!r} must be text or a number, not {kind_of(raw_key)}"
         return self._bad(line, self._key_where, problem, None, label)
 
 
@@ -588,37 +395,6 @@ def _gap(column: str | None, fields: dict[str, Any], join: str | None = None) ->
     if column is None:
         return "is required but the path finds nothing"
     return f"is required but {'missing' if column not in fields else 'empty'}"
-
-
-def _key_problems(name: str, spec: FieldSpec) -> list[str]:
-    where = f"at 'mapping.fields.{name}'"
-    if spec.type not in _KEY_TYPES:
-        return [f"{where}: the key cannot have type {spec.type!r} "
-                f"(use one of {', '.join(_KEY_TYPES)})"]  # fmt: skip
-    if spec.value is not None:
-        return [f"{where}: the key cannot be a constant value (every product needs its own)"]
-    if spec.default is not None:
-        return [f"{where}: the key cannot have a default (every product needs its own)"]
-    return []
-
-
-def _constant(target: str, spec: FieldSpec, problems: list[str]) -> Any:
-    """A ``value`` converted once: by its ``type`` when given, else as TOML wrote it."""
-    if "type" not in spec.model_fields_set:
-        return _as_written(spec.value)
-    return _converted(spec.value, spec, f"mapping.fields.{target}.value", problems)
-
-
-def _default(target: str, spec: FieldSpec, problems: list[str]) -> Any:
-    return _converted(spec.default, spec, f"mapping.fields.{target}.default", problems)
-
-
-def _converted(value: Any, spec: FieldSpec, dotted: str, problems: list[str]) -> Any:
-    try:
-        return (_converter(spec) or _to_string)(value)
-    except _RefusedError as exc:
-        problems.append(f"at '{dotted}': {exc}")
-        return None
 
 
 def map_records(
