@@ -150,7 +150,6 @@ _TYPED: dict[str, Converter] = {
     "boolean": _to_boolean,
     "json": _to_json,
 }
-_CONVERTERS: dict[str, Converter] = {"string": to_string, **_TYPED}
 
 
 def _locale_converter(spec: FieldSpec) -> Converter:
