@@ -380,6 +380,24 @@ def test_an_archive_refused_is_rejected_under_the_patch(tmp_path: Path) -> None:
     assert ctx.summary.rejected == 1
 
 
+def test_an_archive_not_applied_fails_but_a_bad_answer_leaves_it_in_doubt(
+    tmp_path: Path,
+) -> None:
+    remote = FakeRemote()
+    ctx = context(tmp_path, remote)
+    limited, garbled = product("K1"), product("K2")
+    ids = [synced(ctx, remote, limited), synced(ctx, remote, garbled)]
+    remote.pre = raising(errors.RateLimited(429, "RATE_LIMITED", "later", retry_after=60.0))
+    carry(Write.of(Action(Kind.ARCHIVE, "K1", remote_id=ids[0]), ctx))
+    assert row(ctx, "K1").state is State.FAILED, "a 429 was not applied: planned again"
+    bad = errors.BadResponse("not JSON", status=200, content_type="text/html", head="<html>")
+    remote.pre, remote.post = None, raising(bad)
+    carry(Write.of(Action(Kind.ARCHIVE, "K2", remote_id=ids[1]), ctx))
+    in_doubt = row(ctx, "K2")
+    assert (in_doubt.state, in_doubt.digest) == (State.ARCHIVED, ARCHIVING), "may have landed"
+    assert ctx.summary.failed == 2 and ctx.unsettled == []
+
+
 def test_with_updates_off_an_archive_in_doubt_is_read_and_one_live_is_drift(
     tmp_path: Path,
 ) -> None:
