@@ -41,6 +41,7 @@ from skuferry.models import Action, Kind
 from skuferry.remote import priority
 from skuferry.state.mirror import LANE_META, Mirror
 from skuferry.state.planstore import PlanStore
+from skuferry.sync.write.actions import Write
 from skuferry.sync.write.writer import Writer
 
 log = logs.get(__name__)
@@ -136,7 +137,7 @@ class TrackingWriter(Writer):
     def express(self) -> list[Action]:
         """The lane's updates that arrived while the pool is full (after the first update
         confirmed the method: that one goes out alone)."""
-        if self.lanes is None or not self._updates_confirmed:
+        if self.lanes is None or not self.updates_confirmed:
             return []
         return self.lanes.express()
 
@@ -155,18 +156,20 @@ class TrackingWriter(Writer):
         if mark is not None:
             mark.raise_()
 
-    def _submit(self, pool: ThreadPoolExecutor, action: Action) -> Future[Any] | None:
+    def _submit(self, pool: ThreadPoolExecutor, write: Write[Any]) -> Future[Any] | None:
+        action = write.action
         mark = priority.Mark(self.lanes is not None and self.lanes.is_urgent(action))
-        submitted = super()._submit(cast(ThreadPoolExecutor, _MarkedPool(pool, mark)), action)
+        submitted = super()._submit(cast(ThreadPoolExecutor, _MarkedPool(pool, mark)), write)
         if submitted is not None and action.key is not None:
             with self._flying_lock:
                 self._flying[action.key] += 1
                 self._marks[action.key] = mark
         return submitted
 
-    def _finish(self, action: Action, fut: Future[Any]) -> None:
+    def _finish(self, write: Write[Any], fut: Future[Any]) -> None:
+        action = write.action
         try:
-            super()._finish(action, fut)
+            super()._finish(write, fut)
         finally:
             if action.key is not None:
                 with self._flying_lock:

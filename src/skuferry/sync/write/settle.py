@@ -2,9 +2,11 @@
 
 A PATCH or PUT (an update, a restore, the ``[gone]`` patch of an archive) answered
 by a reset, a lost connection or a 5xx after the request went out
-(``OutcomeUnknown``) may or may not have been applied. The writer leaves its
+(``OutcomeUnknown``) may or may not have been applied. The write leaves its
 journal in the mirror (``record_update_sent``, ``record_archive_sent``) and hands
-the action over in ``Writer.unsettled``. After the other writes:
+the action over in ``Writer.unsettled``. After the other writes, each is read back
+and the write itself records what the read found (``Write.found_applied``,
+``Write.found_unapplied``, ``Write.given_up``):
 
 - the product is read back (``GET /api/v1/products/:id``, one read);
 - it holds what was sent (the owned fields, compared as ``fields.differing`` does;
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from skuferry import errors, logs
 from skuferry.canonical import same_value
-from skuferry.models import Action, Kind, State
+from skuferry.models import Action
 from skuferry.state.mirror import Mirror
 from skuferry.sync.write.writer import Writer
 
@@ -101,33 +103,25 @@ def _look(client: RemoteApi, writer: Writer, mirror: Mirror, action: Action) -> 
             writer.fatal = writer.fatal or exc
         log.warning("sync.settle.read_failed", key=key, error=str(exc))
         return None
+    write = writer.write_of(action)
     sent = mirror.payload(key)  # the journal: what was sent, minus the fields in doubt
-    wanted = writer.expected(action, sent)
+    wanted = write.expected(sent)
     off = differing(remote, wanted)
     if not off:
-        writer.settled(action, sent)
+        write.found_applied(sent, wanted)
         log.info("sync.settle.applied", key=key, remote_id=remote_id, kind=action.kind.value)
         return None
     log.info("sync.settle.resend", key=key, remote_id=remote_id, fields=off)
-    if action.kind is Kind.ARCHIVE:  # not archived: no longer in doubt, whatever the resend does
-        mirror.record_unsent(key, "the [gone] patch is not on the remote", state=State.DRIFT)
-    else:  # the next diff is against what the remote holds
-        product = action.product
-        names = {*(sent or {}), *(product.payload if product is not None else {}), *wanted}
-        mirror.remember_remote(key, {k: remote[k] for k in names if k in remote})
+    write.found_unapplied(remote, sent, wanted)
     return action
 
 
 def give_up(writer: Writer, mirror: Mirror) -> None:
     """What could not be settled in this run is failed; its journal makes the next run send
-    it again (an update's digest is unknown, an archive stays in doubt)."""
+    it again (an update's digest is unknown, a restore stays ARCHIVED, an archive stays in
+    doubt)."""
+    reason = "the answer to the update was lost and it could not be confirmed in this run"
     for action in writer.unsettled:
-        key = action.key or ""
-        reason = "the answer to the update was lost and it could not be confirmed in this run"
-        state_reason = f"outcome unknown: {reason}"
-        if action.kind is Kind.RESTORE:  # still ARCHIVED: the next run restores it again
-            mirror.record_unsent(key, state_reason, state=State.ARCHIVED)
-        elif action.kind is Kind.UPDATE:  # an archive unread stays ARCHIVED in doubt (journal)
-            mirror.record_failed(key, state_reason, product=action.product)
-        writer.summary.fail(key, f"{reason}; sent again next run", replace=False)
+        writer.write_of(action).given_up(f"outcome unknown: {reason}")
+        writer.summary.fail(action.key or "", f"{reason}; sent again next run", replace=False)
     writer.unsettled = []

@@ -1,7 +1,7 @@
 """What one update, restore or archive sends, and the requests it takes (run in a worker).
 
-The field rules are ``fields.py``'s and ``gone.py``'s; this module applies them
-to one product against the API:
+The field rules (which fields are owned, what the ``[gone]`` tables carry) are
+applied here to one product against the API:
 
 - PATCH carries only the owned fields that changed since they were last sent:
   one write, or no request at all when nothing owned changed;
@@ -11,7 +11,8 @@ to one product against the API:
   remote by a walk), the product is read first and compared: in step means no
   write at all (an adoption by comparison).
 
-Nothing here touches the mirror: the writer's thread commits what ``Outcome`` says.
+Nothing here touches the mirror: the write that asked (``actions.Update``,
+``actions.Archive``) commits what ``Outcome`` says, on the writer's thread.
 """
 
 from __future__ import annotations
