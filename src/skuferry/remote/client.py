@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from random import Random
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 from urllib.parse import quote
 
@@ -229,12 +228,7 @@ class RemoteClient:
     def __enter__(self) -> RemoteClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- public operations -------------------------------------------------
