@@ -10,7 +10,8 @@ Three shapes, each on a fresh state file (``schema.open_state``: WAL, synchronou
   journal commits each state change before the next request (``execute`` against
   ``Table.update`` inside ``Database.atomic``).
 
-Informational: the figures say why those paths stay plain sqlite3 (state/mirror.py).
+Informational: the figures say why those paths stay plain sqlite3 (the mirror's journal
+and a run's reads).
 """
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ def crash_before_transaction(n: int | None, fired: list[str]) -> Iterator[None]:
             raise Crash(f"killed before mirror transaction {n}")
         return original(self)
 
-    Mirror._write = write  # type: ignore[method-assign]
+    Mirror._write = write  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
@@ -269,7 +269,7 @@ def intents_never_reopened() -> Iterator[None]:
             )
         original(self, product, run_id=run_id)
 
-    Mirror.open_intent = open_intent  # type: ignore[method-assign]
+    Mirror.open_intent = open_intent  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:

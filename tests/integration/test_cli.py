@@ -256,7 +256,8 @@ def _state_files(config: Path) -> dict[str, bytes]:
     """The state file and its lock; a WAL side file only when it holds anything.
 
     A read-only reader of a WAL database may create an empty ``-wal`` and its ``-shm``
-    index (SQLite's doing, documented in ``mirror._open_readonly``); neither holds data.
+    index (SQLite's doing, documented at ``_open_readonly``, where the state file is
+    opened read-only); neither holds data.
     """
     folder = config.parent / "state"
     files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}

@@ -1,0 +1,382 @@
+"""The journal of writes: each outcome of a remote call, committed before the next.
+
+Per key the mirror holds the digest last confirmed on the remote, the fields last sent
+(``sent``: what an update is diffed against), the remote id, the state (see
+``lifecycle.State``) and, for every create in flight, an *intent*: committed before
+the POST and closed only once the outcome is known, so a crash or a lost response is
+resolved by lookup, never by re-POST. An update, an archive or a restore is journalled
+the same way (``record_update_sent``, ``record_archive_sent``) before it goes out.
+
+Every method here is one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction
+(``StateFile._write``), durable (``synchronous=FULL``) before it returns: the writer
+makes the remote call that depends on it only after it returns. Only the engine's
+main thread writes. A product's dead letter is written in the same transaction as its
+row, so the two never disagree after a crash.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from skuferry import canonical
+from skuferry.models import Product, State
+from skuferry.state import deadletters
+from skuferry.state.statefile import StateFile
+
+
+class WriteJournal(StateFile):
+    """The writer's journal: intents opened and closed, and every outcome it learns."""
+
+    def _upsert(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        state: State | None,
+        fields: dict[str, Any],
+        *,
+        insert_state: State = State.PENDING,
+    ) -> None:
+        """Insert or update one products row; ``state=None`` keeps an existing row's state."""
+        now = self._clock()
+        values = {"updated_at": now, **fields}
+        if state is not None:
+            values["state"] = state.value
+        cols = ["key", "first_seen", "state", *[c for c in values if c != "state"]]
+        args = [
+            key,
+            now,
+            values.get("state", insert_state.value),
+            *[v for c, v in values.items() if c != "state"],
+        ]
+        sets = ", ".join(f"{c} = excluded.{c}" for c in values)
+        conn.execute(
+            f"INSERT INTO products ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "  # noqa: S608 - column names are ours
+            f"ON CONFLICT(key) DO UPDATE SET {sets}",
+            args,
+        )
+
+    def _confirmed(
+        self, product: Product, remote_id: str, sent: Mapping[str, Any] | None = None
+    ) -> None:
+        self.record_in_step([(product, remote_id)], sent=sent)
+
+    def record_in_step(
+        self, items: Sequence[tuple[Product, str]], *, sent: Mapping[str, Any] | None = None
+    ) -> None:
+        """Products the remote holds exactly, under these ids: SYNCED, in one transaction.
+
+        Used one at a time after a write, and in batches for products found already in
+        step on the remote (an adoption is no intent: if it is lost, the next walk finds
+        the product again). ``sent``: the fields last sent, when not the whole payload
+        (one item only: an update carries only what changed).
+        """
+        if not items:
+            return
+        with self._write() as conn:
+            for product, remote_id in items:
+                self._upsert(
+                    conn,
+                    product.key,
+                    State.SYNCED,
+                    {
+                        "digest": product.digest,
+                        "sent": canonical.dumps(product.payload if sent is None else sent),
+                        "source_fingerprint": product.fingerprint,
+                        "remote_id": remote_id,
+                        "synced_at": self._clock(),
+                        "last_error": None,
+                        "attempts": 0,
+                        "rejected_digest": None,
+                        "source_line": product.line,
+                    },
+                )
+                conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+            deadletters.clear(conn, (product.key for product, _ in items))
+
+    def open_intent(self, product: Product, *, run_id: int | None) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO intents (key, digest, payload, run_id, started_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    product.key,
+                    product.digest,
+                    canonical.dumps(product.payload),
+                    run_id,
+                    self._clock(),
+                ),
+            )
+            self._upsert(conn, product.key, State.PENDING, {"source_line": product.line})
+
+    def record_created(self, product: Product, remote_id: str) -> None:
+        self._confirmed(product, remote_id)
+
+    def record_updated(
+        self, product: Product, remote_id: str, *, sent: Mapping[str, Any] | None = None
+    ) -> None:
+        """In step after an update (or with nothing to send); ``sent``: the fields now last
+        sent (default: the whole payload). Also how a RESTOREd product is back to SYNCED."""
+        self._confirmed(product, remote_id, sent)
+
+    def record_adopted(
+        self,
+        product: Product,
+        remote_id: str,
+        *,
+        in_step: bool,
+        remote: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Link a product found on the remote; ``in_step``: it already holds this digest.
+
+        ``remote``: the values found there, recorded as "last sent" so that the update
+        that follows carries only the fields that differ.
+        """
+        if in_step:
+            self._confirmed(product, remote_id)
+            return
+        found = (
+            None
+            if remote is None
+            else canonical.dumps({k: remote[k] for k in product.payload if k in remote})
+        )
+        with self._write() as conn:
+            self._upsert(
+                conn,
+                product.key,
+                None,
+                {
+                    "remote_id": remote_id,
+                    "digest": None,
+                    "sent": found,
+                    "source_fingerprint": None,
+                    "source_line": product.line,
+                },
+            )
+            conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+
+    def record_failed(
+        self,
+        key: str,
+        error: str,
+        *,
+        product: Product | None = None,
+        status: int | None = None,
+    ) -> None:
+        """A transient failure: retried next run. An open intent stays open."""
+        fields: dict[str, Any] = {"last_error": error}
+        if product is not None:
+            fields["source_line"] = product.line
+        with self._write() as conn:
+            self._upsert(conn, key, State.FAILED, fields)
+            conn.execute("UPDATE products SET attempts = attempts + 1 WHERE key = ?", (key,))
+            line = product.line if product is not None else None
+            self._letter(conn, key, error, status=status, line=line)
+
+    def _letter(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        reason: str,
+        *,
+        stage: str = "api",
+        status: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        """The product's dead letter (``deadletters.put``), in the caller's transaction."""
+        message = reason if status is not None else None  # the API's own words
+        deadletters.put(
+            conn,
+            key=key,
+            stage=stage,
+            reason=reason,
+            status=status,
+            message=message,
+            line=line,
+            now=self._clock(),
+        )
+
+    def record_rejected(self, product: Product, reason: str, *, status: int | None = None) -> None:
+        """The API refused this digest: not resent until the data change."""
+        with self._write() as conn:
+            self._letter(conn, product.key, reason, status=status, line=product.line)
+            self._upsert(
+                conn,
+                product.key,
+                State.REJECTED,
+                {
+                    "rejected_digest": product.digest,
+                    "last_error": reason,
+                    "source_line": product.line,
+                },
+            )
+            conn.execute(
+                "UPDATE products SET attempts = attempts + 1 WHERE key = ?", (product.key,)
+            )
+            conn.execute("DELETE FROM intents WHERE key = ?", (product.key,))
+
+    def record_drift(self, product: Product, reason: str) -> None:
+        """The source changed but could not be sent; ``digest`` stays the remote's."""
+        with self._write() as conn:
+            deadletters.clear(conn, [product.key])  # reported as drift, not refused
+            self._upsert(
+                conn,
+                product.key,
+                State.DRIFT,
+                {
+                    "last_error": reason,
+                    "source_line": product.line,
+                },
+            )
+
+    def record_duplicate(self, key: str, remote_ids: list[str]) -> None:
+        shown = ", ".join(remote_ids[:10]) + (", ..." if len(remote_ids) > 10 else "")
+        with self._write() as conn:
+            reason = f"the remote holds {len(remote_ids)} products with this key: {shown}"
+            self._letter(conn, key, reason, stage="check")
+            self._upsert(
+                conn,
+                key,
+                State.DUPLICATE,
+                {
+                    "last_error": (
+                        f"the remote holds {len(remote_ids)} products with this key: {shown}"
+                    ),
+                },
+            )
+            conn.execute("DELETE FROM intents WHERE key = ?", (key,))
+
+    def record_remote_missing(self, key: str) -> None:
+        """The remote id answered 404: forget it, so the next plan looks up, then creates."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE products SET state = ?, last_error = 'remote id ' || remote_id || "
+                "' no longer exists', remote_id = NULL, digest = NULL, sent = NULL, "
+                "source_fingerprint = NULL, "
+                "updated_at = ? WHERE key = ? AND remote_id IS NOT NULL",
+                (State.PENDING.value, self._clock(), key),
+            )
+
+    def close_intent(self, key: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM intents WHERE key = ?", (key,))
+
+    def record_archived(self, key: str, sent: Mapping[str, Any]) -> None:
+        """The [gone] patch went out: ARCHIVED, not sent again while the product stays away."""
+        with self._write() as conn:
+            deadletters.clear(conn, [key])
+            self._upsert(
+                conn,
+                key,
+                State.ARCHIVED,
+                {
+                    "sent": canonical.dumps(sent),
+                    "last_error": None,
+                    "rejected_digest": None,
+                    "synced_at": self._clock(),
+                },
+            )
+
+    def record_update_sent(
+        self, key: str, in_flight: Iterable[str], *, patch_digest: str | None = None
+    ) -> None:
+        """The journal of an update (or restore), committed before its PATCH/PUT.
+
+        Until the answer comes, the remote may hold either value of the fields ``in_flight``:
+        they leave ``sent`` and the digest is unknown. An answer lost, or a crash, then leaves
+        a product the next plan updates, carrying those fields again, even if the source went
+        back to the old values meanwhile. ``record_updated`` commits the outcome.
+
+        A restore passes the ``[gone]`` patch's digest: until its answer comes the product
+        may be live again, so it stays ARCHIVED *in doubt*, as after ``record_archive_sent``:
+        back in the source it is restored again, away it is archived again.
+        """
+        with self._write() as conn:
+            found = conn.execute("SELECT sent FROM products WHERE key = ?", (key,)).fetchone()
+            sent: dict[str, Any] | None = (
+                canonical.loads(found[0]) if found is not None and found[0] is not None else None
+            )
+            if sent is not None:
+                for name in in_flight:
+                    sent.pop(name, None)
+            fields: dict[str, Any] = {
+                "digest": None,
+                "source_fingerprint": None,
+                "sent": None if sent is None else canonical.dumps(sent),
+            }
+            if patch_digest is not None:
+                fields["rejected_digest"] = patch_digest
+            self._upsert(conn, key, None, fields)
+
+    def record_archive_sent(self, key: str, *, patch_digest: str) -> None:
+        """The journal of an archive, committed before its PATCH: ARCHIVED, in doubt.
+
+        ``rejected_digest`` holds the patch's digest until the answer comes
+        (``record_archived`` clears it): an answer lost, or a crash, leaves a product that
+        may be archived, so while it stays away the patch is sent again, and if it comes
+        back the restore table goes with its update.
+        """
+        with self._write() as conn:
+            self._upsert(conn, key, State.ARCHIVED, {"rejected_digest": patch_digest})
+
+    def record_restore_refused(self, product: Product, reason: str) -> None:
+        """The API refused a restore: still ARCHIVED (the remote holds the [gone] patch), with
+        the refused digest, so it is not resent until the data change (then restored)."""
+        with self._write() as conn:
+            self._letter(conn, product.key, reason, line=product.line)
+            self._upsert(
+                conn,
+                product.key,
+                State.ARCHIVED,
+                {
+                    "rejected_digest": product.digest,
+                    "last_error": reason,
+                    "source_line": product.line,
+                },
+            )
+            conn.execute(
+                "UPDATE products SET attempts = attempts + 1 WHERE key = ?", (product.key,)
+            )
+
+    def record_unsent(self, key: str, reason: str, *, state: State) -> None:
+        """An archive or restore that could not go out (updates off): retried next run.
+
+        An archive becomes DRIFT (still "in the source" to the planner, so it is planned
+        again); a restore stays ARCHIVED, so the planner restores it again.
+        """
+        with self._write() as conn:
+            self._upsert(conn, key, state, {"last_error": reason})
+
+    def record_archive_refused(self, key: str, reason: str, *, patch_digest: str) -> None:
+        """The API refused the [gone] patch: REJECTED under the patch's digest, so it is not
+        resent until the patch changes (the digest the remote holds stays as it was)."""
+        with self._write() as conn:
+            self._letter(conn, key, reason)
+            self._upsert(
+                conn,
+                key,
+                State.REJECTED,
+                {
+                    "rejected_digest": patch_digest,
+                    "last_error": reason,
+                },
+            )
+            conn.execute("UPDATE products SET attempts = attempts + 1 WHERE key = ?", (key,))
+
+    def remember_remote(self, key: str, values: Mapping[str, Any]) -> None:
+        """What the remote was found to hold (``--verify``): the next update is diffed
+        against it, so it carries exactly the fields edited there."""
+        with self._write() as conn:
+            # The remote no longer holds ``digest``: unknown until the update lands, so a run
+            # cut short before it plans the update again instead of taking it as unchanged.
+            self._upsert(
+                conn,
+                key,
+                None,
+                {
+                    "sent": canonical.dumps(dict(values)),
+                    "digest": None,
+                    "source_fingerprint": None,
+                },
+            )

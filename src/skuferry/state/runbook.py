@@ -1,0 +1,93 @@
+"""The mirror's bookkeeping of runs and named values: the ``runs`` and ``meta`` tables.
+
+A run is opened before it sends anything and closed with its status, exit code and
+summary (what ``status`` lists). ``meta`` holds named values that outlive a run:
+when the remote was last walked in full, when the API last answered, the keys
+another process handed to the running run, the paces learnt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from skuferry.state.statefile import StateFile
+
+API_CONTACT_META = "api.last_contact"  # unix time of the last run the API answered
+LANE_META = "lane."  # meta rows "lane.<key>": keys another process handed to the running run
+
+
+class RunBook(StateFile):
+    """Runs opened and closed, and the ``meta`` names read and set."""
+
+    def walked(self) -> bool:
+        return self.get_meta("walked_at") is not None
+
+    def start_run(self) -> int:
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (started_at, status) VALUES (?, 'running')", (self._clock(),)
+            )
+            return int(cur.lastrowid or 0)
+
+    def finish_run(
+        self, run_id: int, *, status: str, exit_code: int, summary: dict[str, Any]
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET finished_at = ?, status = ?, exit_code = ?, summary = ? "
+                "WHERE id = ?",
+                (self._clock(), status, exit_code, json.dumps(summary, default=str), run_id),
+            )
+
+    def last_runs(self, n: int = 5) -> list[dict[str, Any]]:
+        """The last ``n`` runs, newest first, their summary parsed (for ``status``)."""
+        runs = list(
+            self.db.table("runs").rows_where(
+                select="id, started_at, finished_at, status, exit_code, summary",
+                order_by="id DESC",
+                limit=n,
+            )
+        )
+        for run in runs:
+            run["summary"] = json.loads(run["summary"]) if run["summary"] else None
+        return runs
+
+    def set_meta(self, name: str, value: str | None) -> None:
+        self.set_metas({name: value})
+
+    def set_metas(self, values: Mapping[str, str | None]) -> None:
+        """Set several names in one transaction; ``None`` removes a name (absent = unknown)."""
+        with self._write() as conn:
+            for name, value in values.items():
+                if value is None:
+                    conn.execute("DELETE FROM meta WHERE name = ?", (name,))
+                else:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value)
+                    )
+
+    def last_api_contact(self) -> float | None:
+        """When a run last talked to the API successfully (unix time), if ever."""
+        value = self.get_meta(API_CONTACT_META)
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    def record_api_contact(self, at: float | None = None) -> None:
+        """The API answered this run's requests (the auth check counts from here)."""
+        self.set_meta(API_CONTACT_META, repr(self._clock() if at is None else at))
+
+    def get_meta(self, name: str) -> str | None:
+        found = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if found is None else str(found[0])
+
+    def metas(self, prefix: str) -> list[tuple[str, str]]:
+        """``(rest of name, value)`` of every meta row whose name starts with ``prefix``."""
+        rows = self._conn.execute(
+            "SELECT name, value FROM meta WHERE substr(name, 1, ?) = ? ORDER BY name",
+            (len(prefix), prefix),
+        ).fetchall()
+        return [(str(name)[len(prefix) :], str(value)) for name, value in rows]
