@@ -91,7 +91,7 @@ def test_runs_by_lines_equal_runs_by_records(
     remotes = FakeRemote(), FakeRemote()
     path = tmp_path / "catalog.csv"
     parsed: list[int] = []
-    real_route = plan_stage.line_route
+    real_route = plan_stage.line_route  # type: ignore[attr-defined]
 
     def counting_route(source: Any, mapper: Any) -> Any:
         route = real_route(source, mapper)
