@@ -463,7 +463,7 @@ class Daemon:
                     settings, only, stop=self.stop_event, on_progress=progress, urgent=self.inbox
                 )
 
-        # hooks, timing and the outcome (service/runner.py); a failed run never ends the
+        # hooks, timing and the outcome (run_watched); a failed run never ends the
         # schedule: run_watched hands back what the job raised instead of raising it
         with self._gate:
             if keys is None:

@@ -1,7 +1,7 @@
 """One run with everything around it, the same for ``skuferry sync`` and the daemon.
 
 ``run_watched(settings, job)``: the monitor's start ping, the job, its timing,
-then the metrics textfile and the finish ping (``hooks.py``), and the
+then the metrics textfile and the finish ping (the run hooks), and the
 ``RunOutcome`` that says how it went. A run that returned a summary has one duration,
 the summary's (the engine's); the wrapper's clock times only a run that raised. It
 never raises what the job raised: the outcome carries it (``outcome.exception``), so

@@ -108,7 +108,7 @@ def token(identity: str, parts: Iterable[str | None]) -> str | None:
 
 
 def joined(settings: Settings, joins: list[str | None] | None = None) -> list[str | None]:
-    """Each ``[[join]]`` source's signature (sources/signature.py) and each table file's
+    """Each ``[[join]]`` source's signature and each table file's
     fingerprint: a join or table file that changed changes the products as much as the
     source does. None in the list: cannot be told. ``joins``: the joins' tokens as this
     run took them when it opened them (``pieces.join_tokens``), so none is asked twice."""
