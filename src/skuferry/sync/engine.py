@@ -1,15 +1,18 @@
-"""One sync run: pull, plan, check-then-create, update, report.
+"""One sync run: the stages composed, read > map > plan > write.
 
-    source ──map──▶ plan (pure) ──▶ PlanStore (temp table)
-                                         │ guards: empty source, change ratio
+    source ──read (pull or named keys; the unchanged check)──▶ map ──▶ plan (pure)
+                                                                        │
+                                   PlanStore (temp table) ◀─────────────┘
+                                         │ guards: empty source, change ratio, gone ratio
                                          ▼
                   remote index (walk) ◀── only when a create's absence is not known, or --verify
                                          │ adopt / report duplicates / repair
                                          ▼
                                      Writer (pool, journalled) ──▶ second look for lost creates
 
-Nothing is written, remote or local, before the whole source has been read and
-planned: a source that fails halfway changes nothing.
+The run's context is built once from the settings; each stage takes from it what it
+reads and fills its own part of the summary. Nothing is written, remote or local, before
+the whole source has been read and planned: a source that fails halfway changes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from skuferry import errors, logs
+from skuferry import errors
 from skuferry.config.schema import Settings
 from skuferry.models import Kind, Progress, RunOptions, RunSummary
 from skuferry.state.lock import run_lock
@@ -36,8 +39,6 @@ from skuferry.sync.write import stage as write_stage
 from skuferry.sync.write.lanes import UrgentInbox
 
 __all__ = ["Adapters", "run_once"]
-
-log = logs.get(__name__)
 
 
 def run_once(
