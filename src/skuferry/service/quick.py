@@ -265,7 +265,7 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
     from skuferry.config.schema import FileSourceSettings, TableFile
     from skuferry.service import hooks
     from skuferry.sync import skip
-    from skuferry.sync.write.gone import GonePolicy
+    from skuferry.sync.context import Policies  # the run's own: what a skipped run decides by
 
     environ = os.environ if env is None else env
     source, config, monitor = settings.source, settings.config_path, settings.monitor
@@ -285,14 +285,15 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
     if found.problems or found.identity != settings.read_identity:
         return None
     tables = [t.file for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
+    policies = Policies.of(settings)
     return {
         "format": _FORMAT,
         "identity": skip.identity(settings),
         "state": str(settings.state.path),
         "files": [str(source.path), *map(str, tables)],
         "bundles": found.bundles,
-        "states": [str(s) for s in skip.pending_states(settings)],
-        "archiving": GonePolicy.from_settings(settings.gone).archiving,
+        "states": [str(s) for s in policies.pending],
+        "archiving": policies.archiving,
         "auth": settings.api.auth_check_minutes,
         "metrics": None  # what the run hooks write after the run, when a textfile is set
         if settings.metrics.textfile is None

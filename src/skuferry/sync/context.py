@@ -44,6 +44,27 @@ class Adapters:
     clock: Clock | None = None  # the run's time (and the mirror's): walks, waits for the list
 
 
+@dataclass(frozen=True)
+class Policies:
+    """What a run decides by, derived from the settings alone: the quick lane's record
+    keeps the same figures for the run it may skip."""
+
+    gone: GonePolicy
+    archiving: str | None  # the [gone] patch's digest: archive, not gone (None: leave)
+    pending: tuple[State, ...]  # work a run does even on the same source
+    ownership: Ownership
+
+    @classmethod
+    def of(cls, settings: Settings) -> Policies:
+        gone = GonePolicy.from_settings(settings.gone)
+        return cls(
+            gone,
+            gone.archiving,
+            skip.pending_states(settings),
+            Ownership.from_mapping(settings.mapping),
+        )
+
+
 @dataclass
 class RunContext:
     """One run's settings, flags, edges and the policies derived from them, once."""
@@ -66,10 +87,9 @@ class RunContext:
     _client: RemoteApi | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.gone_policy = GonePolicy.from_settings(self.settings.gone)
-        self.archiving = self.gone_policy.archiving
-        self.pending = skip.pending_states(self.settings)
-        self.ownership = Ownership.from_mapping(self.settings.mapping)
+        policies = Policies.of(self.settings)
+        self.gone_policy, self.archiving = policies.gone, policies.archiving
+        self.pending, self.ownership = policies.pending, policies.ownership
         self.clock = self.adapters.clock or WallClock()
 
     @property
