@@ -16,7 +16,7 @@ from skuferry.config.schema import Settings
 from skuferry.models import RunSummary
 from skuferry.sandbox import Sandbox, SandboxConfig
 from skuferry.sandbox.neighbour import Neighbour
-from skuferry.sync.engine import exit_code, run_once
+from skuferry.sync.engine import run_once
 
 SHOP_KEYS = ("bench-key-one", "bench-key-two", "bench-key-three")
 OTHER_KEY = "bench-other-tenant"
@@ -58,7 +58,7 @@ def _sync(
         started = time.perf_counter()
         try:
             summary = run_once(conf)
-            code = exit_code(summary)
+            code = summary.exit_code
         except errors.SkuferryError as exc:
             summary, code = RunSummary(failed=n), exc.exit_code
         finally:

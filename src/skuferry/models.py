@@ -193,8 +193,14 @@ Problem = tuple[str | None, int | None, str]
 class RunSummary:
     """The outcome of one sync run, and the one place where a run counts it.
 
-    The engine, the writer and check-then-create fill it as things happen; nothing is
-    tallied elsewhere and copied in. ``as_json()`` is the contract's JSON summary.
+    Each stage fills its own part, as it finishes or as things happen: the read stage
+    the pull, the named keys not found, the records left out on purpose and the joins;
+    the plan what stays unchanged, what is refused and what left the source (and the
+    rows without a key that stopped the gone decisions); the writes what they created,
+    updated, adopted, archived, restored, failed or found drifted or duplicated, and
+    the requests they sent; a skipped run repeats the standing counts of the run it
+    skips. The engine adds only the run's one duration. ``as_json()`` is the contract's
+    JSON summary.
 
     Problems and notes are listed in a fixed order, whatever the order they came in:
     the plan's (and those of keys read mid-run) as they come; then, once the writes are

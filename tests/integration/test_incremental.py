@@ -245,7 +245,7 @@ def test_the_empty_source_guard_does_not_stop_an_incremental_pull_with_no_change
         )
         engine.run_once(settings)
         quiet = engine.run_once(settings)
-        assert (quiet.pull, _pulled(quiet), engine.exit_code(quiet)) == ("incremental", 0, 0)
+        assert (quiet.pull, _pulled(quiet), quiet.exit_code) == ("incremental", 0, 0)
 
 
 # -- the sql source --------------------------------------------------------------------

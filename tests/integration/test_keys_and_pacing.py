@@ -49,7 +49,7 @@ IN_FLIGHT_GRACE_S = 0.05  # a request already on the wire when a 429 was sent is
 
 def run_once(settings: Settings) -> int:
     try:
-        return engine.exit_code(engine.run_once(settings))
+        return engine.run_once(settings).exit_code
     except errors.SkuferryError as exc:
         return exc.exit_code
 
@@ -92,7 +92,7 @@ def test_three_keys_fill_the_workspace_with_zero_429s_and_share_the_work(
 
     summary = engine.run_once(settings, on_progress=bar)
 
-    assert engine.exit_code(summary) == errors.EXIT_OK
+    assert summary.exit_code == errors.EXIT_OK
     assert shown[-1] == (products, products)
     assert bar.text() == "0:00:00 left"  # the engine showed the bar its budget
 

@@ -57,7 +57,7 @@ def sync_until_clean(settings: Settings, *, max_runs: int = MAX_RUNS) -> list[in
     codes: list[int] = []
     for _ in range(max_runs):
         try:
-            code = engine.exit_code(engine.run_once(settings))
+            code = engine.run_once(settings).exit_code
         except errors.SkuferryError as exc:
             code = exc.exit_code
         codes.append(code)
@@ -430,7 +430,7 @@ def test_alone_with_a_fixed_window_budget_skuferry_never_trips_it_in_simulated_t
 
     stats = sandbox.stats()
     assert stats.rate_limited == {}, f"429s: {stats.rate_limited}"
-    assert engine.exit_code(summary) == errors.EXIT_OK
+    assert summary.exit_code == errors.EXIT_OK
     assert_each_once(sandbox, catalog_keys(products))
     windows = {int(t // 60) for t in stats.write_times}
     assert len(windows) >= 3, "the budget bound: the writes needed three windows"

@@ -94,7 +94,7 @@ def test_a_price_changed_after_the_first_run_arrives_in_the_next_incremental_run
             shop.requests.clear()
             summary = engine.run_once(settings)
             assert (summary.pull, summary.updated) == ("incremental", 1), f"run {run}"
-            assert engine.exit_code(summary) == 0
+            assert summary.exit_code == 0
             assert _prices(sandbox)["P-003"] == price
             (window,) = _windows(shop)
             sent = datetime.strptime(window[2:-1], STAMP)
@@ -102,7 +102,7 @@ def test_a_price_changed_after_the_first_run_arrives_in_the_next_incremental_run
             assert _meta(settings, incremental.CURSOR) == changed["date_upd"]
 
         quiet = engine.run_once(settings)
-        assert (quiet.pull, quiet.updated, engine.exit_code(quiet)) == ("incremental", 0, 0)
+        assert (quiet.pull, quiet.updated, quiet.exit_code) == ("incremental", 0, 0)
 
 
 def test_the_window_is_sent_back_in_the_shops_clock_with_the_overlap(
@@ -166,7 +166,7 @@ def test_a_record_whose_change_time_cannot_be_read_is_synced_named_and_moves_not
         shop.products[4]["date_upd"] = "0000-00-00 00:00:00"  # MySQL's zero date
         settings = _settings(tmp_path, sandbox, _source(shop, updated_path="date_upd"))
         first = engine.run_once(settings)
-        assert (first.created, engine.exit_code(first)) == (12, 0), "the record itself syncs"
+        assert (first.created, first.exit_code) == (12, 0), "the record itself syncs"
         (note,) = [n for n in first.notes if "change time" in n]
         assert "record 5: updated_path 'date_upd' '0000-00-00 00:00:00' cannot be read" in note
         latest = max(p["date_upd"] for p in shop.products if p["date_upd"][0] != "0")

@@ -428,31 +428,49 @@ class Daemon:
     def _run_scheduled(self) -> None:
         self.run_now()
 
-    def run_now(self) -> RunOutcome:
-        """One run with everything around it; never raises."""
+    def run_now(self, keys: list[str] | None = None, *, resend: bool = False) -> RunOutcome:
+        """One run with everything around it; never raises. ``keys`` None: the scheduled
+        run of the whole source (every ``verify_every``-th one verifies); else a targeted
+        run of ``keys`` only (pushed by a hook; ``resend``: refused data sent again, as
+        ``skuferry retry`` does)."""
         settings = self.settings
-        self._runs += 1
-        number = self._runs
-        every = settings.schedule.verify_every
-        verify = every > 0 and number % every == 0
-        log.info("daemon.run.started", run=number, verify=verify)
-        self._notify.status(f"run {number} started")
-        # the inbox: keys pushed by hooks, and word of a watched file that changed mid-run
-        heard = self._hooks or (settings.schedule.watch and bool(watched_files(settings)))
-        extra: dict[str, Any] = {"urgent": self.inbox} if heard and self._lanes else {}
-        # hooks, timing and the outcome (service/runner.py); a failed run never ends the
+        progress = ProgressPoints(self._progress)
+        if keys is None:
+            self._runs += 1
+            number, fields = self._runs, {"run": self._runs}
+            every = settings.schedule.verify_every
+            verify = every > 0 and number % every == 0
+            log.info("daemon.run.started", run=number, verify=verify)
+            self._notify.status(f"run {number} started")
+            # the inbox: keys pushed by hooks, and word of a watched file that changed mid-run
+            heard = self._hooks or (settings.schedule.watch and bool(watched_files(settings)))
+            extra: dict[str, Any] = {"urgent": self.inbox} if heard and self._lanes else {}
+
+            def job() -> RunSummary:
+                return self._job(
+                    settings, verify=verify, stop=self.stop_event, on_progress=progress, **extra
+                )
+
+        else:
+            self._targeted += 1
+            number, fields = self._targeted, {"targeted": self._targeted}
+            log.info("daemon.targeted.started", targeted=number, keys=len(keys))
+            only = RunOptions(only=tuple(keys), resend=frozenset(keys) if resend else frozenset())
+
+            def job() -> RunSummary:
+                # more keys pushed meanwhile join this run's lane
+                return self._job(
+                    settings, only, stop=self.stop_event, on_progress=progress, urgent=self.inbox
+                )
+
+        # hooks, timing and the outcome (run_watched); a failed run never ends the
         # schedule: run_watched hands back what the job raised instead of raising it
         with self._gate:
-            self.inbox.take_changed()  # word for an earlier run: this one reads the source
+            if keys is None:
+                self.inbox.take_changed()  # word for an earlier run: this one reads the source
             outcome = run_watched(
                 settings,
-                lambda: self._job(
-                    settings,
-                    verify=verify,
-                    stop=self.stop_event,
-                    on_progress=ProgressPoints(self._progress),
-                    **extra,
-                ),
+                job,
                 stopping=self.stop_event.is_set,
                 clock=self._clock,
                 wall_clock=self._wall_clock,
@@ -460,11 +478,12 @@ class Daemon:
         if outcome.exception is not None:
             self._log_failure(number, outcome.exception, outcome)
         elif outcome.summary is not None:
+            scheduled = keys is None
             log.info(
-                "daemon.run.finished",
-                run=number,
+                "daemon.run.finished" if scheduled else "daemon.targeted.finished",
+                **fields,
                 exit_code=outcome.exit_code,
-                result=outcome.result,
+                **({"result": outcome.result} if scheduled else {}),
                 **_counts(outcome.summary),
             )
         self._after_run(settings, outcome)
@@ -542,7 +561,7 @@ class Daemon:
         targeted run after the run going, if any. Thread-safe; returns at once."""
         log.info("daemon.retry.queued", keys=len(keys))
         self._scheduler.add_job(
-            self.run_targeted,
+            self.run_now,
             "date",
             run_date=datetime.now().astimezone(),
             args=[keys],
@@ -594,46 +613,13 @@ class Daemon:
         keys = self.inbox.take()
         log.info("daemon.run.targeted", keys=len(keys))
         self._scheduler.add_job(
-            self.run_targeted,
+            self.run_now,
             "date",
             run_date=datetime.now().astimezone(),
             args=[keys],
             name="skuferry targeted sync",
             misfire_grace_time=None,
         )
-
-    def run_targeted(self, keys: list[str], *, resend: bool = False) -> RunOutcome:
-        """A run of ``keys`` only (pushed by a hook; ``resend``: refused data sent again,
-        as ``skuferry retry`` does); never raises."""
-        settings = self.settings
-        self._targeted += 1
-        number = self._targeted
-        log.info("daemon.targeted.started", targeted=number, keys=len(keys))
-        with self._gate:
-            outcome = run_watched(
-                settings,
-                lambda: self._job(
-                    settings,
-                    RunOptions(only=tuple(keys), resend=frozenset(keys) if resend else frozenset()),
-                    stop=self.stop_event,
-                    on_progress=ProgressPoints(self._progress),
-                    urgent=self.inbox,  # more keys pushed meanwhile join this run's lane
-                ),
-                stopping=self.stop_event.is_set,
-                clock=self._clock,
-                wall_clock=self._wall_clock,
-            )
-        if outcome.exception is not None:
-            self._log_failure(number, outcome.exception, outcome)
-        elif outcome.summary is not None:
-            log.info(
-                "daemon.targeted.finished",
-                targeted=number,
-                exit_code=outcome.exit_code,
-                **_counts(outcome.summary),
-            )
-        self._after_run(settings, outcome)
-        return outcome
 
     def hook_desk(self, secret: bytes) -> hooks_http.Desk:
         """The hooks' desk for this daemon: pushed keys join its runs' urgent lane."""

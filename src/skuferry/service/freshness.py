@@ -59,16 +59,21 @@ def from_metas(metas: incremental.Metas, source_file: Path | None) -> Freshness:
 
 def read(settings: Settings) -> Freshness | None:
     """The figures for ``settings``' state file; None when it cannot be read (best effort)."""
+    return read_at(settings.state.path, source_file(settings))
+
+
+def read_at(state: Path, source_file: Path | None) -> Freshness | None:
+    """The figures of the state file at ``state``; None when it cannot be read."""
     from skuferry.state.mirror import Mirror
 
-    if not settings.state.path.exists():
+    if not state.exists():
         return None
     try:
-        mirror = Mirror(settings.state.path, readonly=True)
+        mirror = Mirror(state, readonly=True)
     except Exception:  # noqa: BLE001 - StateError or sqlite3.Error; a figure is never worth a failure
         return None
     try:
-        return from_metas(mirror, source_file(settings))
+        return from_metas(mirror, source_file)
     finally:
         mirror.close()
 

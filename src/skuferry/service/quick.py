@@ -57,7 +57,7 @@ OFF = "SKUFERRY_QUICK"  # "off" (or 0, no, false): always the full start
 _FORMAT = 2  # the record's layout; another number is no record
 _LOG_FORMATS = ("auto", "json", "console")
 
-# the engine's events, under the engine's logger: a log reader sees one kind of skipped run
+# the lane's own events, under the engine's logger (the skipped run's are the skip decision's)
 log = logs.get("skuferry.sync.engine")
 # the loader's warning about a readable config holding a secret, under the loader's logger
 _SECURITY_LOG = "skuferry.config.security"
@@ -209,8 +209,9 @@ def mismatch(record: Any, config: raw.RawConfig) -> str | None:
 def _skip(
     mirror: Mirror, record: dict[str, Any], config: raw.RawConfig, call: Call, started: float
 ) -> int:
-    """The engine's skipped run, recorded the same way."""
-    from skuferry.models import RunSummary, State
+    """The engine's skipped run (its summary, row and log events), then the textfile as
+    the run hooks write it."""
+    from skuferry.models import RunSummary
     from skuferry.sync import skip
 
     warning = config.readable_secret_warning()  # what loading this config warns about
@@ -220,14 +221,12 @@ def _skip(
         )
     run_id = mirror.start_run()
     summary = RunSummary()
-    skip.carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
-    log.info("sync.source.checked", skip=True, why="source unchanged")
+    skip.skipped_run(summary, mirror)
     summary.duration_s = time.monotonic() - started
-    data = summary.as_json()
-    mirror.finish_run(run_id, status=summary.status, exit_code=summary.exit_code, summary=data)
-    log.info("sync.finished", **{k: v for k, v in data.items() if k != "problems"})
+    skip.record(mirror, run_id, summary)
+    data = skip.finished(summary)
     if record["metrics"] is not None:
-        _metrics(mirror, record, summary, started)
+        _metrics(record, summary)
     code = summary.exit_code
     if call.as_json:
         print(json.dumps(data, ensure_ascii=False), flush=True)
@@ -238,22 +237,21 @@ def _skip(
     return code
 
 
-def _metrics(mirror: Mirror, record: dict[str, Any], summary: RunSummary, started: float) -> None:
-    """The textfile, as service/hooks.py ``after_run`` writes it after a run."""
-    from skuferry.service import freshness, metrics
+def _metrics(record: dict[str, Any], summary: RunSummary) -> None:
+    """The textfile, written the one way every run's is (the run's one duration)."""
+    from skuferry.service import metrics, textfile
 
     outcome = metrics.RunOutcome.from_summary(
-        summary, duration_s=time.monotonic() - started, finished_at=time.time()
+        summary, duration_s=summary.duration_s, finished_at=time.time()
     )
     settings = record["metrics"]
-    metrics.record_run(
+    textfile.write_after_run(
         Path(settings["textfile"]),
         outcome,
-        products=mirror.counts_by_state(),
-        freshness=freshness.from_metas(mirror, Path(record["files"][0])),
+        state=Path(record["state"]),
+        source_file=Path(record["files"][0]),
         budget=settings["budget"],
         labels=settings["labels"],
-        dead_letters=mirror.dead_letter_counts(),
     )
 
 
@@ -267,7 +265,7 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
     from skuferry.config.schema import FileSourceSettings, TableFile
     from skuferry.service import hooks
     from skuferry.sync import skip
-    from skuferry.sync.write.gone import GonePolicy
+    from skuferry.sync.context import Policies  # the run's own: what a skipped run decides by
 
     environ = os.environ if env is None else env
     source, config, monitor = settings.source, settings.config_path, settings.monitor
@@ -287,14 +285,15 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
     if found.problems or found.identity != settings.read_identity:
         return None
     tables = [t.file for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
+    policies = Policies.of(settings)
     return {
         "format": _FORMAT,
         "identity": skip.identity(settings),
         "state": str(settings.state.path),
         "files": [str(source.path), *map(str, tables)],
         "bundles": found.bundles,
-        "states": [str(s) for s in skip.pending_states(settings)],
-        "archiving": GonePolicy.from_settings(settings.gone).archiving,
+        "states": [str(s) for s in policies.pending],
+        "archiving": policies.archiving,
         "auth": settings.api.auth_check_minutes,
         "metrics": None  # what the run hooks write after the run, when a textfile is set
         if settings.metrics.textfile is None

@@ -34,14 +34,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from skuferry import __version__
+from skuferry import __version__, logs
 from skuferry.config.raw import digest
 from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sources.base import IncrementalSource, Source
 from skuferry.state.mirror import LANE_META
 
-if TYPE_CHECKING:  # the quick lane (service/quick.py) imports this module without pydantic
+if TYPE_CHECKING:  # the quick lane imports this module without pydantic
     from skuferry.config.schema import Settings
+    from skuferry.errors import SkuferryError
+
+# the engine's events, under the engine's logger: a log reader sees one kind of skipped run,
+# whether the engine or the quick lane skipped it
+log = logs.get("skuferry.sync.engine")
 
 # the last commit's config identity, source fingerprint and join signatures, one a line
 FINGERPRINT = "source.fingerprint"
@@ -55,6 +60,16 @@ class Metas(Protocol):
     def get_meta(self, name: str) -> str | None: ...
 
     def set_metas(self, values: Mapping[str, str | None]) -> None: ...
+
+
+class Runs(Metas, Protocol):
+    """The mirror as a skipped run reads and records it."""
+
+    def counts_by_state(self) -> dict[str, int]: ...
+
+    def finish_run(
+        self, run_id: int, *, status: str, exit_code: int, summary: dict[str, Any]
+    ) -> None: ...
 
 
 class Pending(Protocol):
@@ -93,7 +108,7 @@ def token(identity: str, parts: Iterable[str | None]) -> str | None:
 
 
 def joined(settings: Settings, joins: list[str | None] | None = None) -> list[str | None]:
-    """Each ``[[join]]`` source's signature (sources/signature.py) and each table file's
+    """Each ``[[join]]`` source's signature and each table file's
     fingerprint: a join or table file that changed changes the products as much as the
     source does. None in the list: cannot be told. ``joins``: the joins' tokens as this
     run took them when it opened them (``pieces.join_tokens``), so none is asked twice."""
@@ -176,6 +191,36 @@ def carry(summary: RunSummary, metas: Metas, *, in_step: int) -> None:
     summary.drift = int(carried.get("drift", 0))
     for problem in carried.get("problems", []):
         summary.add_problem(problem.get("key"), problem.get("line"), str(problem.get("reason")))
+
+
+def skipped_run(summary: RunSummary, mirror: Runs) -> None:
+    """The skipped run's output, for the engine and the quick lane alike: its summary
+    (``carry``: the products in step unchanged) and the check's log event."""
+    carry(summary, mirror, in_step=mirror.counts_by_state().get(State.SYNCED, 0))
+    log.info("sync.source.checked", skip=True, why="source unchanged")
+
+
+def record(
+    mirror: Runs, run_id: int | None, summary: RunSummary, *, error: SkuferryError | None = None
+) -> None:
+    """The run's row in the runs table: its status, exit code and JSON summary (with the
+    error that ended it, if one did). A dry run (``run_id`` None) leaves none."""
+    if run_id is None:
+        return
+    if error is not None:
+        data = {**summary.as_json(), "error": str(error)}
+        mirror.finish_run(run_id, status="error", exit_code=error.exit_code, summary=data)
+    else:
+        mirror.finish_run(
+            run_id, status=summary.status, exit_code=summary.exit_code, summary=summary.as_json()
+        )
+
+
+def finished(summary: RunSummary) -> dict[str, Any]:
+    """The run's last log event (its summary but the problems); its JSON summary."""
+    data = summary.as_json()
+    log.info("sync.finished", **{k: v for k, v in data.items() if k != "problems"})
+    return data
 
 
 def forget(metas: Metas) -> None:

@@ -67,15 +67,29 @@ def test_status_and_exit_code_come_from_the_summary(
     assert outcome.exit_code == code
 
 
-def test_a_run_is_timed_between_the_hooks(
+def test_a_run_has_one_duration_its_summary_s(
     settings: Settings, calls: list[tuple[str, object]]
 ) -> None:
-    outcome = runner.run_watched(
-        settings, lambda: RunSummary(created=1), clock=ticking(), wall_clock=lambda: 5.0
-    )
+    run = RunSummary(created=1, duration_s=2.0)
+    outcome = runner.run_watched(settings, lambda: run, clock=ticking(), wall_clock=lambda: 5.0)
     assert calls == [("before", None), ("after", ("success", False))]
-    assert (outcome.exit_code, outcome.duration_s, outcome.finished_at) == (0, 2.5, 5.0)
-    assert outcome.summary == RunSummary(created=1) and outcome.exception is None
+    # the metrics and the pings see the duration the JSON summary reports, not a second one
+    assert (outcome.exit_code, outcome.duration_s, outcome.finished_at) == (0, 2.0, 5.0)
+    assert outcome.summary == run and outcome.exception is None
+
+
+def test_a_run_that_raised_is_timed_between_the_hooks(
+    settings: Settings, calls: list[tuple[str, object]]
+) -> None:
+    def job() -> RunSummary:
+        raise errors.SourceError("gone")
+
+    outcome = runner.run_watched(settings, job, clock=ticking(), wall_clock=lambda: 5.0)
+    assert (outcome.error_type, outcome.duration_s, outcome.finished_at) == (
+        "SourceError",
+        2.5,
+        5.0,
+    )
 
 
 def test_a_failed_run_is_an_outcome_carrying_the_error(

@@ -14,7 +14,6 @@ from skuferry.config.schema import Settings
 from skuferry.models import RunSummary, State
 from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
-from skuferry.sync import engine
 from skuferry.sync.engine import Adapters, run_once
 from tests.fakes import Crash, FakeRemote, ListSource
 
@@ -66,7 +65,7 @@ def test_first_sync_creates_all_and_second_run_writes_nothing(tmp_path: Path) ->
     second = sync(settings, remote, rows)
     assert (second.created, second.updated, second.unchanged) == (0, 0, 25)
     assert remote.requests == before, "a no-op run makes no request at all"
-    assert engine.exit_code(second) == errors.EXIT_OK
+    assert second.exit_code == errors.EXIT_OK
 
 
 def test_only_changed_products_go_out(tmp_path: Path) -> None:
@@ -89,7 +88,7 @@ def test_bad_rows_are_listed_and_the_good_ones_all_arrive(tmp_path: Path) -> Non
     assert summary.created == 10
     assert summary.rejected == 2
     assert any("1,5" in p["reason"] and p["line"] == 6 for p in summary.problems)
-    assert engine.exit_code(summary) == errors.EXIT_PARTIAL
+    assert summary.exit_code == errors.EXIT_PARTIAL
 
 
 def test_duplicate_key_with_different_data_is_rejected_not_sent(tmp_path: Path) -> None:
@@ -134,7 +133,7 @@ def test_remote_duplicates_are_reported_not_tripled(tmp_path: Path) -> None:
     summary = sync(settings, remote, rows)
     assert len(remote.by_key("SKU-0001")) == 2
     assert summary.duplicates == 1
-    assert engine.exit_code(summary) == errors.EXIT_PARTIAL
+    assert summary.exit_code == errors.EXIT_PARTIAL
     assert Mirror(settings.state.path).rows(["SKU-0001"])["SKU-0001"].state is State.DUPLICATE
 
 
@@ -227,7 +226,7 @@ def test_update_method_refused_turns_updates_off_and_reports_drift(tmp_path: Pat
     assert summary.drift == 15 and summary.updated == 0
     assert remote.requests["write"] - writes == 1, "after the first 405 no more updates are sent"
     assert len([n for n in summary.notes if "PATCH" in n]) == 1, "said once"
-    assert engine.exit_code(summary) == errors.EXIT_PARTIAL
+    assert summary.exit_code == errors.EXIT_PARTIAL
 
 
 def test_update_method_put_is_used_when_configured(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Whole runs over a CSV by the line route against the same runs without it.
 
 Two state files, two fake remotes, the same catalogs in turn: one engine takes the
-line route (``sync/plan/lines.py``), the other is denied it (``engine.line_route`` returns
+line route (``sync/plan/lines.py``), the other is denied it (the plan stage's ``line_route`` returns
 None) and reads every row into a record as before. After each run the summaries, the
 remote products and the mirrors' rows must be the same; the line route must have
 recognised lines unparsed by then (its digests are learnt from the second run on).
@@ -17,8 +17,8 @@ import pytest
 
 from skuferry.models import RunSummary
 from skuferry.sources.csv import CsvSource
-from skuferry.sync import engine
 from skuferry.sync.engine import Adapters, run_once
+from skuferry.sync.plan import stage as plan_stage
 from tests.fakes import FakeRemote
 from tests.unit.sync.test_engine import make_settings
 
@@ -91,7 +91,7 @@ def test_runs_by_lines_equal_runs_by_records(
     remotes = FakeRemote(), FakeRemote()
     path = tmp_path / "catalog.csv"
     parsed: list[int] = []
-    real_route = engine.line_route  # type: ignore[attr-defined]
+    real_route = plan_stage.line_route  # type: ignore[attr-defined]
 
     def counting_route(source: Any, mapper: Any) -> Any:
         route = real_route(source, mapper)
@@ -109,9 +109,9 @@ def test_runs_by_lines_equal_runs_by_records(
     for step, text in enumerate(STEPS):
         path.write_bytes(text.encode("utf-8"))
         parsed.clear()
-        monkeypatch.setattr(engine, "line_route", counting_route)
+        monkeypatch.setattr(plan_stage, "line_route", counting_route)
         got = _run(by_lines, remotes[0], path)
-        monkeypatch.setattr(engine, "line_route", lambda source, mapper: None)
+        monkeypatch.setattr(plan_stage, "line_route", lambda source, mapper: None)
         want = _run(by_records, remotes[1], path)
         assert _summary(got) == _summary(want), f"step {step}"
         assert _rows(by_lines.state.path) == _rows(by_records.state.path), f"step {step}"

@@ -26,9 +26,9 @@ from skuferry.state import schema
 from skuferry.state.joins import JoinIndex
 from skuferry.state.mirror import Mirror
 from skuferry.state.remoteindex import RemoteIndex
-from skuferry.sync import engine
 from skuferry.sync.engine import Adapters, run_once
 from skuferry.sync.map.mapper import Mapper
+from skuferry.sync.plan import stage as plan_stage
 from skuferry.sync.plan.lines import line_route
 from skuferry.sync.plan.planner import plan
 from skuferry.sync.read.joins import open_joins
@@ -161,7 +161,7 @@ def test_an_nfd_export_by_the_line_route_is_the_nfc_catalog_and_its_lines_are_le
     )
     remote, path = FakeRemote(), tmp_path / "catalog.csv"
     parsed: list[int] = []
-    real_route = engine.line_route  # type: ignore[attr-defined]
+    real_route = plan_stage.line_route  # type: ignore[attr-defined]
 
     def counting_route(source: Any, mapper: Any) -> Any:
         route = real_route(source, mapper)
@@ -175,7 +175,7 @@ def test_an_nfd_export_by_the_line_route_is_the_nfc_catalog_and_its_lines_are_le
         route.parse = counted  # type: ignore[method-assign]
         return route
 
-    monkeypatch.setattr(engine, "line_route", counting_route)
+    monkeypatch.setattr(plan_stage, "line_route", counting_route)
     counts = []
     for keys in (KEYS, [nfd(k) for k in KEYS], [nfd(k) for k in KEYS], [nfd(k) for k in KEYS]):
         path.write_text(_csv(keys), encoding="utf-8")

@@ -1,0 +1,141 @@
+"""What one run knows before it reads a record: built once from the settings.
+
+The engine builds a ``RunContext`` when a run starts and hands it to each stage. A stage
+says in a small protocol of its own which of these it reads (the read stage the source's
+edges and the unchanged check's inputs, the plan the gone policy and the guards, the
+writes the ownership, the clock and the client), so what a decision depends on is named
+once here and nowhere recomputed: the gone policy and whether it archives, the states
+that count as pending work, field ownership, the run's ledger and its budgets.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from skuferry.completeness import Ledger
+from skuferry.config.keys import fingerprint
+from skuferry.config.schema import Settings
+from skuferry.models import Progress, RunOptions, RunSummary, State
+from skuferry.sources.base import Source
+from skuferry.state.mirror import Mirror
+from skuferry.state.schema import open_state
+from skuferry.sync import skip
+from skuferry.sync.write import gone
+from skuferry.sync.write.doubt import Clock, WallClock
+from skuferry.sync.write.fields import Ownership
+from skuferry.sync.write.gone import GonePolicy
+from skuferry.sync.write.lanes import UrgentInbox
+
+if TYPE_CHECKING:
+    from skuferry.remote.client import RemoteApi
+
+
+@dataclass
+class Adapters:
+    """The edges of a run, injectable for tests (in-memory fakes) and benchmarks."""
+
+    source: Source | None = None
+    client: RemoteApi | None = None
+    urgent: UrgentInbox | None = None  # the daemon's hooks: keys for the running run's lane
+    clock: Clock | None = None  # the run's time (and the mirror's): walks, waits for the list
+
+
+@dataclass(frozen=True)
+class Policies:
+    """What a run decides by, derived from the settings alone: the quick lane's record
+    keeps the same figures for the run it may skip."""
+
+    gone: GonePolicy
+    archiving: str | None  # the [gone] patch's digest: archive, not gone (None: leave)
+    pending: tuple[State, ...]  # work a run does even on the same source
+    ownership: Ownership
+
+    @classmethod
+    def of(cls, settings: Settings) -> Policies:
+        gone = GonePolicy.from_settings(settings.gone)
+        return cls(
+            gone,
+            gone.archiving,
+            skip.pending_states(settings),
+            Ownership.from_mapping(settings.mapping),
+        )
+
+
+@dataclass
+class RunContext:
+    """One run's settings, flags, edges and the policies derived from them, once."""
+
+    settings: Settings
+    options: RunOptions
+    mirror: Mirror
+    summary: RunSummary
+    stack: ExitStack  # what the run opened, closed when it ends
+    stop: threading.Event
+    adapters: Adapters
+    on_progress: Progress | None = None
+    run_id: int | None = None  # the runs table's row (None: a dry run records none)
+    # derived from the settings, once
+    gone_policy: GonePolicy = field(init=False)
+    archiving: str | None = field(init=False)  # the [gone] patch's digest: archive, not gone
+    pending: tuple[State, ...] = field(init=False)  # work a run does even on the same source
+    ownership: Ownership = field(init=False)
+    clock: Clock = field(init=False)
+    _client: RemoteApi | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        policies = Policies.of(self.settings)
+        self.gone_policy, self.archiving = policies.gone, policies.archiving
+        self.pending, self.ownership = policies.pending, policies.ownership
+        self.clock = self.adapters.clock or WallClock()
+
+    @property
+    def dry_run(self) -> bool:
+        return self.options.dry_run
+
+    @property
+    def ledger(self) -> Ledger:
+        """Every pull and walk of the run reports its verdict here (the summary's)."""
+        return self.summary.completeness
+
+    @property
+    def source(self) -> Source | None:
+        """An injected source (tests, benchmarks); None: opened from ``[source]``."""
+        return self.adapters.source
+
+    @property
+    def inbox(self) -> UrgentInbox | None:
+        """The daemon's inbox: keys pushed while this run writes."""
+        return self.adapters.urgent
+
+    def guard_archives(self, archives: int, known: int) -> None:
+        """Refuse a plan that would archive too much of the catalog at once (unless forced)."""
+        gone.guard(
+            archives, known, max_ratio=self.settings.safety.max_gone_ratio, force=self.options.force
+        )
+
+    def client(self) -> RemoteApi:
+        """The run's API client, built on first use (a skipped run may never send) with its
+        budgets; closed with the run. An injected one is used as it is."""
+        if self._client is None:
+            self._client = self.adapters.client or self._built_client()
+        return self._client
+
+    def _built_client(self) -> RemoteApi:
+        from skuferry.remote.budget import Budget  # with httpx: only a run that sends loads them
+        from skuferry.remote.client import RemoteClient
+        from skuferry.state.budgetbook import BudgetBook
+
+        settings = self.settings
+        keys = [fingerprint(key) for key in settings.api_keys]
+        state_file = functools.partial(open_state, settings.state.path)
+        budget = Budget.from_settings(settings.budget, BudgetBook(state_file), keys=keys)
+        self.stack.callback(budget.close)
+        if self.on_progress is not None:  # the terminal bar: time left and waits told by the budget
+            self.on_progress.watch_budget(budget)
+        client = RemoteClient.from_settings(settings, stop=self.stop, budget=budget)
+        self.stack.callback(client.close)
+        return client

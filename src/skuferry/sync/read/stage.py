@@ -1,0 +1,203 @@
+"""The read stage of a run: the source opened in pieces, the pull chosen, the unchanged check.
+
+What it opens and decides (``Opened``) is what the plan reads and the writes remember;
+its own part of the run's summary (the pull, the named keys not found, the records left
+out on purpose, the joins) it fills itself (``report``), and once every write landed it
+moves the incremental window and stores the change token (``commit``).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from skuferry import logs
+from skuferry.completeness import Ledger
+from skuferry.config.schema import Settings
+from skuferry.models import RunOptions, RunSummary, State
+from skuferry.sources.base import Source
+from skuferry.sources.dispatch import open_source as open_base
+from skuferry.sources.skip import skip_notes, skipped_rows
+from skuferry.state.mirror import Mirror
+from skuferry.sync import skip
+from skuferry.sync.expressions.functions import Table
+from skuferry.sync.read import incremental
+from skuferry.sync.read.named import KeyReader, NamedPull
+from skuferry.sync.read.pieces import (
+    join_tokens,
+    joins_read,
+    open_pieces,
+    pieces_notes,
+    skipped,
+)
+
+# the engine's events, under the engine's logger: one run, one logger to follow
+log = logs.get("skuferry.sync.engine")
+
+
+class ReadRun(Protocol):
+    """What the read stage takes from the run's context."""
+
+    settings: Settings
+    options: RunOptions
+    mirror: Mirror
+    summary: RunSummary
+    stack: ExitStack
+    stop: threading.Event
+    archiving: str | None
+    pending: tuple[State, ...]
+
+    @property
+    def source(self) -> Source | None: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+
+@dataclass
+class Opened:
+    """The source as the run reads it, and how: a pull (full or incremental) or named keys."""
+
+    base: Source  # as the source reads it
+    source: Source  # the same in pieces: grouped, joined, filtered
+    pull: incremental.Pull | None  # None: a named run (--only, retry, hooks)
+    named: NamedPull | None
+    seen_before: skip.Check  # the change token this run stores once it commits
+
+    @property
+    def full(self) -> bool:
+        """Absence proves something only in a full pull (not incremental, not named)."""
+        return self.pull is not None and self.pull.full
+
+    @property
+    def skips(self) -> bool:
+        """The unchanged check says: read nothing, plan nothing."""
+        return self.pull is not None and self.seen_before.skip
+
+
+def open_source(
+    run: ReadRun,
+    stack: ExitStack,
+    *,
+    readonly: bool,
+    ledger: Ledger | None = None,
+    allow_empty: bool = False,
+) -> tuple[Source, Source, dict[str, Table]]:
+    """The source as read, the same in pieces, and the mapping's tables (read once)."""
+    base = run.source or open_base(run.settings.source, stop=run.stop)  # stop ends its waits
+    # grouped, unnested, joined, filtered; join indexes beside the state (not in a dry run)
+    source, tables = open_pieces(
+        run.settings,
+        stack,
+        base=base,
+        readonly=readonly,
+        stop=run.stop,
+        ledger=ledger,
+        allow_empty=allow_empty,
+    )
+    return base, source, tables
+
+
+def begin(run: ReadRun, base: Source, source: Source, keys: KeyReader) -> Opened:
+    """Choose the pull of the opened source and ask the unchanged check (nothing read yet).
+    ``keys``: the mapping, which reads a record's product key."""
+    options = run.options
+    if options.only is not None:  # a named run always reads its keys
+        run.summary.pull = "named"
+        return Opened(base, source, None, NamedPull(options.only, keys), skip.Check(None))
+    pull = incremental.choose(
+        source,
+        incremental.read(run.mirror),
+        identity=incremental.config_identity(run.settings),
+        force_full=options.full,
+        now=datetime.now(UTC),
+    )
+    run.summary.pull = pull.kind
+    return Opened(base, source, pull, None, _unchanged(run, base, pull, joins=source))
+
+
+def _unchanged(run: ReadRun, base: Source, pull: incremental.Pull, *, joins: Source) -> skip.Check:
+    """The unchanged check. A run that reads forgets the stored change token until it
+    commits; a dry run neither skips nor stores. ``joins``: the source in pieces, whose
+    joins' tokens were taken as they opened (not asked again)."""
+    if run.options.dry_run:
+        return skip.Check(None)
+    found = skip.check(
+        run.settings,
+        run.mirror,
+        base,
+        options=run.options,
+        full_pull=pull.full,
+        joins=join_tokens(joins),
+        pending=lambda: skip.has_pending_work(run.mirror, run.pending, run.archiving),
+    )
+    if not found.skip:  # a skipped run tells it with its output (``skip.skipped_run``)
+        log.info("sync.source.checked", skip=False, why=found.reason)
+        skip.forget(run.mirror)  # stored again only when this run commits
+    return found
+
+
+def started(read: Opened) -> None:
+    """The plan begins: what it reads, and why."""
+    if read.named is not None:
+        log.info(
+            "sync.plan.started",
+            source=read.source.describe(),
+            pull="named",
+            keys=len(read.named.keys),
+        )
+    elif read.pull is not None:
+        log.info(
+            "sync.plan.started",
+            source=read.source.describe(),
+            pull=read.pull.kind,
+            why=read.pull.reason,
+        )
+
+
+def report(summary: RunSummary, read: Opened) -> None:
+    """The read stage's part of the summary, after the plan's: named keys not found,
+    records left out on purpose and the joins' remarks (notes, never rejections)."""
+    if read.named is not None:
+        report_missing(summary, read.named.missing)
+    summary.notes.extend(skip_notes(read.base))  # [source] skip_if_empty
+    summary.notes.extend(pieces_notes(read.source))  # where, each, joins' duplicate keys
+    summary.skipped = skipped_rows(read.base) + skipped(read.source)
+    summary.joins = {
+        name: "read" if was_read else "reused" for name, was_read in joins_read(read.source).items()
+    }
+    if read.pull is not None:
+        summary.notes.extend(read.pull.notes())  # records whose change time was not read
+
+
+def report_missing(summary: RunSummary, missing: list[str]) -> None:
+    """Named keys the source does not hold: each a problem (exit 1), and one note."""
+    summary.missing += len(missing)
+    for key in missing:
+        summary.add_problem(key, None, "not in the source")
+    if missing:
+        shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
+        summary.notes.append(f"{len(missing)} named key(s) are not in the source: {shown}")
+
+
+def skipped_unchanged(run: ReadRun, read: Opened) -> None:
+    """The unchanged source was not read: the skipped run's summary, and the pull counts
+    toward ``full_every`` while its window stays."""
+    skip.skipped_run(run.summary, run.mirror)
+    if read.pull is not None:
+        incremental.finish(run.mirror, read.pull, committed=False)
+
+
+def commit(run: ReadRun, read: Opened) -> None:
+    """All writes over: the next window starts at this pull's start and, when every write
+    landed, the next run may skip an unchanged source."""
+    if read.pull is None:
+        return
+    summary = run.summary
+    committed = not summary.interrupted and not summary.failed
+    incremental.finish(run.mirror, read.pull, committed=committed)
+    if committed:
+        skip.remember(run.mirror, read.seen_before.token, summary)
