@@ -197,8 +197,8 @@ def build_mirror(settings: Settings, n: int) -> float:
     """A mirror holding products 0..n-1 as SYNCED, as if a full sync had run.
 
     The fast path: rows are mapped and digested by skuferry's own Mapper (so the
-    digests and source fingerprints are exactly what a sync stores) and inserted in one transaction
-    with fsync off; remote ids are the sandbox's form (p_000001...). Returns seconds.
+    digests and record digests are exactly what a sync stores) and inserted in one
+    transaction with fsync off; remote ids are the sandbox's form (p_000001...). Returns seconds.
     """
     started = time.perf_counter()
     mapper = Mapper(settings.mapping, source_name="catalog.csv")
@@ -217,7 +217,7 @@ def build_mirror(settings: Settings, n: int) -> float:
                     "synced",
                     product.digest,
                     canonical.dumps(product.payload),
-                    product.fingerprint,
+                    product.record_digest,
                     f"p_{i + 1:06d}",
                     i + 2,
                     now,
@@ -244,11 +244,11 @@ def build_mirror(settings: Settings, n: int) -> float:
 def learn_lines(settings: Settings, csv_path: Path, *, skip_every: int = 0) -> int:
     """Store the line digests a quiet sync of ``csv_path`` would learn (sync/plan/lines.py).
 
-    The rows of a mirror built by ``build_mirror`` are recognised by fingerprint; the
+    The rows of a mirror built by ``build_mirror`` are recognised by record digest; the
     sync after that stores each line's digest. Here they are computed directly with the
     route's own key reader and digest, per block of lines. ``skip_every``: every such
     row (from the middle of each stretch) is left without one, as the rows the last run
-    wrote are (their fingerprint changed: their next run parses them). Returns rows learnt.
+    wrote are (their record digest changed: their next run parses them). Returns rows learnt.
     """
     mapper = Mapper(settings.mapping, source_name=csv_path.name)
     lines = CsvSource(csv_path).lines()
@@ -268,8 +268,8 @@ def learn_lines(settings: Settings, csv_path: Path, *, skip_every: int = 0) -> i
             for number, (text, key) in enumerate(zip(block.texts, keys, strict=True), block.start):
                 if skip_every and (number - 2) % skip_every == skip_every // 2:
                     continue
-                _key, slot, _digest, fingerprint, _line = hits[key]
-                items.append((slot, fingerprint, digest(fingerprint, text)))
+                _key, slot, _digest, record_digest, _line = hits[key]
+                items.append((slot, record_digest, digest(record_digest, text)))
             learnt += mirror.remember_line_digests(items)
         mirror.db.conn.execute("PRAGMA synchronous = FULL")
     finally:

@@ -139,7 +139,7 @@ def plan_large(quick: bool) -> Result:
         write_csv(folder / "catalog.csv", n)  # the catalog as last synced
         built = build_mirror(settings(folder, url), n)
         # the line digests the sync after that stored, but for 1% of the rows: those the
-        # last run wrote (their fingerprint changed), which this plan parses again
+        # last run wrote (their record digest changed), which this plan parses again
         learnt = learn_lines(settings(folder, url), folder / "catalog.csv", skip_every=100)
         write_csv(folder / "catalog.csv", n, changed_every=100)  # 1% changed
         folders = {"this tree": folder}

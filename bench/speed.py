@@ -125,7 +125,7 @@ def unchanged(quick: bool) -> Result:
                 mirror.close()
                 _settled(catalog)
                 sync = ["sync", "--config", str(conf), "--json"]
-                warm = run_child(sync, folder)  # reads once, stores the fingerprint
+                warm = run_child(sync, folder)  # reads once, stores the record digest
                 skips, reads, bases, slow = [], [], [], []
                 base_env = _baseline_env()
                 base_sync = sync
@@ -135,7 +135,7 @@ def unchanged(quick: bool) -> Result:
                     as_schema_5(other / "skuferry.db")
                     base_sync = ["sync", "--config", str(other / "skuferry.toml"), "--json"]
                     _settled(other / "catalog.csv")
-                    run_child(base_sync, other, env=base_env)  # its fingerprint, stored
+                    run_child(base_sync, other, env=base_env)  # its record digest, stored
                 for _ in range(RUNS):  # A B A B: the machine's drift hits both alike
                     skips.append(run_child(sync, folder))
                     slow.append(run_child(sync, folder, env=_OFF))
@@ -241,7 +241,8 @@ def startup(quick: bool) -> Result:
         mirror.close()
         _settled(folder / "catalog.csv")
         args = [sys.executable, "-m", "skuferry", "-vv", "sync", "--config", str(conf), "--json"]
-        subprocess.run(args, cwd=folder, capture_output=True, check=False)  # stores the fingerprint
+        # stores the record digests
+        subprocess.run(args, cwd=folder, capture_output=True, check=False)
         firsts, totals, bare, slow = [], [], [], []
         base_env = _baseline_env()
         base_firsts: list[float] = []

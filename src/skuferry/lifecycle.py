@@ -55,7 +55,7 @@ class Row(Protocol):
     def intent_digest(self) -> str | None: ...
 
     @property
-    def fingerprint(self) -> str | None: ...
+    def record_digest(self) -> str | None: ...
 
 
 def _one_of(states: Iterable[State]) -> str:
@@ -93,13 +93,13 @@ ROW_DIGEST_FROM_REFUSED = frozenset({State.REJECTED, State.ARCHIVED})
 
 
 def recognisable(row: Row) -> bool:
-    """Whether a source row whose fingerprint equals the row's leaves the product unchanged
+    """Whether a source row whose record digest equals the row's leaves the product unchanged
     without being mapped: SYNCED under a confirmed digest, no create in doubt."""
     return (
         row.state is State.SYNCED
         and row.intent_digest is None
         and row.digest is not None
-        and row.fingerprint is not None
+        and row.record_digest is not None
     )
 
 

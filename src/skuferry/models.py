@@ -89,15 +89,15 @@ class Product:
     payload: dict[str, Any]  # JSON-ready; decimals are decimal.Decimal (see canonical.py)
     digest: str  # sha256 hex of canonical_json(payload)
     line: int
-    fingerprint: str | None = None  # hash of the source values + mapping (Mapper.fingerprint)
+    record_digest: str | None = None  # hash of the source values + mapping (Mapper.record digest)
 
 
-# The payload of a product recognised by its fingerprint: the planner never built it.
+# The payload of a product recognised by its record digest: the planner never built it.
 UNMAPPED: dict[str, Any] = {}
 
 
 def was_mapped(product: Product) -> bool:
-    """False for a product recognised by its fingerprint (its payload was never built)."""
+    """False for a product recognised by its record digest (its payload was never built)."""
     return product.payload is not UNMAPPED
 
 
@@ -113,7 +113,7 @@ class MirrorRow:
     remote_id: str | None = None
     intent_digest: str | None = None  # an open create intent: outcome unknown until looked up
     last_error: str | None = None
-    fingerprint: str | None = None  # Mapper.fingerprint of the source row behind ``digest``
+    record_digest: str | None = None  # Mapper.record digest of the source row behind ``digest``
 
 
 class Kind(enum.StrEnum):

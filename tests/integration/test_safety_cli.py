@@ -54,7 +54,7 @@ def _by_sku(sandbox: Sandbox) -> dict[str, dict[str, Any]]:
 
 
 def _settle(*paths: Path) -> None:
-    """Wait until ``paths`` are older than the racy window (a fresh file has no fingerprint,
+    """Wait until ``paths`` are older than the racy window (a fresh file has no change token,
     so it is read whatever its stat says)."""
     newest = max(max(p.stat().st_mtime, p.stat().st_ctime) for p in paths)
     if (age := time.time() - newest) < RACY_S:

@@ -110,7 +110,7 @@ def test_a_second_sync_of_an_untouched_file_reads_and_sends_nothing(
     assert (first["created"], first["pull"]) == (30, "full")
     requests = dict(sandbox.stats().requests)
 
-    # the full start (the engine's unchanged check): none of the heavy modules
+    # the full start (the engine's skip decision): none of the heavy modules
     second, modules = _sync_listing_modules(tmp_path, config, SKUFERRY_QUICK="off")
     assert second["pull"] == "unchanged"
     assert (second["unchanged"], second["created"], second["updated"]) == (30, 0, 0)

@@ -1,5 +1,5 @@
 """Plain config data with every secret hidden: the one mask of the raw reading's identity,
-of ``skuferry check``'s printed config and of the unchanged check's digest.
+of ``skuferry check``'s printed config and of the skip decision's digest.
 
 A value masked by mistake would hide a change, so only secrets are: a value kept behind
 ``get_secret_value`` (a ``SecretStr``), the value of a secret key when the data carries no

@@ -63,7 +63,7 @@ _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 def digest(value: Any) -> str:
     """The short digest of plain data (canonical JSON): equal data, equal digests. Every
-    config identity is one (the unchanged check's, the incremental pull's)."""
+    config identity is one (the skip decision's, the incremental pull's)."""
     return hashlib.sha256(canonical.dumps(value).encode()).hexdigest()[:16]
 
 

@@ -9,7 +9,7 @@ skipped run needs (the files to ``stat()``, the pending states, the auth check's
 interval). The next ``skuferry sync`` (``attempt``) reads the config the way the loader
 reads it (the one raw reading: the TOML, the environment in any case, ``$VAR``s, key
 files and paths, without pydantic), takes the run lock, and skips when the engine's
-unchanged check would:
+skip decision would:
 
 - the argument list is plain: ``sync`` with ``--config``, ``--json``, ``--quiet`` and
   the global ``-v`` / ``--log-format`` (no ``--full``, ``--verify``, ``--dry-run``,
@@ -181,7 +181,7 @@ def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None
     if why is None:
         parts = [file_change_token(Path(p)) for p in record["files"]]
         states = tuple(State(s) for s in record["states"])
-        if skip.token(config.identity, parts) != mirror.get_meta(skip.FINGERPRINT):
+        if skip.token(config.identity, parts) != mirror.get_meta(skip.SKIP_META):
             why = "the source changed, or was read since the last commit"
         elif skip.has_pending_work(mirror, states, record["archiving"]):
             why = "retries, creates in doubt or drift are pending"
@@ -320,7 +320,7 @@ def remember(prepared: dict[str, Any] | None, state: Path) -> None:
         with run_lock(state):
             mirror = Mirror(state)
             try:
-                token = mirror.get_meta(skip.FINGERPRINT)
+                token = mirror.get_meta(skip.SKIP_META)
                 record = None
                 if prepared is not None and token is not None:
                     lines = token.split("\n")

@@ -37,7 +37,7 @@ class Source(ABC):
         Taken *before* the records are read, so a change made while they are read shows
         as a different token next time. ``previous`` is the token a committed run stored
         (a remote file sends it back as a conditional request). A source that cannot
-        tell cheaply keeps this default, and every run reads it (the run's unchanged check).
+        tell cheaply keeps this default, and every run reads it (the run's skip decision).
         """
         del previous
         return None

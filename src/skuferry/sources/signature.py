@@ -2,7 +2,7 @@
 
 A source's change token is its ``Source.change_token(previous)``; ``source_signature``
 asks it from the settings alone, for a ``[[join]]`` (is its index current?) and for the
-run's unchanged check, which asks the primary source's own ``change_token`` the same
+run's skip decision, which asks the primary source's own ``change_token`` the same
 way. ``None`` means "cannot tell": the source is read every run.
 
 - a local file: its ``stat()`` (``file_change_token``): size, mtime and ctime (ns),

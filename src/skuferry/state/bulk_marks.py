@@ -1,7 +1,7 @@
 """The mirror's marks over many rows at once, made between a run's stages.
 
 What a complete walk of the remote found, the keys that left the source or came back
-in step, the fingerprints and line digests learnt for the next run's recognition, and
+in step, the record digests and line digests learnt for the next run's recognition, and
 the plan's refusals. Each is one ``BEGIN IMMEDIATE`` transaction (``StateFile._write``),
 committed before the run goes on to the writes that rely on it: after ``mark_walked``
 a key the mirror does not know is taken as absent remotely, and is created.
@@ -61,8 +61,8 @@ class BulkMarks(StateFile):
                 "INSERT OR REPLACE INTO meta (name, value) VALUES ('walked_at', ?)", (repr(at),)
             )
 
-    def remember_fingerprints(self, items: Iterable[tuple[str, str, str]]) -> int:
-        """(key, digest, fingerprint) of unchanged products mapped in full this run: the next
+    def remember_record_digests(self, items: Iterable[tuple[str, str, str]]) -> int:
+        """(key, digest, record digest) of unchanged products mapped in full this run: the next
         run recognises them without mapping. Only rows still holding that digest change."""
         with self._write() as conn:
             before = conn.total_changes
@@ -74,9 +74,9 @@ class BulkMarks(StateFile):
             return conn.total_changes - before
 
     def remember_line_digests(self, items: Iterable[tuple[int, str, bytes]]) -> int:
-        """(slot, fingerprint, line digest) of products recognised from a raw line this run
+        """(slot, record digest, line digest) of products recognised from a raw line this run
         (the planner's line route): the next run recognises that line unparsed. Only rows still
-        SYNCED with that very fingerprint change (the digest is bound to it anyway)."""
+        SYNCED with that very record digest change (the digest is bound to it anyway)."""
         with self._write() as conn:
             done = conn.executemany(
                 "UPDATE products SET source_line_digest = ? "

@@ -83,7 +83,7 @@ class WriteJournal(StateFile):
                     {
                         "digest": product.digest,
                         "sent": canonical.dumps(product.payload if sent is None else sent),
-                        "source_fingerprint": product.fingerprint,
+                        "source_fingerprint": product.record_digest,
                         "remote_id": remote_id,
                         "synced_at": self._clock(),
                         "last_error": None,

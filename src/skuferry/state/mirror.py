@@ -5,7 +5,7 @@
 - ``WriteJournal``: each outcome of a remote call (and each create, update, archive
   or restore about to go out), committed before the next remote call that depends on it;
 - ``BulkMarks``: marks over many rows between a run's stages (the walk, the gone,
-  the back in step, the fingerprints learnt, the plan's refusals);
+  the back in step, the record digests learnt, the plan's refusals);
 - ``RunReads``: what a run asks (rows for the planner, keys, intents, pending work);
 - ``StatusReads``: what a person and the metrics are shown (``status``, ``rejected``);
 - ``RunBook``: the runs opened and closed, and the ``meta`` names;

@@ -5,7 +5,7 @@ wins (a duplicate key found late supersedes what was planned for it). The
 store keeps one row per key in a TEMP table of the mirror's connection: temp
 tables never touch the state file, so a dry run stays read-only.
 
-Products recognised unchanged by their fingerprint (the bulk of a quiet run) are
+Products recognised unchanged by their record digest (the bulk of a quiet run) are
 not actions at all: the planner marks their rows' slots in ``recognised``
 (``plan(recognised=...)``), a bitmap of the mirror's rowids, and the store counts
 them from it and reads their keys back from the mirror only when asked.
@@ -94,10 +94,10 @@ class PlanStore:
             conn.executemany("INSERT OR REPLACE INTO run_plan VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
             conn.executemany("INSERT INTO run_unchanged VALUES (?,?,?)", quiet)
 
-    def learn(self, slot: int, fingerprint: str, line_digest: bytes) -> None:
+    def learn(self, slot: int, record_digest: str, line_digest: bytes) -> None:
         """A row recognised from a raw line whose digest the mirror lacks (``plan(learn=)``);
         kept here in batches, so that a first run over a million rows stays flat."""
-        self._learnt.append((slot, fingerprint, line_digest))
+        self._learnt.append((slot, record_digest, line_digest))
         if len(self._learnt) >= _BATCH:
             self._flush_learnt()
 
@@ -109,7 +109,7 @@ class PlanStore:
         self._learnt = []
 
     def line_digests(self) -> Iterator[tuple[int, str, bytes]]:
-        """(slot, fingerprint, line digest) of each row learnt (see ``learn``); the last
+        """(slot, record digest, line digest) of each row learnt (see ``learn``); the last
         batch is stored right here, so that reading them back writes nothing."""
         self._flush_learnt()
         select = "SELECT rowid, slot, fingerprint, line_digest FROM run_lines"
@@ -166,7 +166,7 @@ class PlanStore:
         UNCHANGED: those mapped in full in source order, then the recognised ones in
         the mirror's row order."""
         if kind is Kind.UNCHANGED:
-            for key, _digest, _fingerprint in self._unchanged(with_fingerprint=False):
+            for key, _digest, _record_digest in self._unchanged(with_record_digest=False):
                 yield key
             for page in slot_pages(self.recognised, marked=True):
                 marks = ",".join("?" * len(page))
@@ -200,12 +200,12 @@ class PlanStore:
             1 for (rowid,) in rowids if rowid < size and bits[rowid >> 3] & (1 << (rowid & 7))
         )
 
-    def fingerprints(self) -> Iterator[tuple[str, str, str]]:
-        """(key, digest, fingerprint) of unchanged products that had to be mapped in full."""
-        return self._unchanged(with_fingerprint=True)
+    def record_digests(self) -> Iterator[tuple[str, str, str]]:
+        """(key, digest, record digest) of unchanged products that had to be mapped in full."""
+        return self._unchanged(with_record_digest=True)
 
-    def _unchanged(self, *, with_fingerprint: bool) -> Iterator[tuple[str, str, str]]:
-        extra = "fingerprint IS NOT NULL AND " if with_fingerprint else ""
+    def _unchanged(self, *, with_record_digest: bool) -> Iterator[tuple[str, str, str]]:
+        extra = "fingerprint IS NOT NULL AND " if with_record_digest else ""
         select = "SELECT rowid, key, digest, fingerprint FROM run_unchanged"
         where = f"{extra}key NOT IN (SELECT slot FROM run_plan)"  # noqa: S608 - constant
         for _rowid, key, digest, fp in keyset(self._conn, select, order=("rowid",), where=where):
@@ -218,17 +218,17 @@ class PlanStore:
 
 
 def _quiet_row(action: Action) -> tuple[str | None, str | None, str | None]:
-    """An unchanged product; digest and fingerprint only when it was mapped in full."""
+    """An unchanged product; digest and record digest only when it was mapped in full."""
     product = action.product
-    if product is None or not was_mapped(product) or product.fingerprint is None:
+    if product is None or not was_mapped(product) or product.record_digest is None:
         return (action.key, None, None)
-    return (action.key, product.digest, product.fingerprint)
+    return (action.key, product.digest, product.record_digest)
 
 
 def _row(action: Action) -> tuple[Any, ...]:
     product = action.product
     write = action.kind in _CARRY_PRODUCT
-    fingerprint = product.fingerprint if product and write else None  # stored on success
+    record_digest = product.record_digest if product and write else None  # stored on success
     line = action.line if action.line is not None else (product.line if product else None)
     slot = action.key if action.key is not None else f"#{line}"
     return (
@@ -241,6 +241,6 @@ def _row(action: Action) -> tuple[Any, ...]:
         int(action.lookup_first),
         product.digest if product and write else None,
         canonical.dumps(product.payload) if product and write else None,
-        fingerprint,
+        record_digest,
         action.stage,
     )

@@ -31,7 +31,7 @@ _ROW_SQL = (
     "FROM products p LEFT JOIN intents i ON i.key = p.key"
 )
 
-# A row the planner may recognise by fingerprint alone (``lifecycle.recognisable``). The
+# A row the planner may recognise by record digest alone (``lifecycle.recognisable``). The
 # rowid is the key's slot; the line digest (NULL until learnt) lets a raw line be
 # recognised unparsed (the planner's line route). Without any open intent (the usual case)
 # the intents are not asked per row.
@@ -61,7 +61,7 @@ _STATES = {s.value: s for s in State}  # a dict lookup: State(value) is slow per
 
 
 def _to_row(r: RowTuple) -> MirrorRow:
-    key, state, digest, rejected_digest, remote_id, intent_digest, last_error, fingerprint = r
+    key, state, digest, rejected_digest, remote_id, intent_digest, last_error, record_digest = r
     st = _STATES.get(state) or State(state)
     return MirrorRow(
         key=key,
@@ -71,7 +71,7 @@ def _to_row(r: RowTuple) -> MirrorRow:
         remote_id=remote_id,
         intent_digest=intent_digest,
         last_error=last_error,
-        fingerprint=fingerprint,
+        record_digest=record_digest,
     )
 
 
@@ -117,8 +117,8 @@ class MirrorLookup(Mapping[str, MirrorRow]):
     def recognisable(
         self, keys: Sequence[str]
     ) -> dict[str, tuple[str, int, str, str, bytes | None]]:
-        """key -> (key, slot, digest, fingerprint, line digest) of the ``keys`` whose row a
-        source row with an equal fingerprint leaves unchanged (SYNCED, no open intent); one
+        """key -> (key, slot, digest, record digest, line digest) of the ``keys`` whose row a
+        source row with an equal record digest leaves unchanged (SYNCED, no open intent); one
         query per 2,000. The rows as read: no tuple is built per row (a million a run).
 
         Keys in ascending order are read as the range they span, so the answer may hold

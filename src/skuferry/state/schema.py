@@ -153,9 +153,9 @@ def _m5_dead_letters(conn: sqlite3.Connection) -> None:
 
 def _m6_source_line_digest(conn: sqlite3.Connection) -> None:
     # A hash of the raw source line the row was last recognised from, bound to the
-    # fingerprint beside it (the line route): a byte-identical line is then recognised
+    # record digest beside it (the line route): a byte-identical line is then recognised
     # without being parsed. NULL (existing rows, sources read record by record): the
-    # row is recognised by its fingerprint as before, and gets its line digest then.
+    # row is recognised by its record digest as before, and gets its line digest then.
     products = database(conn).table("products")
     if "source_line_digest" not in products.columns_dict:
         products.add_column("source_line_digest", bytes)
@@ -222,7 +222,7 @@ def _shaped(conn: sqlite3.Connection) -> bool:
 def _rename_key(conn: sqlite3.Connection, old: str, new: str) -> None:
     """``old`` becomes ``new`` in every table that holds a product key (none holds ``new``).
 
-    The row's fingerprint and line digest go: map() now makes another key of its source
+    The row's record digest and line digest go: map() now makes another key of its source
     row, so the row is mapped once more (its key field is then sent in NFC) instead of
     being recognised unchanged.
     """

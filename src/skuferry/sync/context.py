@@ -2,7 +2,7 @@
 
 The engine builds a ``RunContext`` when a run starts and hands it to each stage. A stage
 says in a small protocol of its own which of these it reads (the read stage the source's
-edges and the unchanged check's inputs, the plan the gone policy and the guards, the
+edges and the skip decision's inputs, the plan the gone policy and the guards, the
 writes the ownership, the clock and the client), so what a decision depends on is named
 once here and nowhere recomputed: the gone policy and whether it archives, the states
 that count as pending work, field ownership, the run's ledger and its budgets.

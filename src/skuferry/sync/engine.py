@@ -1,6 +1,6 @@
 """One sync run: the stages composed, read > map > plan > write.
 
-    source ──read (pull or named keys; the unchanged check)──▶ map ──▶ plan (pure)
+    source ──read (pull or named keys; the skip decision)──▶ map ──▶ plan (pure)
                                                                         │
                                    PlanStore (temp table) ◀─────────────┘
                                          │ guards: empty source, change ratio, gone ratio

@@ -1,13 +1,13 @@
-"""A run whose source did not change reads nothing: the unchanged check.
+"""A run whose source did not change reads nothing: the skip decision.
 
 A daemon polling every few minutes spends most of its runs confirming that
-nothing changed. Each source reports a cheap fingerprint (``Source.fingerprint``:
+nothing changed. Each source reports a cheap change token (``Source.change_token``:
 a local file's ``stat()``, a remote file's ETag or Last-Modified by a conditional GET,
 a SQL table's row count and newest ``updated_column``). A run may skip reading and
 planning when
 
-- the fingerprint (and each ``[[join]]`` source's signature, and each
-  ``[mapping.tables]`` file's fingerprint) is known and equals
+- the change token (and each ``[[join]]`` source's signature, and each
+  ``[mapping.tables]`` file's change token) is known and equals
   the one stored by the last run that *committed* (all its writes landed, nothing
   interrupted), together with the same config (``identity``: the whole effective
   config, secrets masked, and the skuferry version, which decides how rows are mapped);
@@ -22,7 +22,7 @@ and repeats the last committed run's rejected rows and drift (with their problem
 so its exit code is the one a run that read the file would have). It still makes
 the auth check when one is due, and counts toward ``full_every``.
 
-The stored fingerprint is removed when a run that reads the source starts, and
+The stored skip token is removed when a run that reads the source starts, and
 written again only once that run commits: a run that fails, stops or is refused by
 a guard leaves none, so the next run reads.
 """
@@ -48,8 +48,9 @@ if TYPE_CHECKING:  # the quick lane imports this module without pydantic
 # whether the engine or the quick lane skipped it
 log = logs.get("skuferry.sync.engine")
 
-# the last commit's config identity, source fingerprint and join signatures, one a line
-FINGERPRINT = "source.fingerprint"
+# The skip token: the last commit's config identity, the source's change token and the
+# join signatures, one a line (stored under the name it had before it was called so).
+SKIP_META = "source.fingerprint"
 CARRIED = "source.carried"  # JSON: that run's standing counts, repeated by a skipped run
 # the counts a skipped run repeats: what a run over the same source would report again
 CARRIED_FIELDS = ("rejected", "rows_rejected", "drift", "problems")
@@ -79,7 +80,7 @@ class Pending(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Check:
+class Decision:
     """What the check found: the token to store once this run commits, and the verdict."""
 
     token: str | None  # None: the source cannot tell cheaply (never stored)
@@ -109,7 +110,7 @@ def token(identity: str, parts: Iterable[str | None]) -> str | None:
 
 def joined(settings: Settings, joins: list[str | None] | None = None) -> list[str | None]:
     """Each ``[[join]]`` source's signature and each table file's
-    fingerprint: a join or table file that changed changes the products as much as the
+    change token: a join or table file that changed changes the products as much as the
     source does. None in the list: cannot be told. ``joins``: the joins' tokens as this
     run took them when it opened them (``pieces.join_tokens``), so none is asked twice."""
     found: list[str | None] = []
@@ -143,7 +144,7 @@ def has_pending_work(mirror: Pending, states: Iterable[State], archiving: str | 
     return mirror.has_pending(states, archiving=archiving) or bool(mirror.metas(LANE_META))
 
 
-def check(
+def decide(
     settings: Settings,
     metas: Metas,
     source: Source,
@@ -152,28 +153,28 @@ def check(
     full_pull: bool,
     pending: Callable[[], bool],
     joins: list[str | None] | None = None,
-) -> Check:
-    """The fingerprint this run stores if it commits, and whether it may skip.
+) -> Decision:
+    """The skip token this run stores if it commits, and whether it may skip.
 
     ``pending`` (the mirror's ``has_pending``) is asked last, only when all else says skip.
     ``joins``: the joins' tokens taken as the run opened them (see ``joined``).
     """
-    stored = metas.get_meta(FINGERPRINT)
+    stored = metas.get_meta(SKIP_META)
     previous = stored.split("\n")[1] if stored and "\n" in stored else None
-    fingerprint = source.change_token(previous or None)
-    parts = [fingerprint, *joined(settings, joins)] if fingerprint is not None else [None]
+    change_token = source.change_token(previous or None)
+    parts = [change_token, *joined(settings, joins)] if change_token is not None else [None]
     now = token(identity(settings), parts)
     if options.dry_run or options.full or options.verify:
-        return Check(now, reason="asked to read (--dry-run, --full or --verify)")
+        return Decision(now, reason="asked to read (--dry-run, --full or --verify)")
     if isinstance(source, IncrementalSource) and source.incremental and full_pull:
-        return Check(now, reason="a full pull is due")
+        return Decision(now, reason="a full pull is due")
     if now is None:
-        return Check(now, reason="the source has no cheap fingerprint")
+        return Decision(now, reason="the source has no cheap fingerprint")
     if now != stored:
-        return Check(now, reason="the source or the config changed since the last commit")
+        return Decision(now, reason="the source or the config changed since the last commit")
     if pending():
-        return Check(now, reason="retries, creates in doubt or drift are pending")
-    return Check(now, skip=True, reason="source unchanged")
+        return Decision(now, reason="retries, creates in doubt or drift are pending")
+    return Decision(now, skip=True, reason="source unchanged")
 
 
 def carry(summary: RunSummary, metas: Metas, *, in_step: int) -> None:
@@ -224,15 +225,15 @@ def finished(summary: RunSummary) -> dict[str, Any]:
 
 
 def forget(metas: Metas) -> None:
-    """A run that reads the source starts: the stored fingerprint no longer holds."""
-    if metas.get_meta(FINGERPRINT) is not None:
-        metas.set_metas({FINGERPRINT: None, CARRIED: None})
+    """A run that reads the source starts: the stored skip token no longer holds."""
+    if metas.get_meta(SKIP_META) is not None:
+        metas.set_metas({SKIP_META: None, CARRIED: None})
 
 
 def remember(metas: Metas, token: str | None, summary: RunSummary) -> None:
-    """After a run committed (every write landed): its fingerprint and standing counts."""
+    """After a run committed (every write landed): its skip token and standing counts."""
     if token is None:
         return
     data = summary.as_json()
     carried = {name: data[name] for name in CARRIED_FIELDS}
-    metas.set_metas({FINGERPRINT: token, CARRIED: json.dumps(carried, ensure_ascii=False)})
+    metas.set_metas({SKIP_META: token, CARRIED: json.dumps(carried, ensure_ascii=False)})

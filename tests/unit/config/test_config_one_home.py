@@ -79,7 +79,7 @@ def test_a_load_reads_each_secret_file_once(tmp_path: Path) -> None:
 def test_the_printed_config_masks_its_typed_secrets_only() -> None:
     """One mask for the raw reading and the settings: on the settings, by type, so a
     mapped field named like a secret key shows its column, and a decimal stays a number
-    (the unchanged check digests this)."""
+    (the skip decision digests this)."""
     settings = settings_from_dict(
         {
             "api": {"base_url": "http://u:pw@127.0.0.1:9", "api_key": "sk-1"},

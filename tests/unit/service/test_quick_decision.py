@@ -4,7 +4,7 @@ For generated pairs of (config, environment, key files), a run "before" commits,
 change, and then both decide whether the next plain ``skuferry sync`` may skip:
 
 - the full start: ``load_settings`` (a config that does not load cannot skip) and the
-  engine's unchanged check over the source it opens;
+  engine's skip decision over the source it opens;
 - the quick lane: its reading and its record.
 
 Every decision must be the same. Generated: the case of ``SKUFERRY_*`` names, ``$VAR`` and
@@ -190,7 +190,7 @@ def _full_start(config: Path, env: dict[str, str]) -> str:
         return "read"
     mirror = Mirror(loaded.state.path)
     try:
-        found = skip.check(
+        found = skip.decide(
             loaded,
             mirror,
             open_source(loaded.source),
@@ -221,7 +221,7 @@ def _commit(config: Path, env: dict[str, str]) -> None:
     loaded.state.path.parent.mkdir(exist_ok=True)
     mirror = Mirror(loaded.state.path)
     try:
-        found = skip.check(
+        found = skip.decide(
             loaded,
             mirror,
             open_source(loaded.source),

@@ -51,7 +51,7 @@ WRITES: list[tuple[str, Callable[[Mirror], object], int]] = [
     ("record_archive_refused", lambda m: m.record_archive_refused("B", "no", patch_digest="p"), 1),
     ("remember_remote", lambda m: m.remember_remote("B", {"name": "q"}), 1),
     ("mark_walked", lambda m: m.mark_walked(5.0, remote=[("E", "rE")]), 1),
-    ("remember_fingerprints", lambda m: m.remember_fingerprints([("B", B.digest, "f")]), 1),
+    ("remember_fingerprints", lambda m: m.remember_record_digests([("B", B.digest, "f")]), 1),
     ("remember_line_digests", lambda m: m.remember_line_digests([(2, "fB", b"l")]), 1),
     ("mark_gone", lambda m: m.mark_gone(["B"]), 2),  # the letters, then the states
     ("mark_in_step", lambda m: m.mark_in_step(["C"]), 1),
@@ -73,7 +73,7 @@ def mirror(tmp_path: Path) -> Iterator[Mirror]:
     m = Mirror(tmp_path / "skuferry.db", clock=FakeClock(1000.0, tick=1.0))
     m.open_intent(A, run_id=None)  # a create in flight
     m.record_in_step([(B, "rB")])
-    m.remember_fingerprints([("B", B.digest, "fB")])
+    m.remember_record_digests([("B", B.digest, "fB")])
     m.record_in_step([(C, "rC")])
     m.mark_gone(["C"])  # gone: back in step when planned unchanged
     m.record_failed("D", "timeout", status=503)  # a dead letter to name

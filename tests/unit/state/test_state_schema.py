@@ -150,7 +150,7 @@ def test_main_s_file_keeps_its_rows_and_gets_the_line_digest(tmp_path: Path) -> 
         assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'runs'").fetchone() == (
             1,
         )
-        # no row has a line digest yet: each is recognised by its fingerprint once more
+        # no row has a line digest yet: each is recognised by its record digest once more
         assert conn.execute("SELECT DISTINCT source_line_digest FROM products").fetchall() == [
             (None,)
         ]
@@ -402,7 +402,7 @@ def test_migration_7_keeps_every_remote_id_and_leaves_only_nfc_keys(
 
 
 def test_a_renamed_key_is_mapped_again_and_an_ascii_key_keeps_its_fingerprint() -> None:
-    """A row whose key became NFC loses its fingerprint and line digest: the next run maps
+    """A row whose key became NFC loses its record digest and line digest: the next run maps
     its source row again (and sends its key field in NFC) instead of recognising it."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:

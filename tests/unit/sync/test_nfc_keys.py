@@ -187,7 +187,7 @@ def test_an_nfd_export_by_the_line_route_is_the_nfc_catalog_and_its_lines_are_le
             (3, 0, 0) if len(counts) == 1 else (0, 0, 0)
         ), summary.as_json()
         assert sorted(remote.keys()) == sorted(KEYS)
-    # NFD lines: read once (their fingerprints changed), learnt once, then recognised
+    # NFD lines: read once (their record digests changed), learnt once, then recognised
     assert counts == [3, 3, 3, 0]
 
 
@@ -316,13 +316,13 @@ def test_an_older_state_file_with_an_nfd_key_upgrades_and_syncs_without_a_create
             (CAFE_NFD, cafe_id, old),
             ("SKU-1", tea_id, {"sku": "SKU-1", "name": "Tea"}),
         ):
-            # the fingerprint of its source row, as the version that wrote it recognised it
-            fingerprint = Mapper(config.mapping).fingerprint(RawRecord(2, payload))
+            # the record digest of its source row, as the version that wrote it recognised it
+            record_digest = Mapper(config.mapping).record_digest(RawRecord(2, payload))
             conn.execute(
                 "INSERT INTO products (key, state, digest, sent, remote_id, first_seen, "
                 "updated_at, synced_at, source_fingerprint) "
                 "VALUES (?, 'synced', ?, ?, ?, 1, 1, 1, ?)",
-                (key, canonical.digest(payload), canonical.dumps(payload), rid, fingerprint),
+                (key, canonical.digest(payload), canonical.dumps(payload), rid, record_digest),
             )
         conn.execute("INSERT INTO meta VALUES ('walked_at', '1.0')")
     finally:

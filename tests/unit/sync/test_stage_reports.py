@@ -76,7 +76,7 @@ def test_the_read_stage_fills_its_own_part() -> None:
     list(named.records(base))  # the plan reads them; B-2 is not there
     summary = RunSummary(pull="named")
     before = summary.as_json()
-    read_stage.report(summary, read_stage.Opened(base, base, None, named, skip.Check(None)))
+    read_stage.report(summary, read_stage.Opened(base, base, None, named, skip.Decision(None)))
     after = summary.as_json()
     assert changed(before, after) - SHARED <= READ
     assert summary.missing == 1 and summary.status == "partial", "a named key not found: exit 1"
@@ -85,7 +85,7 @@ def test_the_read_stage_fills_its_own_part() -> None:
 
     pull = incremental.choose(base, {}, identity="i", force_full=False, now=datetime.now(UTC))
     full = RunSummary()
-    read_stage.report(full, read_stage.Opened(base, base, pull, None, skip.Check(None)))
+    read_stage.report(full, read_stage.Opened(base, base, pull, None, skip.Decision(None)))
     assert (full.missing, full.problems, full.skipped, full.joins) == (0, [], 0, {})
 
 

@@ -55,7 +55,7 @@ class Table:
         self.default = default  # None: a missing code is refused
 
     def digest(self) -> str:
-        """What the table holds, for fingerprints: a changed table re-maps every row."""
+        """What the table holds, for record digests: a changed table re-maps every row."""
         return canonical.digest({"entries": self.entries, "default": self.default})
 
 

@@ -5,9 +5,9 @@ Numbers may be written with locale separators (``decimal``/``thousands``); float
 SQL and XLSX count by their shortest round-trip text. A converter is chosen once per
 field and runs once per row, so each is a plain function of the value.
 
-What a converter makes of a value is part of what a row's fingerprint stands for: a
+What a converter makes of a value is part of what a row's record digest stands for: a
 change here is a change of the mapping's output, and bumps the mapper's
-``FINGERPRINT_VERSION`` so that every row is mapped again.
+``RECORD_DIGEST_VERSION`` so that every row is mapped again.
 """
 
 from __future__ import annotations

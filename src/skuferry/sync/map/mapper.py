@@ -1,4 +1,4 @@
-"""Source record -> product payload: its key, its fingerprint, and per-row rejections.
+"""Source record -> product payload: its key, its record digest, and per-row rejections.
 
 Pure: no I/O. A ``Mapper`` is built once from ``[mapping]``; every per-field
 converter is chosen in ``__init__`` so that ``map()`` does only the work each
@@ -47,7 +47,7 @@ _MISSING: Any = object()
 
 
 class _Absent:
-    """Stands for a column a record lacks, in fingerprints (repr is stable across runs)."""
+    """Stands for a column a record lacks, in record digests (repr is stable across runs)."""
 
     def __repr__(self) -> str:
         return "<absent>"
@@ -55,7 +55,7 @@ class _Absent:
 
 _MISSING_MARK = _Absent()
 _UNSET: Any = object()  # a field without a default
-FINGERPRINT_VERSION = "skuferry-map-2"  # bump when map() changes what it makes of a value
+RECORD_DIGEST_VERSION = "skuferry-map-2"  # bump when map() changes what it makes of a value
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # an undecodable byte read with surrogateescape
 
@@ -124,13 +124,15 @@ class Mapper:
         self._key_search: Callable[[Any], Any] | None = None
         self._key_where = f"column {settings.key!r}"
         self._key_convert: Converter = to_string
-        # Fingerprints cover the mapping itself, so a changed [mapping] re-maps every row.
+        # Record digests cover the mapping itself, so a changed [mapping] re-maps every row.
         # Unset options are left out: they mean their default, and an option added in a
         # later release then does not re-map every row once.
         # A file table counts by what it holds: a new label re-maps the rows that use it.
         held = ",".join(f"{name}={table.digest()}" for name, table in sorted(tables.items()))
-        self._seed = f"{FINGERPRINT_VERSION}|{settings.model_dump_json(exclude_unset=True)}|{held}|"
-        self._seeded: hashlib.blake2b | None = None  # the seed hashed, at the first fingerprint
+        self._seed = (
+            f"{RECORD_DIGEST_VERSION}|{settings.model_dump_json(exclude_unset=True)}|{held}|"
+        )
+        self._seeded: hashlib.blake2b | None = None  # the seed hashed, at the first record digest
         self._key_checks: tuple[Check, ...] = (spreadsheet_mangled,)
         empties = tuple(empty_values)
         if empties:  # they change what map() makes of a value
@@ -187,7 +189,7 @@ class Mapper:
 
     @property
     def seed(self) -> str:
-        """What every fingerprint hashes before a record's values: the mapping, the digests
+        """What every record digest hashes before a record's values: the mapping, the digests
         of its tables, ``empty_values`` (the line route binds line digests to it too)."""
         return self._seed
 
@@ -198,8 +200,8 @@ class Mapper:
 
     @property
     def reads_columns_only(self) -> bool:
-        """True when the key and every fingerprinted value are columns read as they are
-        (no path): a record's fingerprint is then a function of its own fields alone."""
+        """True when the key and every digested value are columns read as they are
+        (no path): a record's record digest is then a function of its own fields alone."""
         return self._key_search is None and not self._searches
 
     @property
@@ -254,13 +256,13 @@ class Mapper:
         found = search(fields)
         return _MISSING if found is None else found
 
-    def fingerprinter(self) -> Callable[[RawRecord], str]:
-        """``fingerprint`` as one function, fast for columns read as they are (no path)."""
+    def record_digester(self) -> Callable[[RawRecord], str]:
+        """``record digest`` as one function, fast for columns read as they are (no path)."""
         if self._columns is None or self._searches:
-            return self.fingerprint
-        copy, pick, slow = self._seeded_hash().copy, self._pick, self.fingerprint
+            return self.record_digest
+        copy, pick, slow = self._seeded_hash().copy, self._pick, self.record_digest
 
-        def fingerprint(record: RawRecord) -> str:
+        def record_digest(record: RawRecord) -> str:
             try:
                 data = repr(pick(record.fields))
             except KeyError:
@@ -269,13 +271,13 @@ class Mapper:
             hashed.update(data.encode())
             return str(hashed.hexdigest())
 
-        return fingerprint
+        return record_digest
 
-    def fingerprint(self, record: RawRecord) -> str:
+    def record_digest(self, record: RawRecord) -> str:
         """A hash of the values this mapping reads, and of the mapping itself.
 
-        Equal fingerprints mean ``map()`` returns the same product, so a row whose
-        fingerprint the mirror holds next to a confirmed digest needs no mapping.
+        Equal record digests mean ``map()`` returns the same product, so a row whose
+        record digest the mirror holds next to a confirmed digest needs no mapping.
         ``repr`` is deterministic for the values sources yield (str, int, float,
         Decimal, bool, None, lists and dicts in source order) and escapes lone
         surrogates. A path field counts by what its path finds.
@@ -326,7 +328,9 @@ class Mapper:
             payload: dict[str, Any] = dict(fields)
             if type(raw_key) is str:
                 payload[self._key_column] = key
-            return Product(key, payload, canonical.digest(payload), line, self.fingerprint(record))
+            return Product(
+                key, payload, canonical.digest(payload), line, self.record_digest(record)
+            )
 
         get = fields.get
         where = self._key_where
@@ -364,7 +368,7 @@ class Mapper:
             return self._bad(line, where, str(exc), key, label)
         except _SEARCH_ERRORS as exc:
             return self._bad(line, where, _refusal(exc), key, label)
-        return Product(key, payload, canonical.digest(payload), line, self.fingerprint(record))
+        return Product(key, payload, canonical.digest(payload), line, self.record_digest(record))
 
     def _bad(
         self, line: int, where: str, problem: str, key: str | None, label: str | None = None

@@ -4,23 +4,23 @@ A quiet run of a large CSV spends most of its time reading rows into records onl
 find them unchanged. ``CsvSource.lines()`` hands over each line that is one whole
 record without a quote as text (``RawLines``), and the planner (``plan(lines=...)``)
 recognises it by one hash of that text, checked against the digest the mirror holds
-beside the row's fingerprint (``products.source_line_digest``). Any line not
+beside the row's record digest (``products.source_line_digest``). Any line not
 recognised so is parsed (``LineRoute.parse``) into exactly the records
 ``records()`` yields for it, and planned as before.
 
-Why an equal line digest proves what the fingerprint proves. The digest hashes
+Why an equal line digest proves what the record digest proves. The digest hashes
 
-- the mapping's fingerprint seed (``Mapper.seed``: the mapping, its tables' data,
+- the mapping's record digest seed (``Mapper.seed``: the mapping, its tables' data,
   ``empty_values``),
 - the reader's identity (``CsvLines.identity``: delimiter, encoding, the header line
   as written, BOM and line break included),
-- the fingerprint the row holds, and the line's text (its line break included).
+- the record digest the row holds, and the line's text (its line break included).
 
 A row learns its line digest only when the line was read in full and its record's
-fingerprint equalled the row's (``plan``: ``learn``), so equal digests mean the same
+record digest equalled the row's (``plan``: ``learn``), so equal digests mean the same
 text read the same way under the same mapping, hence the same record and the same
-fingerprint: the row would be recognised by fingerprint too. The row's fingerprint
-is inside the hash: a row whose fingerprint changed since (written, cleared, mapped
+record digest: the row would be recognised by record digest too. The row's record digest
+is inside the hash: a row whose record digest changed since (written, cleared, mapped
 anew) no longer matches, whatever is left in its line digest column.
 
 The route is taken only when nothing between the file and the mapping can change a
@@ -28,7 +28,7 @@ record (``line_route``): the source is a plain CSV file (no ``skip_if_empty``,
 ``where``, ``[[join]]``, ``group_by`` or ``each``), and the mapping reads columns
 only (no path, so no table lookup or join outside the line counts). Duplicate keys,
 bad rows, rows not SYNCED or with an open intent take the planner's usual way:
-the route only replaces, for one line, the fingerprint check by the line check.
+the route only replaces, for one line, the record digest check by the line check.
 """
 
 from __future__ import annotations
@@ -86,19 +86,19 @@ class LineRoute:
         return canonical.keys(cells)
 
     def digester(self) -> Callable[[str, str], bytes]:
-        """digest(fingerprint, line text) -> the line digest (once the header is read)."""
+        """digest(record digest, line text) -> the line digest (once the header is read)."""
         identity = self._lines.identity
         if identity is None:  # pragma: no cover - lines are handed over after the header
             raise RuntimeError("no header read yet")
         seed = "\x00".join(["skuferry line", LINE_DIGEST_VERSION, self._mapper.seed, identity])
         base = hashlib.blake2b(digest_size=16)
-        # A fixed-length prefix: seed, fingerprint (32 hex digits) and text cannot run together.
+        # A fixed-length prefix: seed, record digest (32 hex digits) and text cannot run together.
         base.update(hashlib.blake2b(seed.encode("utf-8", "surrogatepass")).digest())
         copy = base.copy
 
-        def digest(fingerprint: str, text: str) -> bytes:
+        def digest(record_digest: str, text: str) -> bytes:
             hashed = copy()
-            hashed.update((fingerprint + text).encode("utf-8", "surrogatepass"))
+            hashed.update((record_digest + text).encode("utf-8", "surrogatepass"))
             return hashed.digest()
 
         return digest

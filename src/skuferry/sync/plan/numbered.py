@@ -16,7 +16,7 @@ from skuferry.models import MirrorRow
 from skuferry.sync.plan.bits import Bits
 
 LOOKAHEAD = 2000  # keys per batched lookup (SQLite allows 32766 variables)
-# A mirror row the planner may recognise: (key, slot, digest, fingerprint, line digest).
+# A mirror row the planner may recognise: (key, slot, digest, record digest, line digest).
 Hit = tuple[str, int, str, str, bytes | None]
 
 
@@ -32,8 +32,8 @@ class SlottedMirror(Protocol):
         ...
 
     def recognisable(self, keys: Sequence[str]) -> dict[str, Hit]:
-        """key -> (key, slot, digest, fingerprint, line digest) of the rows that a source
-        row with an equal fingerprint leaves unchanged (``lifecycle.recognisable``; line
+        """key -> (key, slot, digest, record digest, line digest) of the rows that a source
+        row with an equal record digest leaves unchanged (``lifecycle.recognisable``; line
         digest: None until learnt, see the line route). It may hold other keys too."""
         ...
 
@@ -70,9 +70,9 @@ class Numbered:
             row = self._rows.get(key)
             if row is None or not recognisable(row):
                 continue
-            digest, fingerprint = row.digest, row.fingerprint
-            if digest is not None and fingerprint is not None:  # as recognisable says
-                found[key] = (key, self._slot(key), digest, fingerprint, None)
+            digest, record_digest = row.digest, row.record_digest
+            if digest is not None and record_digest is not None:  # as recognisable says
+                found[key] = (key, self._slot(key), digest, record_digest, None)
         return found
 
     def slotted(self, keys: Sequence[str]) -> dict[str, tuple[int, MirrorRow]]:

@@ -1,14 +1,14 @@
 """Pairing: each source record with the mirror's row for its key, mapped unless recognised.
 
 The mirror is asked once per ``LOOKAHEAD`` records (one-row lookups were most of a
-no-op run's time): first which of their keys a source row with an equal fingerprint
+no-op run's time): first which of their keys a source row with an equal record digest
 leaves unchanged (``recognisable``), whose records are recognised with one hash each,
 neither mapped nor given a ``MirrorRow``; then the rest in full (``slotted``). Each
 record comes with its key's slot, 0 for none (a key the mirror does not know, or a row
 added after the plan began).
 
 A source read line by line hands over lines of text (``RawLines``): a line whose digest
-the row holds is recognised as its record would be by fingerprint, unparsed; any other
+the row holds is recognised as its record would be by record digest, unparsed; any other
 line is read into its records, which go the records' way.
 """
 
@@ -43,7 +43,7 @@ class LineReader(Protocol):
         ...
 
     def digester(self) -> Callable[[str, str], bytes]:
-        """digest(fingerprint, text): a line's digest, bound to the row's fingerprint."""
+        """digest(record digest, text): a line's digest, bound to the row's record digest."""
         ...
 
     def parse(self, line: int, text: str) -> list[RawRecord | BadRecord]:
@@ -62,14 +62,14 @@ def pair(  # noqa: PLR0915 - one loop, kept whole for its speed
 ) -> Iterator[Paired]:
     """Each record, mapped unless recognised, with the mirror's row for its key and its slot.
 
-    With ``seen.recognising``, the first record of a key recognised by its fingerprint
+    With ``seen.recognising``, the first record of a key recognised by its record digest
     is dealt with here, in source order: its slot is marked seen and recognised, and
     nothing is yielded (see ``plan``). Otherwise a recognised record is yielded as a
     product never mapped (``models.was_mapped``) without a row. ``learn(slot,
-    fingerprint, line digest)`` is told of each line parsed and then recognised by
-    fingerprint.
+    record digest, line digest)`` is told of each line parsed and then recognised by
+    record digest.
     """
-    fingerprint = mapper.fingerprinter() if mapper is not None else None
+    record_digest = mapper.record_digester() if mapper is not None else None
     key_of = mapper.key_reader() if mapper is not None else None
     first_recognised = seen.first_recognised
     digest: Callable[[str, str], bytes] | None = None
@@ -91,7 +91,7 @@ def pair(  # noqa: PLR0915 - one loop, kept whole for its speed
             if type(item) is str:
                 # A line, unparsed: recognised by its digest, or read into its records.
                 hit = quick.get(key)  # None for a line without a key
-                # hit: (key, slot, digest, fingerprint, line digest or None)
+                # hit: (key, slot, digest, record digest, line digest or None)
                 if hit is not None and digest(hit[3], item) == hit[4]:  # type: ignore[misc]
                     # the line the row was recognised from: unchanged
                     if not (at_once and first_recognised(hit[1], number)):
@@ -115,9 +115,9 @@ def pair(  # noqa: PLR0915 - one loop, kept whole for its speed
                     hit = quick.get(read)
                     if (
                         hit is not None
-                        and fingerprint is not None
+                        and record_digest is not None
                         and type(record) is RawRecord
-                        and fingerprint(record) == hit[3]
+                        and record_digest(record) == hit[3]
                     ):
                         if text is not None and learn is not None and digest is not None:
                             learn(hit[1], hit[3], digest(hit[3], text))  # next time: by its line

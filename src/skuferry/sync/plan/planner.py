@@ -96,21 +96,21 @@ def plan(
 
     ``resend``: keys whose refused data are sent again (see ``decide``).
 
-    Raw source records need a ``mapper``: one whose fingerprint equals the one a
+    Raw source records need a ``mapper``: one whose record digest equals the one a
     SYNCED row holds beside its digest is UNCHANGED without being mapped (see
     ``was_mapped``); every other one is mapped here.
 
     ``recognised``: a bitmap the planner sizes and fills in place. A product
-    recognised by its fingerprint is then not yielded at all: the bit of its mirror
+    recognised by its record digest is then not yielded at all: the bit of its mirror
     row is set instead (``PlanStore.recognised`` counts them; a later REJECT of the
     key still overrules it). A million UNCHANGED actions cost more than the rest of
     a quiet plan.
 
     ``lines``: ``records`` may hold ``RawLines`` of this reader (the line route). A
     line whose digest the row holds is recognised as its record would be by
-    fingerprint, unparsed; any other line is parsed and planned as a record.
-    ``learn(slot, fingerprint, line digest)`` is told of each line that was parsed
-    and then recognised by fingerprint, so that the mirror can learn its digest.
+    record digest, unparsed; any other line is parsed and planned as a record.
+    ``learn(slot, record digest, line digest)`` is told of each line that was parsed
+    and then recognised by record digest, so that the mirror can learn its digest.
     """
     seen = {} if seen is None else seen
     tally = Tally() if tally is None else tally
@@ -141,7 +141,7 @@ def plan(
                 marks.put(record.key, slot, record.digest, record.line)
                 _remember(recent, record)
                 yield decide(record, row, walked=walked, resend=record.key in resend)
-            else:  # recognised: pairing found the row SYNCED with this fingerprint
+            else:  # recognised: pairing found the row SYNCED with this record digest
                 marks.unchanged(record.key, slot, record.digest, record.line)
                 yield Action(Kind.UNCHANGED, record.key, record, line=record.line)
             continue

@@ -24,7 +24,7 @@ class Seen:
     A key the mirror knows is marked by the bit of its slot and its first line in an
     array. Only what the bit cannot tell goes to ``table`` (the caller's ``seen``): the
     digest of a first row that was mapped, a key rejected in this run, keys the mirror
-    does not know (slot 0). A first row recognised by its fingerprint needs no entry:
+    does not know (slot 0). A first row recognised by its record digest needs no entry:
     its digest is the mirror's (``RECOGNISED``).
 
     ``recognised``: the plan store's bitmap, sized here and filled in place. With it, a
@@ -70,7 +70,7 @@ class Seen:
         self.table[key] = (digest, line)
 
     def unchanged(self, key: str, slot: int, digest: str, line: int) -> None:
-        """A first row recognised by its fingerprint and yielded: its bit alone when it
+        """A first row recognised by its record digest and yielded: its bit alone when it
         has a slot."""
         if not slot:
             self.table[key] = (digest, line)

@@ -78,7 +78,7 @@ def fill(run: PlanRun, store: PlanStore, read: Opened, mapper: Mapper) -> tuple[
             archiving=run.archiving,  # ARCHIVE, not GONE
             tally=tally,  # bad rows whose product is unknown: no gone decisions
             resend=run.options.resend,  # retry: refused data sent again
-            recognised=store.recognised,  # unchanged by fingerprint: a bit each, no action
+            recognised=store.recognised,  # unchanged by record digest: a bit each, no action
             lines=route,
             learn=None if run.options.dry_run else store.learn,  # ... their digests, learnt
         )

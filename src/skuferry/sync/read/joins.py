@@ -3,7 +3,7 @@
 Reading a join's source is the source adapters' job (``sources/``), keeping its
 records on disk the join index's; this module ties them
 together: per join, the index is reused when the source's signature (its change
-token: the one the primary source's unchanged check uses) did
+token: the one the primary source's skip decision uses) did
 not change since it was built (the source is then not read at all), else rebuilt from
 the source. Combining a primary record with its partner happens in the pieces stream.
 

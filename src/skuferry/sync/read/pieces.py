@@ -23,7 +23,7 @@ In this order, for every source type:
    field, the pull fails (``SourceError``) naming the file and the field.
 
 The records leave here exactly as the mapping's paths read them (and as
-``skuferry check --sample`` shows them), so fingerprints cover inherited, nested
+``skuferry check --sample`` shows them), so record digests cover inherited, nested
 and joined values alike.
 """
 

@@ -1,4 +1,4 @@
-"""The read stage of a run: the source opened in pieces, the pull chosen, the unchanged check.
+"""The read stage of a run: the source opened in pieces, the pull chosen, the skip decision.
 
 What it opens and decides (``Opened``) is what the plan reads and the writes remember;
 its own part of the run's summary (the pull, the named keys not found, the records left
@@ -65,7 +65,7 @@ class Opened:
     source: Source  # the same in pieces: grouped, joined, filtered
     pull: incremental.Pull | None  # None: a named run (--only, retry, hooks)
     named: NamedPull | None
-    seen_before: skip.Check  # the change token this run stores once it commits
+    seen_before: skip.Decision  # the change token this run stores once it commits
 
     @property
     def full(self) -> bool:
@@ -74,7 +74,7 @@ class Opened:
 
     @property
     def skips(self) -> bool:
-        """The unchanged check says: read nothing, plan nothing."""
+        """The skip decision says: read nothing, plan nothing."""
         return self.pull is not None and self.seen_before.skip
 
 
@@ -102,12 +102,12 @@ def open_source(
 
 
 def begin(run: ReadRun, base: Source, source: Source, keys: KeyReader) -> Opened:
-    """Choose the pull of the opened source and ask the unchanged check (nothing read yet).
+    """Choose the pull of the opened source and ask the skip decision (nothing read yet).
     ``keys``: the mapping, which reads a record's product key."""
     options = run.options
     if options.only is not None:  # a named run always reads its keys
         run.summary.pull = "named"
-        return Opened(base, source, None, NamedPull(options.only, keys), skip.Check(None))
+        return Opened(base, source, None, NamedPull(options.only, keys), skip.Decision(None))
     pull = incremental.choose(
         source,
         incremental.read(run.mirror),
@@ -119,13 +119,15 @@ def begin(run: ReadRun, base: Source, source: Source, keys: KeyReader) -> Opened
     return Opened(base, source, pull, None, _unchanged(run, base, pull, joins=source))
 
 
-def _unchanged(run: ReadRun, base: Source, pull: incremental.Pull, *, joins: Source) -> skip.Check:
-    """The unchanged check. A run that reads forgets the stored change token until it
+def _unchanged(
+    run: ReadRun, base: Source, pull: incremental.Pull, *, joins: Source
+) -> skip.Decision:
+    """The skip decision. A run that reads forgets the stored change token until it
     commits; a dry run neither skips nor stores. ``joins``: the source in pieces, whose
     joins' tokens were taken as they opened (not asked again)."""
     if run.options.dry_run:
-        return skip.Check(None)
-    found = skip.check(
+        return skip.Decision(None)
+    found = skip.decide(
         run.settings,
         run.mirror,
         base,

@@ -99,7 +99,7 @@ def remember(mirror: Mirror, store: PlanStore, source: Source) -> None:
     """What the writes leave for the next run: gone marks, refusals, digests."""
     mirror.mark_gone(store.keys(Kind.GONE))
     mirror.name_letters(source.name)  # the API's refusals of this run
-    mirror.remember_fingerprints(store.fingerprints())  # next time: recognised, not mapped
+    mirror.remember_record_digests(store.record_digests())  # next time: recognised, not mapped
     mirror.remember_line_digests(store.line_digests())  # ... and from their lines, not parsed
 
 

@@ -98,7 +98,7 @@ def test_a_changed_table_changes_every_fingerprint() -> None:
     record = RawRecord(2, {"SKU": "A1", "c": "1"})
     red = _mapper({"colours": {"1": "Red"}}, path="lookup('colours', c)")
     rouge = _mapper({"colours": {"1": "Rouge"}}, path="lookup('colours', c)")
-    assert red.fingerprint(record) != rouge.fingerprint(record)
+    assert red.record_digest(record) != rouge.record_digest(record)
 
 
 @pytest.mark.parametrize(

@@ -429,6 +429,6 @@ def test_empty_values_match_by_type_so_zero_is_not_false() -> None:
 
 def test_empty_values_change_the_fingerprint() -> None:
     record = RawRecord(1, {"default_code": "A-1", "barcode": False, "name": "x"})
-    assert Mapper(ODOO).fingerprint(record) != Mapper(ODOO, empty_values=[False]).fingerprint(
+    assert Mapper(ODOO).record_digest(record) != Mapper(ODOO, empty_values=[False]).record_digest(
         record
     )

@@ -486,13 +486,13 @@ def test_the_key_is_read_from_each_record(spec: FieldSpec, problem: str) -> None
         _mapper(sku=spec)
 
 
-# -- the fingerprint covers every option, and what paths find ------------------------------------
+# -- the record digest covers every option, and what paths find ------------------------------------
 
 
-def _fingerprint(record: RawRecord, **price: Any) -> str:
+def _record_digest(record: RawRecord, **price: Any) -> str:
     price.setdefault("column", "p")
     price.setdefault("type", "decimal")
-    return _mapper(sku="s", price=FieldSpec(**price)).fingerprint(record)
+    return _mapper(sku="s", price=FieldSpec(**price)).record_digest(record)
 
 
 @pytest.mark.parametrize(
@@ -510,28 +510,28 @@ def _fingerprint(record: RawRecord, **price: Any) -> str:
 )
 def test_every_option_changes_the_fingerprint(changed: dict[str, Any]) -> None:
     record = RawRecord(2, {"s": "A", "p": "1.5"})
-    assert _fingerprint(record) == _fingerprint(record)
-    assert _fingerprint(record, **changed) != _fingerprint(record)
+    assert _record_digest(record) == _record_digest(record)
+    assert _record_digest(record, **changed) != _record_digest(record)
 
 
 def test_a_constant_with_and_without_a_type_has_different_fingerprints() -> None:
     record = RawRecord(2, {"s": "A"})
-    as_written = _mapper(sku="s", n=FieldSpec(value=1)).fingerprint(record)
-    typed = _mapper(sku="s", n=FieldSpec(value=1, type="string")).fingerprint(record)
+    as_written = _mapper(sku="s", n=FieldSpec(value=1)).record_digest(record)
+    typed = _mapper(sku="s", n=FieldSpec(value=1, type="string")).record_digest(record)
     assert as_written != typed
 
 
 def test_a_path_field_counts_by_what_its_path_finds() -> None:
     mapper = Mapper(AKENEO)
     base = akeneo_product("A-1")
-    fingerprint = mapper.fingerprint(RawRecord(1, base))
+    record_digest = mapper.record_digest(RawRecord(1, base))
     unrelated = akeneo_product("A-1")
     unrelated["values"]["price"][0]["data"][0]["amount"] = "999.00"  # USD: not mapped
     unrelated["_links"] = {}
-    assert mapper.fingerprint(RawRecord(5, unrelated)) == fingerprint
+    assert mapper.record_digest(RawRecord(5, unrelated)) == record_digest
     cheaper = akeneo_product("A-1", eur="799.00")
-    assert mapper.fingerprint(RawRecord(1, cheaper)) != fingerprint
-    assert _product(mapper.map(RawRecord(1, base))).fingerprint == fingerprint
+    assert mapper.record_digest(RawRecord(1, cheaper)) != record_digest
+    assert _product(mapper.map(RawRecord(1, base))).record_digest == record_digest
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False))

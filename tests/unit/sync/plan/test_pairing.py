@@ -15,12 +15,12 @@ from skuferry.sync.plan.numbered import Numbered, SlottedMirror, numbered
 from skuferry.sync.plan.planner import plan
 
 ROWS = {
-    "A": MirrorRow("A", State.SYNCED, digest="dA", remote_id="rA", fingerprint="fA"),
-    "B": MirrorRow("B", State.SYNCED, digest="dB", remote_id="rB"),  # no fingerprint
-    "C": MirrorRow("C", State.SYNCED, digest="dC", remote_id="rC", fingerprint="fC",
+    "A": MirrorRow("A", State.SYNCED, digest="dA", remote_id="rA", record_digest="fA"),
+    "B": MirrorRow("B", State.SYNCED, digest="dB", remote_id="rB"),  # no record digest
+    "C": MirrorRow("C", State.SYNCED, digest="dC", remote_id="rC", record_digest="fC",
                    intent_digest="dX"),  # a create in doubt
-    "D": MirrorRow("D", State.DRIFT, digest="dD", remote_id="rD", fingerprint="fD"),
-    "E": MirrorRow("E", State.SYNCED, digest="dE", remote_id="rE", fingerprint="fE"),
+    "D": MirrorRow("D", State.DRIFT, digest="dD", remote_id="rD", record_digest="fD"),
+    "E": MirrorRow("E", State.SYNCED, digest="dE", remote_id="rE", record_digest="fE"),
 }  # fmt: skip
 
 

@@ -36,7 +36,7 @@ MAPPING = MappingSettings(
     key="sku", fields={"sku": "SKU", "price": FieldSpec(column="Price", type="decimal")}
 )
 KEYS = ["A", "B", "C", "D", "E", "F"]
-# What the mirror holds for a key: (state, remote id, digest of price 1 or 2, fingerprint?,
+# What the mirror holds for a key: (state, remote id, digest of price 1 or 2, record digest?,
 # open intent?, rejected digest)
 STATES = ["synced", "rejected", "pending", "failed", "drift", "gone", "archived", "remote_only"]
 
@@ -69,7 +69,7 @@ def _fill_mirror(mirror: Mirror, rows: list[dict[str, Any]]) -> None:
                 digest,
                 product.digest if r["state"] in ("rejected", "archived") else None,
                 canonical.dumps(product.payload),
-                product.fingerprint if r["fingerprint"] else None,
+                product.record_digest if r["fingerprint"] else None,
                 f"r-{r['key']}" if r["remote_id"] else None,
                 now,
                 now,
@@ -123,7 +123,7 @@ def _reference(
     """The plain rule, one record at a time and in source order, slow and obviously right.
 
     Each record is recognised (its row SYNCED with a confirmed digest and this very
-    fingerprint, no open intent: unchanged, never mapped) or mapped, and decided against
+    record digest, no open intent: unchanged, never mapped) or mapped, and decided against
     its row on its key's first row; a repeat with other data rejects the key for the run;
     a bad row holds its key. After a full pull without an unsure row, each key never seen
     is passed to ``leaving``."""
@@ -145,8 +145,8 @@ def _reference(
                 and row.state is State.SYNCED
                 and row.intent_digest is None
                 and row.digest is not None
-                and row.fingerprint is not None
-                and mapper.fingerprint(record) == row.fingerprint
+                and row.record_digest is not None
+                and mapper.record_digest(record) == row.record_digest
             ):
                 product, recognised = Product(key, {}, row.digest, record.line), True  # type: ignore[arg-type]
             else:
@@ -322,7 +322,7 @@ def test_a_bad_row_holds_a_recognised_product_and_a_keyless_one_stops_gone(
 
 
 def test_a_create_in_doubt_is_looked_up_not_recognised(mirror: Mirror) -> None:
-    """A SYNCED row with an open intent: its POST may have landed, whatever the fingerprint."""
+    """A SYNCED row with an open intent: its POST may have landed, whatever the record digest."""
     _fill_mirror(mirror, [{**_synced("A"), "intent": True}, _synced("B")])
     store = _check(mirror, _records([("raw", "A", "1"), ("raw", "B", "1")]))
     (create,) = store.actions(Kind.CREATE)
@@ -417,7 +417,7 @@ def test_generated_catalogs_plan_as_the_reference_does(
 
 def test_the_fast_key_and_fingerprint_equal_the_mapper_s_own() -> None:
     mapper = Mapper(MAPPING)
-    key_of, fingerprint = mapper.key_reader(), mapper.fingerprinter()
+    key_of, record_digest = mapper.key_reader(), mapper.record_digester()
     for record in [
         raw(2, " A ", "1.5"),
         raw(3, "", "1"),
@@ -426,7 +426,7 @@ def test_the_fast_key_and_fingerprint_equal_the_mapper_s_own() -> None:
         RawRecord(6, {"SKU": "B"}),
     ]:
         assert key_of(record) == mapper.key_of(record)
-        assert fingerprint(record) == mapper.fingerprint(record)
+        assert record_digest(record) == mapper.record_digest(record)
 
 
 # -- the line route (sync/plan/lines.py): CSV lines recognised by their text -------------------
@@ -503,12 +503,12 @@ def _mutate(mirror: Mirror, key: str, how: str) -> None:
     conn = mirror.db.conn
     other = Mapper(MAPPING).map(raw(1, key, "2"))
     assert isinstance(other, Product)
-    if how == "written":  # updated to price 2: new digest and fingerprint, old line digest
+    if how == "written":  # updated to price 2: new digest and record digest, old line digest
         conn.execute(
             "UPDATE products SET digest = ?, source_fingerprint = ? WHERE key = ?",
-            (other.digest, other.fingerprint, key),
+            (other.digest, other.record_digest, key),
         )
-    elif how == "cleared":  # a walk or an adoption forgot the fingerprint
+    elif how == "cleared":  # a walk or an adoption forgot the record digest
         conn.execute("UPDATE products SET source_fingerprint = NULL WHERE key = ?", (key,))
     elif how == "intent":
         conn.execute(

@@ -1,4 +1,4 @@
-"""Unchanged source rows are recognised by their fingerprint and never mapped again."""
+"""Unchanged source rows are recognised by their record digest and never mapped again."""
 
 from __future__ import annotations
 
@@ -37,15 +37,15 @@ class CountingMapper(Mapper):
 
 def test_fingerprint_covers_the_mapped_columns_and_the_mapping_only() -> None:
     mapper = Mapper(MAPPING)
-    base = mapper.fingerprint(rec(2, "A", "1.50"))
-    assert mapper.fingerprint(rec(9, "A", "1.50")) == base, "the line does not count"
-    assert mapper.fingerprint(rec(2, "A", "1.50", Unmapped="x")) == base
-    assert mapper.fingerprint(rec(2, "A", "1.5")) != base
-    assert mapper.fingerprint(RawRecord(2, {"SKU": "A"})) != base, "an absent column counts"
+    base = mapper.record_digest(rec(2, "A", "1.50"))
+    assert mapper.record_digest(rec(9, "A", "1.50")) == base, "the line does not count"
+    assert mapper.record_digest(rec(2, "A", "1.50", Unmapped="x")) == base
+    assert mapper.record_digest(rec(2, "A", "1.5")) != base
+    assert mapper.record_digest(RawRecord(2, {"SKU": "A"})) != base, "an absent column counts"
     other = MappingSettings(key="sku", fields={"sku": "SKU", "price": "Price"})
-    assert Mapper(other).fingerprint(rec(2, "A", "1.50")) != base, "the mapping counts"
+    assert Mapper(other).record_digest(rec(2, "A", "1.50")) != base, "the mapping counts"
     product = mapper.map(rec(2, "A", "1.50"))
-    assert isinstance(product, Product) and product.fingerprint == base
+    assert isinstance(product, Product) and product.record_digest == base
 
 
 def test_a_synced_row_with_the_same_fingerprint_is_unchanged_without_mapping() -> None:
@@ -55,8 +55,8 @@ def test_a_synced_row_with_the_same_fingerprint_is_unchanged_without_mapping() -
     b = mapper.map(rec(3, "B", "1.00"))
     assert isinstance(a, Product) and isinstance(b, Product)
     mirror = {
-        "A": MirrorRow("A", State.SYNCED, a.digest, "r1", fingerprint=a.fingerprint),
-        "B": MirrorRow("B", State.SYNCED, b.digest, "r2", fingerprint=b.fingerprint),
+        "A": MirrorRow("A", State.SYNCED, a.digest, "r1", record_digest=a.record_digest),
+        "B": MirrorRow("B", State.SYNCED, b.digest, "r2", record_digest=b.record_digest),
     }
     mapper.mapped = 0
     actions = {x.key: x for x in plan([same, changed], mirror, walked=True, mapper=mapper)}
@@ -69,9 +69,9 @@ def test_a_synced_row_with_the_same_fingerprint_is_unchanged_without_mapping() -
 @pytest.mark.parametrize(
     "row",
     [
-        MirrorRow("A", State.FAILED, "d", "r1", fingerprint="fp"),
-        MirrorRow("A", State.SYNCED, "d", "r1", intent_digest="d", fingerprint="fp"),
-        MirrorRow("A", State.SYNCED, "d", "r1", fingerprint=None),
+        MirrorRow("A", State.FAILED, "d", "r1", record_digest="fp"),
+        MirrorRow("A", State.SYNCED, "d", "r1", intent_digest="d", record_digest="fp"),
+        MirrorRow("A", State.SYNCED, "d", "r1", record_digest=None),
     ],
     ids=["not-synced", "open-intent", "no-fingerprint"],
 )
@@ -84,7 +84,7 @@ def test_rows_in_doubt_are_always_mapped(row: MirrorRow) -> None:
         row.digest,
         row.remote_id,
         row.intent_digest,
-        fingerprint=mapper.fingerprint(record) if row.fingerprint else None,
+        record_digest=mapper.record_digest(record) if row.record_digest else None,
     )
     list(plan([record], {"A": row}, walked=True, mapper=mapper))
     assert mapper.mapped == 1
