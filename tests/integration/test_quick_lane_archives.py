@@ -55,7 +55,8 @@ def test_an_archive_in_doubt_is_not_skipped_by_the_lane(
     # the [gone] patch sent to a product whose answer was lost: archived, in doubt
     with sqlite3.connect(config.parent / "state" / "skuferry.db") as conn:
         conn.execute(
-            "UPDATE products SET state = 'archived', digest = ? WHERE key = 'SKU-00003'",
+            # as the journal leaves it: the patch's digest where a refused one would be
+            "UPDATE products SET state = 'archived', rejected_digest = ? WHERE key = 'SKU-00003'",
             (canonical.digest(PATCH),),
         )
     pending = sync()
