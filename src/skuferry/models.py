@@ -189,6 +189,10 @@ class ProgressPoints:
 Problem = tuple[str | None, int | None, str]
 
 
+# What a run did to products, as every report of it lists them first (JSON, table, daemon).
+OUTCOME_COUNTS = ("created", "updated", "adopted", "unchanged", "rejected", "failed")
+
+
 @dataclass(slots=True)
 class RunSummary:
     """The outcome of one sync run, and the one place where a run counts it.

@@ -15,8 +15,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from skuferry import logs
 from skuferry.config.schema import Settings
+from skuferry.models import OUTCOME_COUNTS, RunSummary
 from skuferry.models import Progress as ProgressFn
-from skuferry.models import RunSummary
 
 if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help)
     from skuferry.state.mirror import Mirror
@@ -46,20 +46,8 @@ def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None
     if summary.interrupted:
         title += " (interrupted)"
     table = Table(title=title, show_header=False, box=None, pad_edge=False)
-    for name in (
-        "created",
-        "updated",
-        "adopted",
-        "unchanged",
-        "rejected",
-        "failed",
-        "drift",
-        "duplicates",
-        "gone",
-        "archived",
-        "restored",
-        "skipped",
-    ):
+    more = ("drift", "duplicates", "gone", "archived", "restored", "skipped")
+    for name in (*OUTCOME_COUNTS, *more):
         if data[name] or name in ("created", "updated", "unchanged"):
             label = (
                 f"would be {name}"

@@ -25,25 +25,18 @@ class StatusReads(StateFile):
 
     def archived(self, limit: int = 20) -> list[dict[str, Any]]:
         """Archived products, most recent first (for ``status``)."""
-        return list(
-            self.db.table("products").rows_where(
-                state_sql([State.ARCHIVED]),
-                select="key, remote_id, updated_at AS at",
-                order_by="updated_at DESC, key",
-                limit=limit,
-            )
-        )
+        return self._latest(State.ARCHIVED, "key, remote_id, updated_at AS at", limit)
 
     def rejected(self, limit: int = 20) -> list[dict[str, Any]]:
         """Products the API refused, most recent first (for ``status``)."""
-        return list(
-            self.db.table("products").rows_where(
-                state_sql([State.REJECTED]),
-                select="key, last_error AS reason, updated_at AS at, source_line AS line",
-                order_by="updated_at DESC, key",
-                limit=limit,
-            )
-        )
+        columns = "key, last_error AS reason, updated_at AS at, source_line AS line"
+        return self._latest(State.REJECTED, columns, limit)
+
+    def _latest(self, state: State, columns: str, limit: int) -> list[dict[str, Any]]:
+        products = self.db.table("products")
+        where = state_sql([state])
+        order = "updated_at DESC, key"
+        return list(products.rows_where(where, select=columns, order_by=order, limit=limit))
 
     # -- dead letters (``deadletters``) ----------------------------------------
 
