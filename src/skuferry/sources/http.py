@@ -164,6 +164,7 @@ class HttpSource(ApiSource):
             return proof.page(len(page.items), self._announced(page), has_next=has_next)
 
         sized = {**({s.size_param: s.page_size} if s.size_param else {}), **self._since}
+        where = self.describe()
         if s.pagination == "page":
             return PageNumber(
                 s.url,
@@ -172,28 +173,22 @@ class HttpSource(ApiSource):
                 first_page=s.first_page,
                 page_size=s.page_size,
                 tally=tally,
-                where=self.describe(),
+                where=where,
             )
         if s.pagination == "offset":
             return Offset(
                 s.url, sized, offset_param=s.offset_param, page_size=s.page_size, tally=tally
             )
         if s.pagination == "cursor":
-            return Cursor(
-                s.url,
-                sized,
-                param=s.cursor_param,
-                token=self._cursor,
-                tally=tally,
-                where=self.describe(),
-            )
+            token = self._cursor
+            return Cursor(s.url, sized, param=s.cursor_param, token=token, tally=tally, where=where)
         # next_link, or "none" (one page): added to the URL's own query (httpx's params=
         # would replace it); the next links carry the change filter on from there
         return NextLink(
             httpx.URL(s.url).copy_merge_params(self._since),
             link=self._next_link,
             tally=tally,
-            where=self.describe(),
+            where=where,
             at_end=lambda page: self._check_last_link(page, proof),
             show=safe_url,
         )
