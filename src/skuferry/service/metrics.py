@@ -138,7 +138,10 @@ def advance(previous: Samples, outcome: RunOutcome) -> dict[tuple[str, str | Non
 
     For the daemon's ``/metrics``, which carries its counters in memory between scrapes.
     """
-    return samples_of(families(previous, outcome, None))
+    parts = families(
+        previous, outcome, None, freshness=None, budget=None, labels=None, dead_letters=None
+    )
+    return samples_of(parts)
 
 
 def samples_of(found: Iterable[Metric]) -> dict[tuple[str, str | None], float]:
@@ -198,12 +201,12 @@ def families(
     outcome: RunOutcome | None,
     products: Mapping[str, int] | None,
     *,
-    freshness: Freshness | None = None,
-    budget: Mapping[str, float] | None = None,
-    labels: Mapping[str, str] | None = None,
-    dead_letters: Mapping[str, int] | None = None,
+    freshness: Freshness | None,
+    budget: Mapping[str, float] | None,
+    labels: Mapping[str, str] | None,
+    dead_letters: Mapping[str, int] | None,
 ) -> list[Metric]:
-    """The metric families of ``render``, in exposition order."""
+    """The metric families of ``render``, in exposition order (each part None: left out)."""
 
     def labelled(metric: str) -> dict[str, float]:
         return {label: v for (name, label), v in previous.items() if name == metric and label}
