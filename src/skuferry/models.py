@@ -18,7 +18,7 @@ from skuferry.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 from skuferry.lifecycle import State as State  # noqa: PLC0414 - re-exported
 
 # Labels skuferry's own metrics carry: a constant label ([metrics] labels) of the same name
-# would clash (config/schema/settings.py refuses it, service/metrics.py renders them).
+# would clash (the settings refuse it; the metrics render these).
 METRIC_LABELS = frozenset({"result", "state", "tier", "key"})
 
 
@@ -40,7 +40,7 @@ class RawLines:
 
     A reader that can tell a line holds one record by itself (no quote in it, and not
     inside a quoted field) hands such lines over as text: the planner parses only those
-    it does not recognise (``sync/plan/lines.py``), and its reader turns each into exactly
+    it does not recognise (the line route), and its reader turns each into exactly
     the records it would have yielded (``LineReader.parse``). ``start``: the line
     number of ``texts[0]``; the lines keep their line breaks.
     """
@@ -86,7 +86,7 @@ class Product:
     """A valid source product, mapped to the payload skuferry sends."""
 
     key: str
-    payload: dict[str, Any]  # JSON-ready; decimals are decimal.Decimal (see canonical.py)
+    payload: dict[str, Any]  # JSON-ready; decimals are decimal.Decimal (canonical JSON writes them)
     digest: str  # sha256 hex of canonical_json(payload)
     line: int
     record_digest: str | None = None  # hash of the source values + mapping (Mapper.record digest)
