@@ -1,1 +1,1 @@
-"""One sync run: map, plan (pure), check-then-create, write."""
+"""One sync run, in stages: read, map, plan (pure), write; the engine composes them."""
