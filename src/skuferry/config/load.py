@@ -89,7 +89,7 @@ def _build(found: raw.RawConfig, *, env: Mapping[str, str], read_secrets: bool) 
             problems.extend(secrets.source_secret_problems(settings.source, env))
         if not problems:
             security.after_load(settings, found.toml)
-            settings._read_identity = found.identity  # the skip decision's, and the lane's
+            settings._reading = found  # its identity: the skip decision's, and the lane's
             return settings
     set_by = overlay.env_names(found.from_env)
     origin = found.origin

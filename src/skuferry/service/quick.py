@@ -258,16 +258,14 @@ def _metrics(record: dict[str, Any], summary: RunSummary) -> None:
 # --- the record, left by every run that loaded the config --------------------------------
 
 
-def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """Right after the config loaded: the record's config half, or None when this config
-    cannot be skipped this way (or it changed around the load: read again now, its
-    identity is not the one loaded)."""
+def prepare(settings: Settings) -> dict[str, Any] | None:
+    """Right after the config loaded: the record's config half (from the loader's own
+    reading), or None when this config cannot be skipped this way."""
     from skuferry.config.schema import FileSourceSettings, TableFile
     from skuferry.service import hooks
     from skuferry.sync import skip
     from skuferry.sync.context import Policies  # the run's own: what a skipped run decides by
 
-    environ = os.environ if env is None else env
     source, config, monitor = settings.source, settings.config_path, settings.monitor
     if (
         config is None
@@ -278,11 +276,8 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> dict[st
         or any((monitor.start_url, monitor.success_url, monitor.failure_url))
     ):
         return None
-    try:
-        found = raw.read(config, environ)
-    except errors.ConfigError:
-        return None
-    if found.problems or found.identity != settings.read_identity:
+    found: raw.RawConfig = settings.reading
+    if found.problems:
         return None
     tables = [t.file for t in settings.mapping.tables.values() if isinstance(t, TableFile)]
     policies = Policies.of(settings)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from skuferry.config.load import load_settings
@@ -78,6 +78,7 @@ worlds = st.builds(
     noise=st.sampled_from(["x", "y"]),
 )
 FIELDS = list(World.__dataclass_fields__)
+PLAIN = World("absolute", "a", "file:Name", "file-abs", "ok", None, "absolute", "upper", "x")
 
 
 @st.composite
@@ -232,7 +233,7 @@ def _commit(config: Path, env: dict[str, str]) -> None:
         skip.remember(mirror, found.token, RunSummary())
     finally:
         mirror.close()
-    prepared = quick.prepare(loaded, env)
+    prepared = quick.prepare(loaded)
     assert prepared is not None, "a config the lane takes"
     quick.remember(prepared, loaded.state.path)
 
@@ -247,6 +248,10 @@ def test_the_quick_lane_decides_as_the_full_start(root: Path) -> None:
         suppress_health_check=[HealthCheck.too_slow],
     )
     @given(pair=pairs())
+    # each answer at least once, whatever the draws: unchanged, changed, and a load that fails
+    @example(pair=(PLAIN, PLAIN))
+    @example(pair=(PLAIN, replace(PLAIN, cat_dir="b")))
+    @example(pair=(PLAIN, replace(PLAIN, key_file="missing")))
     def decide(pair: tuple[World, World]) -> None:
         before, after = pair
         here = root / "runs" / str(next(numbers))

@@ -896,8 +896,8 @@ class Settings(BaseSettings):
     daemon: DaemonSettings = DaemonSettings()
     join: list[JoinSettings] = Field(default_factory=list)
     config_path: Path | None = None  # the file these came from, for messages
-    # what the loader read, digested (RawConfig.identity); None: a model built in code
-    _read_identity: str | None = PrivateAttr(default=None)
+    # the loader's raw reading (a RawConfig) these were built from; None: a model built in code
+    _reading: Any = PrivateAttr(default=None)
 
     @classmethod
     def settings_customise_sources(
@@ -914,7 +914,14 @@ class Settings(BaseSettings):
 
     @property
     def read_identity(self) -> str | None:
-        return self._read_identity
+        """What the loader read, digested (the reading's identity); None: built in code."""
+        return None if self._reading is None else str(self._reading.identity)
+
+    @property
+    def reading(self) -> Any:
+        """The loader's raw reading (a ``RawConfig``), for the quick lane's record: the same
+        reading, not a second one (each secret file is read once per start)."""
+        return self._reading
 
     def api_key(self) -> SecretStr:
         """The API key, resolved at load time.
