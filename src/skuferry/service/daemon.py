@@ -16,7 +16,7 @@ daemon threads, so a run that overstays the stop deadline cannot keep the
 process alive (its open write intent is resolved by lookup on the next start).
 
 Besides the schedule: ``[schedule] watch`` starts a run when the source file (or a join file)
-settles after a change (service/watch.py), and ``[daemon] listen`` serves
+goes quiet after a change (service/watch.py), and ``[daemon] listen`` serves
 /metrics and /healthz (service/http_endpoint.py). Both only ask the main loop
 for a run (``request_run``), which starts it once no run is going.
 """
@@ -579,12 +579,12 @@ class Daemon:
             self._watch = FileWatch(
                 paths,
                 self._source_changed,
-                settle_s=settings.schedule.watch_settle_s,
+                quiet_s=settings.schedule.watch_settle_s,
                 clock=self._clock,
             ).start()
 
     def _source_changed(self) -> None:
-        """A watched file settled in a new version: a run after the one going (if any),
+        """A watched file went quiet in a new version: a run after the one going (if any),
         and the run going reads it again for its urgent fields (sync/write/reread.py)."""
         if self._lanes and self._executor.busy():
             self.inbox.source_changed()
