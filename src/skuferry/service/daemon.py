@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
 
 from skuferry import logs
@@ -50,6 +48,7 @@ from skuferry.service.run_events import log_failure, log_finished
 from skuferry.service.run_threads import ThreadPerRunExecutor
 from skuferry.service.runner import run_watched
 from skuferry.service.scheduler import SyncSchedule
+from skuferry.service.signals import stop_and_reload_on_signals
 from skuferry.service.watch import watched_files
 from skuferry.state.lock import Held, hold
 from skuferry.state.mirror import Mirror
@@ -497,24 +496,8 @@ def serve(
     daemon = Daemon(
         config_path, job=job, load=load or load_settings, notifier=notifier, interval_s=interval_s
     )
-    previous: dict[signal.Signals, Any] = {}
-    if install_signals:
-
-        def on_stop(_signum: int, _frame: FrameType | None) -> None:
-            daemon.request_stop()
-
-        def on_hup(_signum: int, _frame: FrameType | None) -> None:
-            daemon.request_reload()
-
-        for signum, handler in (
-            (signal.SIGTERM, on_stop),
-            (signal.SIGINT, on_stop),
-            (signal.SIGHUP, on_hup),
-        ):
-            previous[signum] = signal.signal(signum, handler)
-    try:
+    with stop_and_reload_on_signals(
+        daemon.request_stop, daemon.request_reload, install=install_signals
+    ):
         daemon.start()
         return daemon.serve_forever()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
