@@ -16,7 +16,7 @@ is an interval of 20 s with ``run_at_start = false``, so the daemon first sits i
 The cases: 3,000 products with a first sync (3,000 creates into an empty remote),
 3,000 with 1 % changed, 100,000 with 1 % changed; then the first and the last again
 with ``PYTHONMALLOC=malloc`` (the daemon trims glibc's heap after each run,
-service/daemon.py ``release_memory``; with that setting the trim also reaches Python's
+``release_memory``; with that setting the trim also reaches Python's
 small objects). A node's share is extrapolated from the default allocator's figures:
 workspaces per 4 GiB node = (4 GiB - reserve) / peak, with 1 GiB reserved for the
 kubelet, the runtime and system daemons.

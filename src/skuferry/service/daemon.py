@@ -16,69 +16,48 @@ daemon threads, so a run that overstays the stop deadline cannot keep the
 process alive (its open write intent is resolved by lookup on the next start).
 
 Besides the schedule: ``[schedule] watch`` starts a run when the source file (or a join file)
-settles after a change (service/watch.py), and ``[daemon] listen`` serves
-/metrics and /healthz (service/http_endpoint.py). Both only ask the main loop
-for a run (``request_run``), which starts it once no run is going.
+goes quiet after a change, and ``[daemon] listen`` serves /metrics and /healthz (the
+daemon's listeners). Both only ask the main loop for a run (``request_run``), which
+starts it once no run is going.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import gc
-import logging
-import math
 import os
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from datetime import datetime, timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
-
-from apscheduler.events import (
-    EVENT_JOB_MAX_INSTANCES,
-    EVENT_JOB_MISSED,
-    JobEvent,
-    JobSubmissionEvent,
-)
-from apscheduler.executors.pool import BasePoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from skuferry import logs
 from skuferry.config.load import load_settings
 from skuferry.config.schedule import build_trigger, describe_schedule
 from skuferry.config.schema import Settings
-from skuferry.errors import (
-    AuthError,
-    ConfigError,
-    Interrupted,
-    LockHeld,
-    SkuferryError,
-)
+from skuferry.errors import ConfigError, SkuferryError
 from skuferry.models import Progress, ProgressPoints, RunOptions, RunSummary
 from skuferry.service import hooks_http
-from skuferry.service.http_endpoint import Board, Endpoint
-from skuferry.service.http_server import Limits
+from skuferry.service.handed_keys import HandedKeys
+from skuferry.service.http_endpoint import Board
+from skuferry.service.listeners import Listeners
+from skuferry.service.memory import release_memory
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
+from skuferry.service.run_events import log_failure, log_finished
+from skuferry.service.run_threads import ThreadPerRunExecutor
 from skuferry.service.runner import run_watched
-from skuferry.service.watch import FileWatch, watched_files
+from skuferry.service.scheduler import SyncSchedule
+from skuferry.service.signals import stop_and_reload_on_signals
+from skuferry.service.watch import watched_files
 from skuferry.state.lock import Held, hold
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 from skuferry.sync.write.lanes import UrgentInbox
 
 log = logs.get(__name__)
 
-JOB_ID = "sync"
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
-HANDED_POLL_S = 2.0  # how often an idle daemon looks for keys another process handed it
-HANDED_LOOK_S = 30.0  # ... and reads the state for them even when its file looks unwritten
 _STOP, _RELOAD, _RUN, _KEYS = "stop", "reload", "run", "keys"
 
 
@@ -102,77 +81,6 @@ class Job(Protocol):
 
 
 Loader = Callable[[Path | None], Settings]
-
-
-# --- running jobs ----------------------------------------------------------------------
-
-
-class _DaemonThreads:
-    """A ``concurrent.futures``-style pool: each call in a new daemon thread, joinable.
-
-    APScheduler's own pool uses non-daemon threads, which the interpreter joins at
-    exit without a limit: a run stuck in a slow request would break the 10 s stop.
-    """
-
-    def __init__(self) -> None:
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-
-        def target() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - the future hands it to APScheduler
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-        thread = threading.Thread(target=target, name="skuferry-run", daemon=True)
-        with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
-        return future
-
-    def shutdown(self, wait: bool = True) -> None:
-        if wait:
-            self.join(math.inf)
-
-    def busy(self) -> bool:
-        with self._lock:
-            return any(t.is_alive() for t in self._threads)
-
-    def join(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> bool:
-        """Wait for the runs in flight; False if one is still going at the deadline."""
-        deadline = clock() + timeout_s
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            left = deadline - clock()
-            thread.join(None if math.isinf(left) else max(0.0, left))
-        return not any(t.is_alive() for t in threads)
-
-
-class _ThreadPerRunExecutor(BasePoolExecutor):  # type: ignore[misc]  # apscheduler is untyped
-    """APScheduler's pool executor (its public base for pools) on ``_DaemonThreads``.
-
-    APScheduler itself submits ``run_job``, counts instances for ``max_instances`` and
-    dispatches the job's events; this class only chooses the threads.
-    """
-
-    def __init__(self) -> None:
-        self.threads = _DaemonThreads()
-        super().__init__(self.threads)
-
-    def busy(self) -> bool:
-        return self.threads.busy()
-
-    def join(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> bool:
-        """Wait for the runs in flight; False if one is still going at the deadline."""
-        return self.threads.join(timeout_s, clock)
 
 
 # --- the daemon ------------------------------------------------------------------------
@@ -208,12 +116,9 @@ class Daemon:
         self._wall_clock = wall_clock
         self._commands: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.stop_event = threading.Event()  # the engine's ``stop``
-        self._executor = _ThreadPerRunExecutor()
-        self._scheduler = BackgroundScheduler(executors={"default": self._executor})
-        # APScheduler's own warnings are plain stdlib text; say the same as structlog events.
-        logging.getLogger("apscheduler").setLevel(logging.ERROR)
-        self._scheduler.add_listener(
-            self._on_schedule_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED
+        self._executor = ThreadPerRunExecutor()
+        self._schedule = SyncSchedule(
+            self._executor, lambda: self.settings.schedule.misfire_grace_s
         )
         self._settings: Settings | None = None
         self._runs = 0
@@ -222,21 +127,18 @@ class Daemon:
         self._run_asked = False  # a watched file changed: run as soon as no run is going
         self._run_reason = ""
         # Keys pushed by POST /hooks/sync: taken by the urgent lane of the run going, or
-        # by a targeted run started at once (sync/write/lanes.py). ``lanes=False`` (benchmarks):
+        # by a targeted run started at once (``UrgentInbox``). ``lanes=False`` (benchmarks):
         # the run going does not see them; they wait for a targeted run after it.
         self.inbox = UrgentInbox()
         self._lanes = lanes
         self._hooks = False
         self._gate = threading.Lock()  # one run at a time: scheduled, asked or targeted
         self._targeted = 0
-        self._watch: FileWatch | None = None
-        self._endpoint: Endpoint | None = None
-        self._http = http  # False: the process serves HTTP for many daemons (service/fleet.py)
+        self._listeners = Listeners(clock)  # the file watch and the HTTP side
+        self._http = http  # False: the process serves HTTP for many daemons (the fleet)
         self._held: Held | None = None  # the state's lock, from start to shutdown
         self._first_run_delay_s = first_run_delay_s  # a fleet staggers its first runs
-        self._handed_polled = float("-inf")
-        self._handed_stamp: tuple[int, ...] = ()
-        self._handed_looked = float("-inf")
+        self._handed = HandedKeys(clock)
         self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
 
     @property
@@ -280,22 +182,14 @@ class Daemon:
             self.release_lock()
             raise
         self._settings = settings
-        first: dict[str, Any] = {}
-        if settings.schedule.run_at_start:
-            delay = timedelta(seconds=self._first_run_delay_s)
-            first["next_run_time"] = datetime.now().astimezone() + delay
-        self._scheduler.add_job(
+        self._schedule.add(
             self._run_scheduled,
             trigger,
-            id=JOB_ID,
-            name="skuferry sync",
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=settings.schedule.misfire_grace_s,
-            **first,
+            grace_s=settings.schedule.misfire_grace_s,
+            first_in_s=self._first_run_delay_s if settings.schedule.run_at_start else None,
         )
         self._start_watchers(settings)  # a port already taken fails the start, before READY
-        self._scheduler.start(paused=True)  # READY=1 goes out before the first run starts
+        self._schedule.scheduler.start(paused=True)  # READY=1 goes out before the first run starts
         schedule = describe_schedule(settings.schedule, interval_s=self._interval_s)
         self._publish(settings, schedule=schedule, pid=str(os.getpid()), stopped_at=None)
         log.info(
@@ -305,7 +199,7 @@ class Daemon:
             config=str(self._config_path or settings.config_path or ""),
         )
         self._notify.ready(f"scheduled {schedule}; next run {self.next_run() or 'unknown'}")
-        self._scheduler.resume()
+        self._schedule.scheduler.resume()
 
     def serve_forever(self) -> int:
         """Wait for commands until a stop; feed the watchdog while no run is going."""
@@ -333,8 +227,8 @@ class Daemon:
         self._notify.stopping()
         log.info("daemon.stopping", run_in_flight=self._executor.busy())
         self.stop_event.set()
-        self._scheduler.shutdown(wait=False)
-        self._stop_watchers()
+        self._schedule.scheduler.shutdown(wait=False)
+        self._listeners.stop()
         if not self._executor.join(self._stop_timeout_s, self._clock):
             log.warning(
                 "daemon.stop.timeout",
@@ -384,22 +278,10 @@ class Daemon:
             with self._gate:  # the run going on the old state ends first
                 self.release_lock()
                 self._held = held
-        if (new.schedule.watch, new.schedule.watch_settle_s, watched_files(new)) != (
-            old.schedule.watch,
-            old.schedule.watch_settle_s,
-            watched_files(old),
-        ):
-            self._restart_watch(new)
-        if _http_side(new) != _http_side(old):
-            log.warning(
-                "daemon.reload.listen_kept",
-                listen=old.daemon.listen,
-                hint="a new [daemon] listen or http_* limit takes effect on restart",
-            )
+        self._listeners.reloaded(old, new, self._source_changed)
         rescheduled = new.schedule != old.schedule
         if rescheduled:
-            self._scheduler.modify_job(JOB_ID, misfire_grace_time=new.schedule.misfire_grace_s)
-            self._scheduler.reschedule_job(JOB_ID, trigger=trigger)
+            self._schedule.reschedule(trigger, grace_s=new.schedule.misfire_grace_s)
         schedule = describe_schedule(new.schedule, interval_s=self._interval_s)
         self._publish(new, schedule=schedule, pid=str(os.getpid()))
         log.info(
@@ -410,20 +292,6 @@ class Daemon:
         )
         self._notify.ready(f"config reloaded; next run {self.next_run() or 'unknown'}")
         return True
-
-    def _on_schedule_event(self, event: JobEvent) -> None:
-        # JobSubmissionEvent (max instances) has a list of times, JobExecutionEvent (missed) one.
-        if isinstance(event, JobSubmissionEvent):
-            times = event.scheduled_run_times
-        else:
-            times = [event.scheduled_run_time]
-        due = times[-1].isoformat(timespec="seconds")
-        if event.code == EVENT_JOB_MAX_INSTANCES:
-            log.info("daemon.run.overlap_skipped", due=due, reason="the previous run is going")
-        else:
-            log.warning(
-                "daemon.run.missed", due=due, misfire_grace_s=self.settings.schedule.misfire_grace_s
-            )
 
     def _run_scheduled(self) -> None:
         self.run_now()
@@ -476,41 +344,11 @@ class Daemon:
                 wall_clock=self._wall_clock,
             )
         if outcome.exception is not None:
-            self._log_failure(number, outcome.exception, outcome)
+            log_failure(number, outcome.exception, outcome)
         elif outcome.summary is not None:
-            scheduled = keys is None
-            log.info(
-                "daemon.run.finished" if scheduled else "daemon.targeted.finished",
-                **fields,
-                exit_code=outcome.exit_code,
-                **({"result": outcome.result} if scheduled else {}),
-                **_counts(outcome.summary),
-            )
+            log_finished(outcome, outcome.summary, fields, scheduled=keys is None)
         self._after_run(settings, outcome)
         return outcome
-
-    def _log_failure(self, number: int, exc: Exception, outcome: RunOutcome) -> None:
-        fields = {
-            "run": number,
-            "error": outcome.error,
-            "error_type": type(exc).__name__,
-            "exit_code": outcome.exit_code,
-        }
-        if isinstance(exc, LockHeld):
-            log.warning("daemon.run.skipped", **fields)
-        elif isinstance(exc, Interrupted):
-            log.info("daemon.run.interrupted", **fields)
-        elif isinstance(exc, AuthError):
-            # Every run, at error level: a revoked key must not look like a quiet daemon.
-            log.error(
-                "daemon.run.failed",
-                **fields,
-                hint="the API key was refused; check the api_key credential",
-            )
-        elif isinstance(exc, SkuferryError):
-            log.error("daemon.run.failed", **fields)
-        else:
-            log.error("daemon.run.failed", **fields, exc_info=exc)
 
     def _after_run(self, settings: Settings, outcome: RunOutcome) -> None:
         release_memory()
@@ -530,21 +368,20 @@ class Daemon:
             self._last_status = now
             self._notify.status(f"run {self._runs}: {done}/{total} products")
 
-    # --- watch and listen (service/watch.py, service/http_endpoint.py) -------------------
+    # --- watch and listen ----------------------------------------------------------------
 
     def _start_watchers(self, settings: Settings) -> None:
         if settings.daemon.listen and self._http:
             self.board.seed(settings.metrics.textfile)
             secret = hooks_http.load_secret(settings.daemon)
             desk = self.hook_desk(secret) if secret is not None else None
-            _listen, limits = _http_side(settings)
-            self._endpoint = Endpoint(
-                settings.daemon.listen, self.board, desk, limits=limits, console=self._console()
-            ).start()
-        self._restart_watch(settings)
+            self._listeners.listen(
+                settings.daemon.listen, settings, self.board, desk, self._console()
+            )
+        self._listeners.watch(settings, self._source_changed)
 
     def _console(self) -> Callable[[Any], object]:
-        """The operator's page (service/console/) over this daemon's one workspace."""
+        """The operator's page over this daemon's one workspace."""
         from skuferry.service.console.app import Console
         from skuferry.service.console.workspace import DaemonWorkspace
 
@@ -560,51 +397,24 @@ class Daemon:
         """Send ``keys`` again as ``skuferry retry`` does (refused data resent), in a
         targeted run after the run going, if any. Thread-safe; returns at once."""
         log.info("daemon.retry.queued", keys=len(keys))
-        self._scheduler.add_job(
-            self.run_now,
-            "date",
-            run_date=datetime.now().astimezone(),
-            args=[keys],
-            kwargs={"resend": True},
-            name="skuferry retry",
-            misfire_grace_time=None,
-        )
-
-    def _restart_watch(self, settings: Settings) -> None:
-        if self._watch is not None:
-            self._watch.stop()
-            self._watch = None
-        paths = watched_files(settings)  # the source's file and the joins' files
-        if settings.schedule.watch and paths:
-            self._watch = FileWatch(
-                paths,
-                self._source_changed,
-                settle_s=settings.schedule.watch_settle_s,
-                clock=self._clock,
-            ).start()
+        self._schedule.once(self.run_now, "skuferry retry", keys, resend=True)
 
     def _source_changed(self) -> None:
-        """A watched file settled in a new version: a run after the one going (if any),
-        and the run going reads it again for its urgent fields (sync/write/reread.py)."""
+        """A watched file went quiet in a new version: a run after the one going (if any),
+        and the run going reads it again for its urgent fields."""
         if self._lanes and self._executor.busy():
             self.inbox.source_changed()
         self.request_run()
 
-    def _stop_watchers(self) -> None:
-        if self._watch is not None:
-            self._watch.stop()
-        if self._endpoint is not None:
-            self._endpoint.stop()
-
     @property
     def endpoint_url(self) -> str | None:
-        return self._endpoint.url if self._endpoint is not None else None
+        return self._listeners.url
 
     def _run_if_asked(self) -> None:
         if self._run_asked and not self._executor.busy() and not self.stop_event.is_set():
             self._run_asked = False
             log.info("daemon.run.triggered", reason=self._run_reason)
-            self._scheduler.modify_job(JOB_ID, next_run_time=datetime.now().astimezone())
+            self._schedule.run_soon()
 
     def _run_keys_if_waiting(self) -> None:
         """Pushed keys and no run going: a targeted run of them, now."""
@@ -612,14 +422,7 @@ class Daemon:
             return
         keys = self.inbox.take()
         log.info("daemon.run.targeted", keys=len(keys))
-        self._scheduler.add_job(
-            self.run_now,
-            "date",
-            run_date=datetime.now().astimezone(),
-            args=[keys],
-            name="skuferry targeted sync",
-            misfire_grace_time=None,
-        )
+        self._schedule.once(self.run_now, "skuferry targeted sync", keys)
 
     def hook_desk(self, secret: bytes) -> hooks_http.Desk:
         """The hooks' desk for this daemon: pushed keys join its runs' urgent lane."""
@@ -646,27 +449,9 @@ class Daemon:
         While a run goes, its urgent lane takes them; between runs the daemon still holds
         the lock, so nobody else would.
         """
-        now = self._clock()
-        if self._settings is None or now - self._handed_polled < HANDED_POLL_S:
+        if self._settings is None:
             return
-        self._handed_polled = now
-        # Nothing written since the last look: no new keys. A coarse file clock can hide a
-        # write in the same tick, so every HANDED_LOOK_S the daemon looks all the same.
-        stamp = _written(self._settings.state.path)
-        if stamp == self._handed_stamp and now - self._handed_looked < HANDED_LOOK_S:
-            return
-        self._handed_stamp, self._handed_looked = stamp, now
-        try:
-            mirror = Mirror(self._settings.state.path)
-            try:
-                handed = [key for key, _at in mirror.metas(LANE_META)]
-                if handed:
-                    mirror.set_metas({LANE_META + key: None for key in handed})
-            finally:
-                mirror.close()
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; next tick again
-            log.warning("daemon.handed.read_failed", error=str(exc))
-            return
+        handed = self._handed.take(self._settings.state.path)
         if handed:
             log.info("daemon.handed.keys", keys=len(handed))
             self.push_keys(handed)
@@ -675,22 +460,11 @@ class Daemon:
         """Why the schedule is not alive (for /healthz), or None."""
         if self.stop_event.is_set():
             return "the daemon is stopping"
-        if not self._scheduler.running:
-            return "the scheduler is not running"
-        job = self._scheduler.get_job(JOB_ID)
-        when = getattr(job, "next_run_time", None)
-        if when is None:
-            return "no run is scheduled"
-        late = datetime.now().astimezone() - when
-        if late.total_seconds() > self.settings.schedule.misfire_grace_s and not self.run_in_flight:
-            return f"the next run is {late.total_seconds():.0f} s overdue"
-        return None
+        return self._schedule.problem(run_in_flight=self.run_in_flight)
 
     def next_run(self) -> str | None:
         """When the next run is due (ISO 8601), if one is scheduled."""
-        job = self._scheduler.get_job(JOB_ID)
-        when = getattr(job, "next_run_time", None)
-        return when.isoformat(timespec="seconds") if when is not None else None
+        return self._schedule.next_run()
 
     def _publish(self, settings: Settings, **meta: str | None) -> None:
         """Tell ``skuferry status`` (which reads the state's meta table) about the daemon."""
@@ -702,70 +476,6 @@ class Daemon:
                 mirror.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; status is best effort
             log.warning("daemon.state.publish_failed", error=str(exc))
-
-
-def _written(state_path: Path) -> tuple[int, ...]:
-    """When the state file (or its write-ahead log) was last written: a cheap change test."""
-    stamp: list[int] = []
-    for path in (state_path, state_path.with_name(state_path.name + "-wal")):
-        try:
-            found = path.stat()
-        except OSError:
-            stamp += [0, 0]
-        else:
-            stamp += [found.st_mtime_ns, found.st_size]
-    return tuple(stamp)
-
-
-def _http_side(settings: Settings) -> tuple[str | None, Limits]:
-    """What the HTTP side was started with; a reload does not restart it."""
-    daemon = settings.daemon
-    return daemon.listen, Limits.of(daemon, max_body_bytes=hooks_http.MAX_BODY_BYTES)
-
-
-def release_memory() -> bool:
-    """Hand the memory a finished run freed back to the operating system; False if unsupported.
-
-    A run over a large catalog allocates tens of MiB (rows, fingerprints, the plan) and
-    frees them when it ends, but glibc keeps freed memory mapped for reuse, so a daemon
-    would sit between runs nearer its last run's peak. ``malloc_trim(0)`` returns glibc's
-    free pages (about 5 MiB after a 100,000-product run). Python's own small-object
-    allocator keeps an arena while one object in it lives: with ``PYTHONMALLOC=malloc``
-    the trim reaches those too (13 MiB more), at the price of a few MiB more at the peak
-    and some CPU; bench/density.py measures both, docs/kubernetes.md weighs them.
-    glibc only: elsewhere this does nothing.
-    """
-    gc.collect()  # cycles left by the run, so that their memory is free to trim
-    trim = getattr(_libc(), "malloc_trim", None)
-    if trim is None:
-        return False
-    trim(0)
-    return True
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(None)  # the process's own symbols: libc's, on Linux
-    except OSError:  # pragma: no cover - platforms without dlopen(NULL)
-        return None
-
-
-def _counts(summary: RunSummary) -> dict[str, Any]:
-    data = summary.as_json()
-    return {
-        k: data[k]
-        for k in (
-            "created",
-            "updated",
-            "adopted",
-            "unchanged",
-            "rejected",
-            "failed",
-            "requests",
-            "duration_s",
-        )
-    }
 
 
 def serve(
@@ -786,24 +496,8 @@ def serve(
     daemon = Daemon(
         config_path, job=job, load=load or load_settings, notifier=notifier, interval_s=interval_s
     )
-    previous: dict[signal.Signals, Any] = {}
-    if install_signals:
-
-        def on_stop(_signum: int, _frame: FrameType | None) -> None:
-            daemon.request_stop()
-
-        def on_hup(_signum: int, _frame: FrameType | None) -> None:
-            daemon.request_reload()
-
-        for signum, handler in (
-            (signal.SIGTERM, on_stop),
-            (signal.SIGINT, on_stop),
-            (signal.SIGHUP, on_hup),
-        ):
-            previous[signum] = signal.signal(signum, handler)
-    try:
+    with stop_and_reload_on_signals(
+        daemon.request_stop, daemon.request_reload, install=install_signals
+    ):
         daemon.start()
         return daemon.serve_forever()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

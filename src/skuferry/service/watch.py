@@ -3,8 +3,8 @@
 An ERP drops its export by replacing the file (write elsewhere, rename) or by
 writing it slowly in place. Either way one export should start one run, and
 only once the file is complete: after a change, the watcher waits until every
-watched file's identity, size and mtime have stayed the same for ``settle_s``
-seconds, then calls ``on_change`` once for that version of the files. The files
+watched file's identity, size and mtime have stayed the same for ``quiet_s``
+seconds (the quiet time), then calls ``on_change`` once for that version of the files. The files
 are the source's and each ``[[join]]``'s local file (``watched_files``): a new PIM
 export changes the products as much as a new ERP export does.
 
@@ -53,14 +53,14 @@ def watched_files(settings: Settings) -> list[Path]:
 
 
 class FileWatch:
-    """A daemon thread that calls ``on_change`` once per settled new version of ``paths``."""
+    """A daemon thread that calls ``on_change`` once per new version of ``paths`` gone quiet."""
 
     def __init__(
         self,
         paths: Path | Sequence[Path],
         on_change: Callable[[], None],
         *,
-        settle_s: float = 5.0,
+        quiet_s: float = 5.0,
         poll_s: float = 1.0,
         force_polling: bool = False,
         clock: Callable[[], float] = time.monotonic,
@@ -70,7 +70,7 @@ class FileWatch:
             raise ValueError("nothing to watch")
         self.path = self.paths[0]
         self._on_change = on_change
-        self._settle_s = settle_s
+        self._quiet_s = quiet_s
         self._poll_s = poll_s
         self._force_polling = force_polling
         self._clock = clock
@@ -96,19 +96,20 @@ class FileWatch:
 
     def _watch(self) -> None:
         where = [str(p) for p in self.paths]
-        log.info("watch.started", paths=where, settle_s=self._settle_s, mode=self.mode)
+        # the field keeps its published name, as the config key does: logs are read by tools
+        log.info("watch.started", paths=where, settle_s=self._quiet_s, mode=self.mode)
         for _ in self._wakeups():
             if not self._new(self._versions()):
                 continue
-            settled = self._settle(self._versions())
-            if settled is None:
+            quiet = self._wait_quiet(self._versions())
+            if quiet is None:
                 return  # stopping
-            changed = self._new(settled)
+            changed = self._new(quiet)
             if changed:
                 # a file missing now keeps its last version: its return is a change
                 self._last = tuple(
                     now if now is not None else last
-                    for now, last in zip(settled, self._last, strict=True)
+                    for now, last in zip(quiet, self._last, strict=True)
                 )
                 log.info("watch.changed", paths=[str(p) for p in changed])
                 try:
@@ -124,14 +125,14 @@ class FileWatch:
             if now is not None and now != last
         ]
 
-    def _settle(self, current: Versions) -> Versions | None:
-        """Wait until the files stay as they are for ``settle_s``; None when stopping.
+    def _wait_quiet(self, current: Versions) -> Versions | None:
+        """Wait until the files stay as they are for ``quiet_s``; None when stopping.
 
-        A file that goes missing meanwhile (unlinked before the rename) is not settled:
+        A file that goes missing meanwhile (unlinked before the rename) is not quiet:
         it keeps its version in ``current`` and the wait starts again.
         """
         stable_since = self._clock()
-        step = min(0.25, max(0.02, self._settle_s / 5))
+        step = min(0.25, max(0.02, self._quiet_s / 5))
         while not self._stop.wait(step):
             now = self._versions()
             if now != current:
@@ -141,7 +142,7 @@ class FileWatch:
                 )
                 stable_since = self._clock()
                 continue
-            if self._clock() - stable_since >= self._settle_s:
+            if self._clock() - stable_since >= self._quiet_s:
                 return current
         return None
 

@@ -542,15 +542,15 @@ def test_after_every_run_the_daemon_hands_freed_memory_back(
     tmp_path: Path, started: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from skuferry.service import daemon as daemon_module
+    from skuferry.service.memory import release_memory as real
 
     released: list[int] = []
-    real = daemon_module.release_memory
 
     def counting() -> bool:
         released.append(1)
         return real()
 
-    monkeypatch.setattr(daemon_module, "release_memory", counting)
+    monkeypatch.setattr(daemon_module, "release_memory", counting)  # where the daemon calls it
     job = FakeJob(RunSummary(created=1), SourceError("the export is gone"))
     started(make_settings(tmp_path), job)
     wait_until(lambda: len(job.calls) >= 2 and len(released) >= 2, "two runs")
@@ -562,7 +562,7 @@ def test_after_every_run_the_daemon_hands_freed_memory_back(
     reason="malloc_trim is glibc's",
 )
 def test_release_memory_trims_glibc_s_heap() -> None:
-    from skuferry.service.daemon import release_memory
+    from skuferry.service.memory import release_memory
 
     assert release_memory() is True
 

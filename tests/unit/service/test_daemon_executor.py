@@ -1,6 +1,6 @@
 """The daemon's executor against a real APScheduler 3: the behaviour its public base promises.
 
-``_ThreadPerRunExecutor`` is APScheduler's ``BasePoolExecutor`` on a pool of daemon
+``ThreadPerRunExecutor`` is APScheduler's ``BasePoolExecutor`` on a pool of daemon
 threads. It relies on APScheduler to submit ``run_job``, count instances for
 ``max_instances`` and dispatch the job's events; these tests fail if an upgrade
 changes any of that (pyproject.toml pins ``apscheduler>=3.11,<4``).
@@ -23,14 +23,14 @@ from apscheduler.events import (
 )
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from skuferry.service.daemon import _ThreadPerRunExecutor
+from skuferry.service.run_threads import ThreadPerRunExecutor
 
 WAIT_S = 30.0  # only a bound on a hang: every wait below ends on an event
 
 
 @pytest.fixture
-def scheduler() -> Iterator[tuple[BackgroundScheduler, _ThreadPerRunExecutor, list[JobEvent]]]:
-    executor = _ThreadPerRunExecutor()
+def scheduler() -> Iterator[tuple[BackgroundScheduler, ThreadPerRunExecutor, list[JobEvent]]]:
+    executor = ThreadPerRunExecutor()
     sched = BackgroundScheduler(executors={"default": executor})
     events: list[JobEvent] = []
     seen = threading.Condition()

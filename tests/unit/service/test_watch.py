@@ -1,7 +1,7 @@
-"""Runs triggered by a new export: one settled version of the file, one call, one run.
+"""Runs triggered by a new export: one quiet version of the file, one call, one run.
 
-The settle time is measured on a ``FakeClock`` that only the test moves: the file
-changes in real time (inotify or polling see it), but "it stayed put for settle_s"
+The quiet time is measured on a ``FakeClock`` that only the test moves: the file
+changes in real time (inotify or polling see it), but "it stayed put for quiet_s"
 happens only when the test says so. A slow writer on a loaded machine can then never
 look finished too early, and a wrong second call has every chance to show up.
 """
@@ -25,7 +25,7 @@ from tests.unit.service.test_daemon import FakeJob, make_settings, started
 
 __all__ = ["started"]  # the daemon fixture, shared with test_daemon.py
 
-SETTLE_S = 0.4  # on the fake clock
+QUIET_S = 0.4  # on the fake clock
 HEADER = "sku,name,price\n"
 LOOK_S = 0.3  # real time for the watcher to look at the file (a few of its steps)
 
@@ -60,26 +60,26 @@ def watch(
     path.write_text(rows(3), encoding="utf-8")
     calls = Calls(path)
     watcher = FileWatch(
-        path, calls, settle_s=SETTLE_S, poll_s=0.05, force_polling=request.param, clock=clock
+        path, calls, quiet_s=QUIET_S, poll_s=0.05, force_polling=request.param, clock=clock
     ).start()
     yield watcher, calls
     watcher.stop()
 
 
 def let_time_pass(clock: FakeClock, until: Callable[[], bool], what: str) -> None:
-    """Move the fake clock a settle time at a go, looking in between, until ``until`` holds."""
+    """Move the fake clock a quiet time at a go, looking in between, until ``until`` holds."""
     deadline = time.monotonic() + 15.0  # only a guard against a hang
     while not until():
         if time.monotonic() > deadline:
             pytest.fail(f"gave up waiting for {what}")
-        clock.now += SETTLE_S
+        clock.now += QUIET_S
         time.sleep(0.05)
 
 
-def nothing_more(clock: FakeClock, settles: int = 3) -> None:
-    """Give a wrong extra call every chance: several settle times, each looked at."""
-    for _ in range(settles):
-        clock.now += SETTLE_S
+def nothing_more(clock: FakeClock, quiet_times: int = 3) -> None:
+    """Give a wrong extra call every chance: several quiet times, each looked at."""
+    for _ in range(quiet_times):
+        clock.now += QUIET_S
         time.sleep(LOOK_S)
 
 
@@ -89,7 +89,7 @@ def test_an_atomic_replace_triggers_exactly_one_call(
     watcher, calls = watch
     replace_atomically(watcher.path, rows(50, version=1))
     time.sleep(LOOK_S)
-    assert calls.sizes == [], "no call before the file has settled"
+    assert calls.sizes == [], "no call before the file has gone quiet"
     let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call")
     nothing_more(clock)
     assert calls.sizes == [watcher.path.stat().st_size]
@@ -100,11 +100,11 @@ def test_a_slow_append_triggers_one_call_once_the_file_is_complete(
 ) -> None:
     watcher, calls = watch
     with watcher.path.open("a", encoding="utf-8") as out:
-        for i in range(5):  # a new chunk every half settle time: never settled in between
+        for i in range(5):  # a new chunk every half quiet time: never quiet in between
             out.write(f"X-{i:03d},Toggle bolt {i},1.{i:02d}\n")
             out.flush()
             time.sleep(LOOK_S)  # the watcher sees this chunk, and then sees it unchanged
-            clock.now += SETTLE_S / 2
+            clock.now += QUIET_S / 2
     final = watcher.path.stat().st_size
     assert calls.sizes == [], "no call while the file keeps growing"
     let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call")
@@ -125,7 +125,7 @@ def test_an_unchanged_file_and_other_files_trigger_nothing(
 def test_a_file_that_appears_later_is_picked_up(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "later.csv"
     calls = Calls(path)
-    watcher = FileWatch(path, calls, settle_s=SETTLE_S, poll_s=0.05, clock=clock).start()
+    watcher = FileWatch(path, calls, quiet_s=QUIET_S, poll_s=0.05, clock=clock).start()
     try:
         replace_atomically(path, rows(2))
         let_time_pass(clock, lambda: len(calls.sizes) == 1, "the call")
@@ -134,13 +134,13 @@ def test_a_file_that_appears_later_is_picked_up(tmp_path: Path, clock: FakeClock
 
 
 def append_slowly(path: Path, text: str, clock: FakeClock) -> None:
-    """What a slow ERP export does: the file grows in chunks, closer together than the settle."""
+    """What a slow ERP export does: the file grows in chunks, closer than the quiet time apart."""
     with path.open("a", encoding="utf-8") as out:
         for line in text.splitlines(keepends=True):
             out.write(line)
             out.flush()
             time.sleep(0.02)
-            clock.now += SETTLE_S / 4
+            clock.now += QUIET_S / 4
 
 
 def replace_at_once(path: Path, text: str, _clock: FakeClock) -> None:
@@ -157,7 +157,7 @@ def test_the_daemon_runs_once_per_new_export_besides_the_schedule(
     export = tmp_path / "products.csv"
     export.write_text(rows(3), encoding="utf-8")
     settings = make_settings(
-        tmp_path, schedule={"watch": True, "watch_settle_s": SETTLE_S, "run_at_start": False}
+        tmp_path, schedule={"watch": True, "watch_settle_s": QUIET_S, "run_at_start": False}
     )
     lines_seen: list[int] = []
 
@@ -167,7 +167,7 @@ def test_the_daemon_runs_once_per_new_export_besides_the_schedule(
 
     job = FakeJob(run)
     daemon, _, _ = started(settings, job, interval_s=3600, clock=clock)
-    nothing_more(clock, settles=1)
+    nothing_more(clock, quiet_times=1)
     assert job.calls == []
     export_by(
         export,
@@ -215,7 +215,7 @@ def test_a_new_join_export_in_another_folder_triggers_one_call(
     watcher = FileWatch(
         [export, pim],
         calls,
-        settle_s=SETTLE_S,
+        quiet_s=QUIET_S,
         poll_s=0.05,
         force_polling=force_polling,
         clock=clock,
@@ -225,7 +225,7 @@ def test_a_new_join_export_in_another_folder_triggers_one_call(
         let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call for the join file")
         nothing_more(clock)
         assert calls.sizes == [pim.stat().st_size]
-        # both exports land together: one call, for the settled pair
+        # both exports land together: one call, for the quiet pair
         replace_atomically(export, rows(9, version=1))
         replace_atomically(pim, '{"sku": "W-000", "name": "Wall plug 6 mm"}\n')
         let_time_pass(clock, lambda: len(calls.sizes) >= 2, "the call for both")
@@ -254,7 +254,7 @@ def test_without_inotify_it_falls_back_to_watchfiles_own_polling(
     path = tmp_path / "products.csv"
     path.write_text(rows(3), encoding="utf-8")
     calls = Calls(path)
-    watcher = FileWatch(path, calls, settle_s=SETTLE_S, poll_s=0.05, clock=clock).start()
+    watcher = FileWatch(path, calls, quiet_s=QUIET_S, poll_s=0.05, clock=clock).start()
     try:
         replace_atomically(path, rows(20, version=1))
         let_time_pass(clock, lambda: len(calls.sizes) >= 1, "the call")
@@ -293,12 +293,12 @@ def test_the_daemon_runs_on_a_new_join_export(
     pim.write_text('{"sku": "W-000"}\n', encoding="utf-8")
     settings = make_settings(
         tmp_path,
-        schedule={"watch": True, "watch_settle_s": SETTLE_S, "run_at_start": False},
+        schedule={"watch": True, "watch_settle_s": QUIET_S, "run_at_start": False},
         join=[{"name": "pim", "type": "jsonl", "path": str(pim), "key": "sku", "on": "sku"}],
     )
     job = FakeJob(lambda **_kw: RunSummary())
     daemon, _, _ = started(settings, job, interval_s=3600, clock=clock)
-    nothing_more(clock, settles=1)
+    nothing_more(clock, quiet_times=1)
     assert job.calls == []
     replace_atomically(pim, '{"sku": "W-000", "name": "Wall plug"}\n')
     let_time_pass(
