@@ -25,7 +25,7 @@ import pytest
 from skuferry import errors
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
-from skuferry.models import BadRecord, RawRecord, RunSummary, State
+from skuferry.models import BadRecord, RawRecord, RunOptions, RunSummary, State
 from skuferry.sandbox import Sandbox
 from skuferry.sandbox import pim as pim_server
 from skuferry.sandbox.pim import PimServer
@@ -139,7 +139,7 @@ def test_http_pulls_only_changes_with_overlap_and_decides_gone_on_the_next_full_
         assert _since_sent(pim, "updated_since") == [expected]
         assert _state(settings, "P-021") is State.SYNCED, "absence proves nothing"
 
-        third = engine.run_once(settings, full=True)
+        third = engine.run_once(settings, RunOptions(full=True))
         assert (third.pull, third.gone, third.updated) == ("full", 1, 0)
         assert _state(settings, "P-021") is State.GONE
     names = {p["sku"]: p["name"] for p in sandbox.products()}
@@ -270,7 +270,7 @@ def _sql_scenario(settings: Settings, execute: SqlExec, sandbox: Sandbox, *, rer
     pulled = (_pulled(second), second.updated, second.unchanged, second.gone)
     assert pulled == (2 + reread, 1, 1 + reread, 0)
     assert _state(settings, "P-015") is State.SYNCED
-    third = engine.run_once(settings, full=True)
+    third = engine.run_once(settings, RunOptions(full=True))
     assert (third.pull, third.gone) == ("full", 1)
     assert _state(settings, "P-015") is State.GONE
     assert {p["sku"]: p["name"] for p in sandbox.products()}["P-006"] == "Hex nut M6, brass"

@@ -23,6 +23,7 @@ from skuferry import errors
 from skuferry.config.keys import fingerprint
 from skuferry.config.load import load_settings
 from skuferry.config.schema import Settings
+from skuferry.models import RunOptions
 from skuferry.remote.pace import BURST_GROW_S
 from skuferry.sandbox import Sandbox
 from skuferry.sandbox.neighbour import Neighbour
@@ -181,7 +182,7 @@ def test_a_gateway_with_a_small_burst_is_learnt(
     grown = learnt["burst"] + (time.time() - learnt["at"]) / BURST_GROW_S
     assert set(shown) == {"write"} and learnt["burst"] - 0.05 <= shown["write"]["burst"]
     assert shown["write"]["burst"] <= min(grown, per_minute) + 0.05
-    plan = engine.run_once(settings, dry_run=True)
+    plan = engine.run_once(settings, RunOptions(dry_run=True))
     assert any("pace learnt from the server's 429s" in note for note in plan.notes), plan.notes
     figures(
         f"gateway burst {burst} at 10/s told 600/min, {products} products: {limited} 429s "

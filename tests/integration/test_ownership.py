@@ -22,7 +22,7 @@ import pytest
 from skuferry import canonical
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
-from skuferry.models import RunSummary, State
+from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sandbox import Sandbox
 from skuferry.service import report
 from skuferry.state import schema
@@ -95,7 +95,7 @@ def shop(
 
 
 def sync(settings: Settings, **options: Any) -> RunSummary:
-    return engine.run_once(settings, **options)
+    return engine.run_once(settings, RunOptions(**options))
 
 
 def by_sku(sandbox: Sandbox) -> dict[str, dict[str, Any]]:

@@ -52,6 +52,7 @@ from skuferry.service.signals import stop_and_reload_on_signals
 from skuferry.service.watch import watched_files
 from skuferry.state.lock import Held, hold
 from skuferry.state.mirror import Mirror
+from skuferry.sync.context import Adapters
 from skuferry.sync.write.lanes import UrgentInbox
 
 log = logs.get(__name__)
@@ -64,8 +65,8 @@ _STOP, _RELOAD, _RUN, _KEYS = "stop", "reload", "run", "keys"
 class Job(Protocol):
     """What the daemon runs: ``engine.run_once`` or a test's fake.
 
-    With hooks on, runs also get ``urgent`` (the inbox their lane takes pushed keys
-    from) and targeted runs ``options`` (``RunOptions(only=...)``).
+    Runs get their ``options`` (``verify``, a targeted run's ``only``) and, with hooks
+    on, ``adapters`` carrying the inbox their lane takes pushed keys from.
     """
 
     def __call__(
@@ -73,10 +74,9 @@ class Job(Protocol):
         settings: Settings,
         options: RunOptions | None = ...,
         *,
-        verify: bool = ...,
         stop: threading.Event | None = ...,
         on_progress: Progress | None = ...,
-        urgent: UrgentInbox | None = ...,
+        adapters: Adapters | None = ...,
     ) -> RunSummary: ...
 
 
@@ -312,11 +312,12 @@ class Daemon:
             self._notify.status(f"run {number} started")
             # the inbox: keys pushed by hooks, and word of a watched file that changed mid-run
             heard = self._hooks or (settings.schedule.watch and bool(watched_files(settings)))
-            extra: dict[str, Any] = {"urgent": self.inbox} if heard and self._lanes else {}
+            lane = Adapters(urgent=self.inbox) if heard and self._lanes else None
+            options = RunOptions(verify=verify)
 
             def job() -> RunSummary:
                 return self._job(
-                    settings, verify=verify, stop=self.stop_event, on_progress=progress, **extra
+                    settings, options, stop=self.stop_event, on_progress=progress, adapters=lane
                 )
 
         else:
@@ -327,8 +328,9 @@ class Daemon:
 
             def job() -> RunSummary:
                 # more keys pushed meanwhile join this run's lane
+                inbox = Adapters(urgent=self.inbox)
                 return self._job(
-                    settings, only, stop=self.stop_event, on_progress=progress, urgent=self.inbox
+                    settings, only, stop=self.stop_event, on_progress=progress, adapters=inbox
                 )
 
         # hooks, timing and the outcome (run_watched); a failed run never ends the

@@ -18,11 +18,9 @@ the whole source has been read and planned: a source that fails halfway changes 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 import time
 from contextlib import ExitStack
-from typing import Any
 
 from skuferry import errors
 from skuferry.config.schema import Settings
@@ -36,7 +34,6 @@ from skuferry.sync.plan import stage as plan_stage
 from skuferry.sync.read import incremental
 from skuferry.sync.read import stage as read_stage
 from skuferry.sync.write import stage as write_stage
-from skuferry.sync.write.lanes import UrgentInbox
 
 __all__ = ["Adapters", "run_once"]
 
@@ -48,19 +45,15 @@ def run_once(
     stop: threading.Event | None = None,
     on_progress: Progress | None = None,
     adapters: Adapters | None = None,
-    urgent: UrgentInbox | None = None,
-    **flags: Any,
 ) -> RunSummary:
     """Run one sync. Raises a SkuferryError when the run as a whole cannot proceed.
 
-    ``options`` are the run's flags (``models.RunOptions``); single flags may be given
-    as keywords too (``run_once(settings, verify=True)``), over ``options``.
+    ``options``: the run's flags; ``adapters``: what a caller brings instead of the
+    settings' own (a source, a client, a clock, the daemon's urgent inbox).
     """
-    options = dataclasses.replace(options or RunOptions(), **flags)
+    options = options or RunOptions()
     dry_run = options.dry_run
     adapters = adapters or Adapters()
-    if urgent is not None:  # the daemon's inbox: keys pushed while this run writes
-        adapters = dataclasses.replace(adapters, urgent=urgent)
     started = time.monotonic()
     summary = RunSummary(dry_run=dry_run)
     state_path = settings.state.path

@@ -15,7 +15,7 @@ from skuferry.config.schema import Settings
 from skuferry.models import RunOptions, RunSummary
 from skuferry.service.console.workspace import DaemonWorkspace
 from skuferry.service.daemon import Daemon
-from skuferry.sync.write.lanes import UrgentInbox
+from skuferry.sync.context import Adapters
 from tests.unit.service.test_daemon import make_settings, started, wait_until
 
 pytestmark = pytest.mark.integration  # the daemon's HTTP endpoint on loopback
@@ -37,10 +37,9 @@ class OptionsJob:
         settings: Settings,
         options: RunOptions | None = None,
         *,
-        verify: bool = False,
         stop: threading.Event | None = None,
         on_progress: Callable[[int, int], None] | None = None,
-        urgent: UrgentInbox | None = None,
+        adapters: Adapters | None = None,
     ) -> RunSummary:
         with self.lock:
             self.options.append(options)

@@ -30,6 +30,7 @@ from skuferry.service.notify import Notifier
 from skuferry.service.report import collect_status, print_status
 from skuferry.state import schema
 from skuferry.state.mirror import Mirror
+from skuferry.sync.context import Adapters
 from skuferry.sync.write.lanes import UrgentInbox
 
 FAST = 0.05  # seconds between runs
@@ -76,12 +77,12 @@ class FakeJob:
         settings: Settings,
         options: RunOptions | None = None,
         *,
-        verify: bool = False,
         stop: threading.Event | None = None,
         on_progress: Callable[[int, int], None] | None = None,
-        urgent: UrgentInbox | None = None,
+        adapters: Adapters | None = None,
     ) -> RunSummary:
-        del options, urgent  # targeted runs and lanes: tests/integration/test_hooks.py
+        del adapters  # targeted runs and lanes have tests of their own
+        verify = options is not None and options.verify
         step = self.script[min(len(self.calls), len(self.script) - 1)]
         self.calls.append({"settings": settings, "verify": verify, "stop": stop})
         if isinstance(step, Exception):
@@ -441,7 +442,7 @@ def load(path):
     except (tomllib.TOMLDecodeError, pydantic.ValidationError) as exc:
         raise ConfigError([f"{path}: {str(exc).splitlines()[0]}"]) from None
 
-def job(settings, *, verify=False, stop=None, on_progress=None):
+def job(settings, options=None, *, stop=None, on_progress=None, adapters=None):
     with open(sys.argv[2], "a") as f:
         f.write(settings.api.base_url + "\n")
     return RunSummary()
@@ -587,9 +588,10 @@ def test_a_watched_file_changing_mid_run_reaches_the_run_going(
         settings: Settings,
         options: RunOptions | None = None,
         *,
-        urgent: UrgentInbox | None = None,
+        adapters: Adapters | None = None,
         **_kw: Any,
     ) -> RunSummary:
+        urgent = None if adapters is None else adapters.urgent
         inboxes.append(urgent)
         if len(inboxes) == 1 and urgent is not None:
             inside.set()

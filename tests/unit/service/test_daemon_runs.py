@@ -45,9 +45,9 @@ def test_a_targeted_run_names_its_keys_and_tells_its_own_number(tmp_path: Path) 
         assert outcome.exit_code == 0 and scheduled.exit_code == 0
         (options, kw), (none, plain), (again, _kw) = job.args
         assert options == RunOptions(only=("A-1", "B-2"), resend=frozenset({"A-1", "B-2"}))
-        assert kw["urgent"] is daemon.inbox, "keys pushed meanwhile join the targeted run"
+        assert kw["adapters"].urgent is daemon.inbox, "keys pushed meanwhile join the run"
         assert isinstance(kw["stop"], threading.Event)
-        assert none is None and plain["verify"] is False and "urgent" not in plain
+        assert none == RunOptions(verify=False) and plain["adapters"] is None
         assert again == RunOptions(only=("C-3",)), "a hook's keys are not resent as a retry"
         finished = [e for e in events if e["event"].endswith(".finished")]
         numbered = [(e["event"], e.get("targeted"), e.get("run")) for e in finished]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from skuferry import errors
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
-from skuferry.models import RunSummary, State
+from skuferry.models import RunOptions, RunSummary, State
 from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.sync.engine import Adapters, run_once
@@ -44,8 +45,16 @@ def catalog(
     return rows
 
 
-def sync(settings: Settings, remote: FakeRemote, rows: list[Any], **kw: Any) -> RunSummary:
-    return run_once(settings, adapters=Adapters(source=ListSource(rows), client=remote), **kw)
+def sync(
+    settings: Settings,
+    remote: FakeRemote,
+    rows: list[Any],
+    *,
+    stop: threading.Event | None = None,
+    **flags: Any,
+) -> RunSummary:
+    adapters = Adapters(source=ListSource(rows), client=remote)
+    return run_once(settings, RunOptions(**flags), stop=stop, adapters=adapters)
 
 
 def assert_exactly_once(remote: FakeRemote, rows: list[dict[str, Any]]) -> None:

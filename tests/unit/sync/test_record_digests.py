@@ -9,7 +9,16 @@ import pytest
 
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import FieldSpec, MappingSettings, Settings
-from skuferry.models import BadRecord, Kind, MirrorRow, Product, RawRecord, State, was_mapped
+from skuferry.models import (
+    BadRecord,
+    Kind,
+    MirrorRow,
+    Product,
+    RawRecord,
+    RunOptions,
+    State,
+    was_mapped,
+)
 from skuferry.state.mirror import Mirror
 from skuferry.sync.engine import Adapters, run_once
 from skuferry.sync.map.mapper import Mapper
@@ -126,7 +135,8 @@ def test_a_no_op_run_maps_nothing_and_a_mapping_change_maps_everything_once(
 
     def sync(s: Settings) -> Any:
         calls["n"] = 0
-        return run_once(s, force=True, adapters=Adapters(source=ListSource(rows), client=remote))
+        forced = RunOptions(force=True)
+        return run_once(s, forced, adapters=Adapters(source=ListSource(rows), client=remote))
 
     assert sync(settings).created == 30
     second = sync(settings)

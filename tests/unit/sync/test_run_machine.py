@@ -55,7 +55,7 @@ from hypothesis.stateful import (
 from skuferry import errors
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
-from skuferry.models import BadRecord
+from skuferry.models import BadRecord, RunOptions
 from skuferry.sync.engine import Adapters, run_once
 from tests.fakes import Crash, FakeClock, FakeRemote, ListSource
 from tests.faults import (
@@ -367,8 +367,7 @@ class RunMachine(RuleBasedStateMachine):
             with crash_before_transaction(crash_at, fired), intents_never_reopened():
                 summary = run_once(
                     self.settings,
-                    verify=verify,
-                    allow_empty_source=allow_empty,
+                    RunOptions(verify=verify, allow_empty_source=allow_empty),
                     adapters=Adapters(
                         source=ListSource(list(self.rows)), client=self.remote, clock=self.clock
                     ),
@@ -553,9 +552,8 @@ def _settings(tmp_path: Path, **over: Any) -> Settings:
 
 
 def _sync(settings: Settings, remote: FakeRemote, rows: list[Row], *, verify: bool) -> None:
-    run_once(
-        settings, verify=verify, adapters=Adapters(source=ListSource(list(rows)), client=remote)
-    )
+    options = RunOptions(verify=verify)
+    run_once(settings, options, adapters=Adapters(source=ListSource(list(rows)), client=remote))
 
 
 def _owned(remote: FakeRemote, key: str) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import pytest
 
 from skuferry import errors
 from skuferry.config.schema import Settings
-from skuferry.models import BadRecord, Product, RawRecord, RunSummary
+from skuferry.models import BadRecord, Product, RawRecord, RunOptions, RunSummary
 from skuferry.sources import change_token as change_tokens
 from skuferry.sources.base import Source
 from skuferry.sources.change_token import file_change_token
@@ -69,8 +69,8 @@ def setup(tmp_path: Path) -> tuple[Settings, FakeRemote, CountingSource]:
     return settings, FakeRemote(), source
 
 
-def _sync(settings: Settings, remote: FakeRemote, source: Source, **kw: Any) -> RunSummary:
-    return run_once(settings, adapters=Adapters(source=source, client=remote), **kw)
+def _sync(settings: Settings, remote: FakeRemote, source: Source, **flags: Any) -> RunSummary:
+    return run_once(settings, RunOptions(**flags), adapters=Adapters(source=source, client=remote))
 
 
 def test_a_second_run_on_an_untouched_file_reads_nothing(

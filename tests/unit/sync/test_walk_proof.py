@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from skuferry import errors
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
-from skuferry.models import RunSummary
+from skuferry.models import RunOptions, RunSummary
 from skuferry.state.mirror import Mirror
 from skuferry.sync.engine import Adapters, run_once
 from tests.fakes import Crash, FakeClock, ListSource
@@ -63,7 +63,7 @@ def sync(
     settings: Settings, remote: FaultyRemote, catalog: list[Row], clock: FakeClock, **flags: Any
 ) -> RunSummary:
     adapters = Adapters(source=ListSource(list(catalog)), client=remote, clock=clock)
-    return run_once(settings, adapters=adapters, **flags)
+    return run_once(settings, RunOptions(**flags), adapters=adapters)
 
 
 def twice(remote: FaultyRemote) -> dict[str, int]:

@@ -18,7 +18,7 @@ from skuferry.completeness import Ledger, Reader, Verdict
 from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import JoinSettings, MappingSettings, Settings
 from skuferry.errors import EmptySourceRefused
-from skuferry.models import BadRecord, RawRecord
+from skuferry.models import BadRecord, RawRecord, RunOptions
 from skuferry.sources import change_token as change_tokens
 from skuferry.sources.base import Source
 from skuferry.sync.engine import Adapters, run_once
@@ -263,7 +263,9 @@ def test_a_run_reports_each_join_to_its_summary_and_refuses_an_empty_one(tmp_pat
     (tmp_path / "pim.jsonl").write_bytes(b"")
     with pytest.raises(EmptySourceRefused):
         run_once(settings, adapters=Adapters(client=remote))
-    forced = run_once(settings, adapters=Adapters(client=remote), allow_empty_source=True)
+    forced = run_once(
+        settings, RunOptions(allow_empty_source=True), adapters=Adapters(client=remote)
+    )
     assert forced.exit_code == 0 and forced.created == 1, "B is created with its default"
 
 

@@ -96,7 +96,7 @@ def run_with_replace(
             inbox.source_changed()  # the daemon's watch: the file settled in a new version
 
     remote.on_update = on_update
-    return run_once(settings, adapters=Adapters(source=export, client=remote), urgent=inbox)
+    return run_once(settings, adapters=Adapters(source=export, client=remote, urgent=inbox))
 
 
 def test_a_replaced_export_sends_its_changed_prices_next_in_the_same_run(tmp_path: Path):
@@ -138,7 +138,7 @@ def test_a_second_replace_with_the_same_prices_adds_nothing(tmp_path: Path):
 
     remote.on_update = on_update
     with capture_logs() as logs:
-        run_once(settings, adapters=Adapters(source=export, client=remote), urgent=inbox)
+        run_once(settings, adapters=Adapters(source=export, client=remote, urgent=inbox))
     assert [sku for sku, _ in remote.log].count("SKU-0025") == 1
     looks = [e["urgent"] for e in logs if e["event"] == "sync.reread.changed"]
     assert looks == [1, 0], "the second look compares with what the lane sent"
