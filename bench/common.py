@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import os
 import platform
+import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,3 +292,22 @@ def as_schema_5(state: Path) -> None:
         conn.execute("VACUUM")
     finally:
         conn.close()
+
+
+def free_port() -> int:
+    """A loopback port free now (a daemon's HTTP side binds it next)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def replace_csv(path: Path, header: Sequence[str], rows: Iterable[Mapping[str, str]]) -> None:
+    """Write ``rows`` beside ``path`` and move them over it: replaced whole, as an ERP
+    export is, so a watching daemon never reads half a file."""
+    tmp = path.with_name(path.name + ".part")
+    with tmp.open("w", newline="", encoding="utf-8") as f:
+        out = csv.DictWriter(f, fieldnames=list(header))
+        out.writeheader()
+        out.writerows(rows)
+    tmp.replace(path)

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import HEADER, KEY, WORKSPACE, Result, row, settings, toml
-from bench.density import free_port, health, mib
+from bench.common import HEADER, KEY, WORKSPACE, Result, free_port, row, settings, toml
+from bench.density import health, mib
 from skuferry.config.schema import Settings
 from skuferry.service.console.app import Console
 from skuferry.service.console.auth import Gate

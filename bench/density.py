@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,17 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import KEY, WORKSPACE, Result, build_mirror, payload, settings, toml, write_csv
+from bench.common import (
+    KEY,
+    WORKSPACE,
+    Result,
+    build_mirror,
+    free_port,
+    payload,
+    settings,
+    toml,
+    write_csv,
+)
 from skuferry.sandbox import Sandbox, SandboxConfig
 
 NODE_MIB = 4096
@@ -71,13 +80,6 @@ def status_kib(pid: int, field: str) -> float:
 
 def mib(pid: int, field: str = "VmRSS") -> float:
     return status_kib(pid, field) / 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def health(url: str) -> dict[str, object] | None:

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import Result, payload, toml, write_csv
-from bench.density import free_port, health, mib
+from bench.common import Result, free_port, payload, toml, write_csv
+from bench.density import health, mib
 from skuferry.sandbox import Sandbox, SandboxConfig
 
 MANY = 100

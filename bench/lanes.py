@@ -16,7 +16,6 @@ test: it takes real minutes (without lanes, the whole 11-minute run).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import tempfile
@@ -27,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from bench.common import free_port, replace_csv
 from skuferry import logs
 from skuferry.config.load import load_settings
 from skuferry.sandbox import Sandbox, SandboxConfig, TierLimit
@@ -96,20 +96,7 @@ def _rows(n: int, *, text: str, stock: dict[int, int] | None = None) -> list[dic
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
-        out = csv.DictWriter(f, fieldnames=HEADER)
-        out.writeheader()
-        out.writerows(rows)
-    tmp.replace(path)  # replaced whole, as an ERP export is
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    replace_csv(path, HEADER, rows)
 
 
 def _config(folder: Path, url: str, listen: str, *, writes: int, urgent: bool) -> Path:
@@ -145,7 +132,7 @@ def measure(*, lanes: bool, products: int, changes: int, at_s: float) -> dict[st
             )
         )
         with sandbox:
-            listen = f"127.0.0.1:{_free_port()}"
+            listen = f"127.0.0.1:{free_port()}"
             config = _config(folder, sandbox.url, listen, writes=FAST, urgent=lanes)
             setup = run_once(load_settings(config))  # the catalog on the CMS, fast
             assert setup.created == products, setup.as_json()

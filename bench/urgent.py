@@ -30,7 +30,6 @@ test: the export case takes 12 minutes.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -44,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import Result
+from bench.common import Result, free_port, replace_csv
 
 KEY = "bench-key"
 WORKSPACE = "bench"
@@ -139,20 +138,7 @@ def _rows(
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> None:
-    tmp = path.with_name(path.name + ".part")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
-        out = csv.DictWriter(f, fieldnames=HEADER)
-        out.writeheader()
-        out.writerows(rows)
-    tmp.replace(path)  # replaced whole, as an ERP export is
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    replace_csv(path, HEADER, rows)
 
 
 def _config(folder: Path, url: str, case: Case, *, writes: int, listen: str) -> Path:
@@ -230,7 +216,7 @@ def measure(case: Case) -> dict[str, Any]:
             )
         )
         with sandbox:
-            listen = f"127.0.0.1:{_free_port()}"
+            listen = f"127.0.0.1:{free_port()}"
             config = _config(folder, sandbox.url, case, writes=FAST, listen=listen)
             setup = run_once(load_settings(config))  # the catalog on the CMS, fast
             assert setup.created == case.products, setup.as_json()
