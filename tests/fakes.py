@@ -8,11 +8,15 @@ behaviour of ``RemoteClient`` against the sandbox (PATCH merges, PUT replaces,
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import pytest
 
 from skuferry import errors
 from skuferry.models import BadRecord, RawRecord
@@ -51,6 +55,28 @@ def write_config_file(
     path.write_text(text, encoding="utf-8")
     path.chmod(mode)
     return path
+
+
+def wait_until(
+    predicate: Callable[[], bool], what: str, limit_s: float = 60.0, step_s: float = 0.02
+) -> None:
+    """Poll until ``predicate`` holds; the limit only guards against a hang."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(step_s)
+
+
+def log_events(path: Path) -> list[dict[str, Any]]:
+    """The JSON log lines of a process's stderr file; other lines (a traceback) left out."""
+    found = []
+    for line in path.read_text().splitlines():
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return found
 
 
 class Crash(BaseException):

@@ -10,12 +10,10 @@ saved there as PNGs (the docs' screenshots are made so).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,8 @@ import httpx
 import pytest
 
 from skuferry.sandbox import Sandbox
+from tests.fakes import log_events as events
+from tests.fakes import wait_until
 from tests.integration.conftest import catalog_rows, clean_env, closed_port_url, remote_counts
 
 pytestmark = pytest.mark.integration
@@ -41,25 +41,6 @@ if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
         "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
         allow_module_level=True,
     )
-
-
-def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 60.0) -> None:
-    """Poll until ``predicate`` holds; the limit only guards against a hang."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.1)
-
-
-def events(path: Path) -> list[dict[str, Any]]:
-    found = []
-    for line in path.read_text().splitlines():
-        try:
-            found.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return found
 
 
 @pytest.fixture

@@ -10,35 +10,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.fakes import log_events as events
+from tests.fakes import wait_until
 
 sandbox_mod = pytest.importorskip("skuferry.sandbox")
 pytest.importorskip("skuferry.sync.engine")
 
 pytestmark = pytest.mark.integration
-
-
-def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 30.0) -> None:
-    """Poll until ``predicate`` holds; the limit only guards against a hang."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.02)
-
-
-def events(path: Path) -> list[dict[str, object]]:
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def test_daemon_syncs_on_schedule_reloads_and_stops_cleanly(tmp_path: Path) -> None:

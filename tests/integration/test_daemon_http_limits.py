@@ -30,8 +30,9 @@ import pytest
 
 from skuferry.sandbox import Sandbox
 from skuferry.service.hooks_http import sign
+from tests.fakes import log_events as events
+from tests.fakes import wait_until
 from tests.integration.conftest import catalog_rows, clean_env, closed_port_url
-from tests.integration.test_hooks import events, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from skuferry.sandbox import Sandbox
 from skuferry.service import hooks_http
-from tests.fakes import write_config_file
+from tests.fakes import wait_until, write_config_file
 from tests.integration.conftest import (
     CONFIG,
     FAST,
@@ -35,15 +34,6 @@ pytest.importorskip("skuferry.sync.engine")
 pytestmark = pytest.mark.integration
 
 SHOPS = {"acme": "sk-acme-Qw7r", "bolt": "sk-bolt-Hj3k", "crow": "sk-crow-Lp9m"}
-
-
-def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 60.0) -> None:
-    """Poll until ``predicate`` holds; the limit only guards against a hang."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def workspace_config(

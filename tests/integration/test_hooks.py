@@ -17,30 +17,13 @@ import pytest
 
 from skuferry.sandbox import Sandbox
 from skuferry.service.hooks_http import sign, sign_akeneo
+from tests.fakes import log_events as events
+from tests.fakes import wait_until
 from tests.integration.conftest import catalog_rows, clean_env, closed_port_url
 
 pytestmark = pytest.mark.integration
 
 SECRET = b"hook-secret-4b7f0c2e9a"
-
-
-def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 60.0) -> None:
-    """Poll until ``predicate`` holds; the limit only guards against a hang."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.05)
-
-
-def events(path: Path) -> list[dict[str, Any]]:
-    found = []
-    for line in path.read_text().splitlines():
-        try:
-            found.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return found
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from skuferry.models import RunOptions, RunSummary
 from skuferry.service.console.workspace import DaemonWorkspace
 from skuferry.service.daemon import Daemon
 from skuferry.sync.context import Adapters
-from tests.unit.service.test_daemon import make_settings, started, wait_until
+from tests.fakes import wait_until
+from tests.unit.service.test_daemon import make_settings, started
 
 pytestmark = pytest.mark.integration  # the daemon's HTTP endpoint on loopback
 

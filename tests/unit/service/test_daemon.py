@@ -32,17 +32,9 @@ from skuferry.state import schema
 from skuferry.state.mirror import Mirror
 from skuferry.sync.context import Adapters
 from skuferry.sync.write.lanes import UrgentInbox
+from tests.fakes import wait_until
 
 FAST = 0.05  # seconds between runs
-
-
-def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 15.0) -> None:
-    """Poll until ``predicate`` holds; the limit only guards against a hang."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.01)
 
 
 def make_settings(tmp_path: Path, **extra: Any) -> Settings:

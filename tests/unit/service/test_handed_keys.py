@@ -13,8 +13,8 @@ from typing import Any
 from skuferry.models import RunOptions, RunSummary
 from skuferry.service.handed_keys import HANDED_POLL_S, HandedKeys
 from skuferry.state.mirror import LANE_META, Mirror
-from tests.fakes import FakeClock
-from tests.unit.service.test_daemon import FakeJob, make_settings, started, wait_until
+from tests.fakes import FakeClock, wait_until
+from tests.unit.service.test_daemon import FakeJob, make_settings, started
 
 __all__ = ["started"]  # the daemon fixture, shared with test_daemon.py
 

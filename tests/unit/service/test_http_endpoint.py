@@ -17,12 +17,12 @@ from skuferry.models import RunSummary
 from skuferry.service.daemon import Daemon
 from skuferry.service.http_endpoint import Board, Endpoint
 from skuferry.service.metrics import RunOutcome
+from tests.fakes import wait_until
 from tests.unit.service.test_daemon import (
     FakeJob,
     RecordingNotifier,
     make_settings,
     started,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration  # the daemon's HTTP endpoint on loopback

@@ -13,7 +13,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +31,12 @@ from skuferry.service.http_server import (
     Limits,
     connection_cap,
 )
+from tests.fakes import wait_until
 from tests.unit.service.test_daemon import make_settings
 
 pytestmark = pytest.mark.integration  # real loopback sockets
 
 SECRET = b"hook-secret-for-the-limits"
-
-
-def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 30.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 class Board:

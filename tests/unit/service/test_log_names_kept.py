@@ -27,8 +27,8 @@ from skuferry.service.run_events import log_failure, log_finished
 from skuferry.service.run_threads import ThreadPerRunExecutor
 from skuferry.service.scheduler import SyncSchedule
 from skuferry.service.watch import FileWatch
-from tests.fakes import FakeClock
-from tests.unit.service.test_daemon import make_settings, wait_until
+from tests.fakes import FakeClock, wait_until
+from tests.unit.service.test_daemon import make_settings
 
 DAEMON = "skuferry.service.daemon"
 
