@@ -14,11 +14,12 @@ from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 from skuferry import logs
-from skuferry.config.schema import Settings
 from skuferry.models import OUTCOME_COUNTS, RunSummary
 from skuferry.models import Progress as ProgressFn
 
-if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help)
+if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help); the quick
+    # lane prints its summary through here and loads no settings library
+    from skuferry.config.schema import Settings
     from skuferry.state.mirror import Mirror
 
 log = logs.get(__name__)
