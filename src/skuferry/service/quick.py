@@ -187,18 +187,26 @@ def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None
             why = "retries, creates in doubt or drift are pending"
         elif auth_check.due(mirror.last_api_contact(), time.time(), minutes=record["auth"]):
             why = "the auth check is due"
+        else:  # last: these read the secret files and CA bundles, which a declined lane wastes
+            why = _refused(record, config)
     log.debug("sync.quick", taken=why is None, why=why or "source unchanged")
     return record if why is None else None
 
 
 def mismatch(record: Any, config: raw.RawConfig) -> str | None:
-    """Why ``record`` does not describe the config read now (None: it does)."""
+    """Why ``record`` does not describe the config read now (None: it does), from the
+    reading alone."""
     if not isinstance(record, dict) or record.get("format") != _FORMAT:
         return "no record of the last run"
     if record.get("state") != str(config.state_path):
         return "another state file"
     if record.get("identity") != config.identity:
         return "the config or its environment changed"
+    return None
+
+
+def _refused(record: dict[str, Any], config: raw.RawConfig) -> str | None:
+    """Why a skip would not be the full start's, from the files the config names."""
     if config.refused:
         return "the load would refuse it: " + "; ".join(config.refused)
     if record.get("bundles") != config.bundles:
