@@ -25,6 +25,7 @@ the home URL instead, and every request still passes the gate.
 
 from __future__ import annotations
 
+import threading
 import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -87,15 +88,14 @@ def gated_client(
     """An ``httpx.Client`` whose every request passes a ``Gate``; it follows no redirect.
 
     ``transport`` (tests: a mock) replaces the network; otherwise the inner transport is
-    httpx's own, with ``verify``, ``limits`` and the environment's proxy for ``home``.
+    httpx's own, with ``verify``, ``limits`` and the environment's proxy for each origin.
     ``options`` are the client's (headers, auth, timeout).
     """
     inner = transport
     if inner is None:
-        inner = httpx.HTTPTransport(
+        inner = _ProxiedByOrigin(
             verify=verify,
             limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
-            proxy=None if home is None else _environment_proxy(home),
         )
     return httpx.Client(
         transport=Gate(inner, home=home, allowed=allowed, pace=pace),
@@ -103,6 +103,36 @@ def gated_client(
         trust_env=False,  # the proxy is the inner transport's: none may route past the gate
         **options,
     )
+
+
+class _ProxiedByOrigin(httpx.BaseTransport):
+    """httpx's transport, one per origin, each with the environment's proxy for that origin
+    (``NO_PROXY`` asked per host), as httpx would pick it itself: a redirect or a next
+    link to another allowed host goes the way that host is configured to."""
+
+    def __init__(self, *, verify: Any, limits: httpx.Limits) -> None:
+        self._verify, self._limits = verify, limits
+        self._by_origin: dict[tuple[str, str, int | None], httpx.HTTPTransport] = {}
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        origin = (url.scheme, url.host, url.port)
+        with self._lock:
+            transport = self._by_origin.get(origin)
+            if transport is None:
+                proxy = _environment_proxy(str(url))
+                transport = httpx.HTTPTransport(
+                    verify=self._verify, limits=self._limits, proxy=proxy
+                )
+                self._by_origin[origin] = transport
+        return transport.handle_request(request)
+
+    def close(self) -> None:
+        with self._lock:
+            for transport in self._by_origin.values():
+                transport.close()
+            self._by_origin.clear()
 
 
 def _environment_proxy(url: str) -> str | None:

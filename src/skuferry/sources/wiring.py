@@ -15,7 +15,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a file source's run need not import httpx for this
@@ -30,7 +30,8 @@ class Wiring:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random | None = None  # None: a fresh, unseeded one
-    env: Mapping[str, str] | None = None  # None: the process environment
+    # None: the process environment; left out of repr, as it may hold a token or password
+    env: Mapping[str, str] | None = field(default=None, repr=False)
     stop: threading.Event | None = None  # set: waits end and the pull is interrupted
     verify: ssl.SSLContext | bool | None = None  # None: the settings' ca_bundle decides
 

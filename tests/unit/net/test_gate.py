@@ -109,6 +109,29 @@ def test_the_environments_proxy_is_the_inner_transports(monkeypatch: pytest.Monk
     assert _environment_proxy(HOME) is None
 
 
+def test_each_origin_gets_the_environments_proxy_for_its_own_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "pim.internal")
+    built: dict[str, str | None] = {}
+
+    class Recording(httpx.BaseTransport):
+        def __init__(self, *, proxy: str | None, **_: object) -> None:
+            self.proxy = proxy
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            built.setdefault(request.url.host, self.proxy)
+            return httpx.Response(200, json={}, request=request)
+
+    monkeypatch.setattr(httpx, "HTTPTransport", Recording)
+    cdn = parse_allowed(["https://cdn.example.net"])
+    with gated_client(home="https://pim.internal/api", allowed=cdn) as client:
+        client.get("https://pim.internal/api/products")
+        client.get("https://cdn.example.net/export.json")  # a next link to an allowed host
+    assert built == {"pim.internal": None, "cdn.example.net": "http://proxy.internal:3128"}
+
+
 def test_the_cms_client_is_pinned_to_its_base_url() -> None:
     wire = Wire(lambda _r: httpx.Response(200, json={"data": [], "meta": {"pages": 0}}))
     client = RemoteClient(
@@ -147,3 +170,8 @@ def test_a_sources_redirect_hop_is_paced_like_any_request() -> None:
     assert [r.fields["sku"] for r in records] == ["A"]
     assert [r.url.path for r in wire.sent] == ["/api/products", "/v2/products"]
     assert sleeps == [1.0], "the hop waited its turn at 60 a minute"
+
+
+def test_a_sources_wiring_shows_no_environment_in_its_repr() -> None:
+    wiring = Wiring(env={"PIM_TOKEN": "tok-in-the-env-7731"})
+    assert "tok-in-the-env-7731" not in repr(wiring)
