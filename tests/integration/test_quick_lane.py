@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from skuferry import canonical
 from skuferry.sandbox import Sandbox
 from skuferry.sources.change_token import RACY_S
 from skuferry.state.lock import run_lock
@@ -371,3 +372,35 @@ def test_a_key_loaded_anew_for_every_run_keeps_the_lane(
     assert _taken(sync())
     record = _meta(config, "quick.record")
     assert record is not None and KEY not in record
+
+
+def test_an_archive_in_doubt_is_not_skipped_by_the_lane(
+    sandbox: Sandbox,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Run,
+) -> None:
+    catalog = write_catalog(catalog_rows(12))
+    config = write_config(sandbox.url, extra='[gone]\naction = "patch"\npatch = { stock = 0 }\n')
+    _settle(catalog)
+
+    def sync() -> subprocess.CompletedProcess[str]:
+        return run_cli("-vv", "sync", "--json", "--config", str(config))
+
+    first = sync()
+    assert first.returncode == 0, first.stderr
+    assert _taken(sync()), "nothing changed, nothing pending: the lane skips"
+
+    # the [gone] patch sent to a product whose answer was lost: archived, in doubt
+    with sqlite3.connect(config.parent / "state" / "skuferry.db") as conn:
+        conn.execute(
+            # as the journal leaves it: the patch's digest where a refused one would be
+            "UPDATE products SET state = 'archived', rejected_digest = ? WHERE key = 'SKU-00003'",
+            (canonical.digest({"stock": 0}),),
+        )
+    pending = sync()
+    assert not _taken(pending), "the record knows the patch: its archive in doubt is work"
+    why = [e["why"] for e in _events(pending) if e["event"] == "sync.quick"]
+    assert why == ["retries, creates in doubt or drift are pending"], pending.stderr
+    summary = json.loads(pending.stdout.strip().splitlines()[-1])
+    assert summary["pull"] == "full"

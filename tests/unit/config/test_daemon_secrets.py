@@ -23,11 +23,13 @@ def test_each_daemon_secret_is_read_from_its_own_variable() -> None:
 
 def test_a_daemon_secret_is_read_from_its_file(tmp_path: Path) -> None:
     secret = tmp_path / "hook"
-    secret.write_text("from-the-file\n", encoding="utf-8")
+    secret.write_text("from-the-file\n", encoding="utf-8")  # its line break is not the secret
     secret.chmod(0o600)
     daemon = DaemonSettings(hook_secret_file=secret)
     found = read_daemon_secret(daemon, "hook_secret", {})
-    assert found is not None and found.get_secret_value().strip() == "from-the-file"
+    assert (
+        found is not None and found.get_secret_value() == "from-the-file"
+    )  # its line break is not the secret
     assert read_daemon_secret(daemon, "console_token", {}) is None
 
 

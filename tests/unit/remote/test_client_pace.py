@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 import respx
-import structlog
 from pydantic import SecretStr
 
 from skuferry import errors, logs
@@ -78,12 +76,10 @@ def router() -> respx.MockRouter:
 
 
 @pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    saved = structlog.get_config()
-    stream = io.StringIO()
+def log_stream() -> io.StringIO:
+    stream = io.StringIO()  # every test gets the logging configuration back (tests/conftest)
     logs.configure(level="debug", json=True, stream=stream)
-    yield stream
-    structlog.configure(**saved)
+    return stream
 
 
 def events(stream: io.StringIO, name: str) -> list[dict[str, Any]]:
