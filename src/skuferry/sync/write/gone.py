@@ -10,6 +10,7 @@ moves carry and refuses a run that would archive too much at once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,7 +33,7 @@ class GonePolicy:
     def from_settings(cls, gone: GoneSettings) -> GonePolicy:
         return cls(action=gone.action, patch=dict(gone.patch), restore=dict(gone.restore))
 
-    @property
+    @functools.cached_property  # asked by every archive and restore of a run: hashed once
     def archiving(self) -> str | None:
         """A digest of the patch when archiving is on (None: leave products as they are).
 
