@@ -181,14 +181,17 @@ def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None
     if why is None:
         parts = [file_change_token(Path(p)) for p in record["files"]]
         states = tuple(State(s) for s in record["states"])
-        if skip.token(config.identity, parts) != mirror.get_meta(skip.SKIP_META):
-            why = "the source changed, or was read since the last commit"
-        elif skip.has_pending_work(mirror, states, record["archiving"]):
-            why = "retries, creates in doubt or drift are pending"
-        elif auth_check.due(mirror.last_api_contact(), time.time(), minutes=record["auth"]):
+        why = skip.must_read(  # the skip decision's own rule and words
+            skip.token(config.identity, parts),
+            mirror.get_meta(skip.SKIP_META),
+            lambda: skip.has_pending_work(mirror, states, record["archiving"]),
+        )
+        if why is None and auth_check.due(
+            mirror.last_api_contact(), time.time(), minutes=record["auth"]
+        ):
             why = "the auth check is due"
-        else:  # last: these read the secret files and CA bundles, which a declined lane wastes
-            why = _refused(record, config)
+        if why is None:  # last: these read the secret files and CA bundles, which a declined
+            why = _refused(record, config)  # lane would read for nothing
     log.debug("sync.quick", taken=why is None, why=why or "source unchanged")
     return record if why is None else None
 

@@ -168,13 +168,21 @@ def decide(
         return Decision(now, reason="asked to read (--dry-run, --full or --verify)")
     if isinstance(source, IncrementalSource) and source.incremental and full_pull:
         return Decision(now, reason="a full pull is due")
+    why = must_read(now, stored, pending)
+    return Decision(now, skip=why is None, reason=why or "source unchanged")
+
+
+def must_read(now: str | None, stored: str | None, pending: Callable[[], bool]) -> str | None:
+    """Why a run must read its source (None: it may skip): its skip token ``now`` against
+    the one ``stored`` by the last commit, then ``pending`` work, asked last. The engine
+    and the quick lane both decide by it."""
     if now is None:
-        return Decision(now, reason="the source has no cheap fingerprint")
+        return "the source has no cheap fingerprint"
     if now != stored:
-        return Decision(now, reason="the source or the config changed since the last commit")
+        return "the source or the config changed since the last commit"
     if pending():
-        return Decision(now, reason="retries, creates in doubt or drift are pending")
-    return Decision(now, skip=True, reason="source unchanged")
+        return "retries, creates in doubt or drift are pending"
+    return None
 
 
 def carry(summary: RunSummary, metas: Metas, *, in_step: int) -> None:
