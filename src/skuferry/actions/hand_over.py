@@ -14,7 +14,7 @@ from skuferry import errors
 from skuferry.config.schema import Settings
 from skuferry.models import RunSummary
 from skuferry.state.lock import run_lock
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 
 HAND_OVER_WAIT_S = 120.0
 
@@ -38,10 +38,10 @@ def hand_over(
     """
     mirror = Mirror(settings.state.path)
     try:
-        mirror.set_metas({LANE_META + key: str(time.time()) for key in keys})
+        mirror.hand_keys(keys)
         deadline = clock() + wait_s
         while True:
-            waiting = {k for k, _ in mirror.metas(LANE_META)} & set(keys)
+            waiting = set(mirror.handed_keys()) & set(keys)
             if not waiting:
                 return None  # the running run took them all
             try:
@@ -57,7 +57,7 @@ def hand_over(
                 sleep(poll_s)
                 continue
             # the other run ended: run them here (the lock is free; the run takes it)
-            mirror.set_metas({LANE_META + key: None for key in keys})
+            mirror.withdraw_handed_keys(keys)
             return run_here()
     finally:
         mirror.close()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from skuferry import logs
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 
 # The daemon's logger: these events were always the daemon's, and tools match the logger.
 log = logs.get("skuferry.service.daemon")
@@ -44,9 +44,7 @@ class HandedKeys:
         try:
             mirror = Mirror(state_path)
             try:
-                handed = [key for key, _at in mirror.metas(LANE_META)]
-                if handed:
-                    mirror.set_metas({LANE_META + key: None for key in handed})
+                handed = mirror.take_handed_keys()
             finally:
                 mirror.close()
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error or StateError; next tick again

@@ -54,11 +54,11 @@ from skuferry.state.planstore import PlanStore
 from skuferry.state.reads import MirrorLookup, SeenTable
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.state.run_reads import RunReads
-from skuferry.state.runbook import API_CONTACT_META, LANE_META, RunBook
+from skuferry.state.runbook import API_CONTACT_META, RunBook
 from skuferry.state.status_reads import StatusReads
 
 # Callers take the meta names from the mirror, as before its jobs had modules of their own.
-__all__ = ["API_CONTACT_META", "LANE_META", "Mirror"]
+__all__ = ["API_CONTACT_META", "Mirror"]
 
 log = logs.get(__name__)
 

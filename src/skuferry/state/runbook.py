@@ -9,13 +9,14 @@ another process handed to the running run, the paces learnt.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from skuferry.state.statefile import StateFile
 
 API_CONTACT_META = "api.last_contact"  # unix time of the last run the API answered
 LANE_META = "lane."  # meta rows "lane.<key>": keys another process handed to the running run
+# (read and written only by RunBook's handed-keys methods below: the protocol's one home)
 
 
 class RunBook(StateFile):
@@ -91,3 +92,32 @@ class RunBook(StateFile):
             (len(prefix), prefix),
         ).fetchall()
         return [(str(name)[len(prefix) :], str(value)) for name, value in rows]
+
+    # --- keys handed to the run holding the lock (``sync --only`` beside a run) -------
+    # A ``sync --only`` that finds the lock held leaves its keys here; the run holding it
+    # (its urgent lane, or an idle daemon) takes them. These four are the protocol.
+
+    def hand_keys(self, keys: Iterable[str]) -> None:
+        """Queue ``keys`` for the run holding the lock, or the next run."""
+        at = repr(self._clock())
+        self.set_metas({LANE_META + key: at for key in keys})
+
+    def handed_keys(self) -> list[str]:
+        """The keys handed and not taken yet, in key order."""
+        return [key for key, _at in self.metas(LANE_META)]
+
+    def take_handed_keys(self) -> list[str]:
+        """The keys handed, removed in the same transaction: each is taken once."""
+        prefix = len(LANE_META)
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT name FROM meta WHERE substr(name, 1, ?) = ? ORDER BY name",
+                (prefix, LANE_META),
+            ).fetchall()
+            names = [str(name) for (name,) in rows]
+            conn.executemany("DELETE FROM meta WHERE name = ?", [(n,) for n in names])
+        return [name[prefix:] for name in names]
+
+    def withdraw_handed_keys(self, keys: Iterable[str]) -> None:
+        """Take ``keys`` back (the process that handed them runs them itself)."""
+        self.set_metas({LANE_META + key: None for key in keys})

@@ -38,7 +38,6 @@ from skuferry import __version__, logs
 from skuferry.config.raw import digest
 from skuferry.models import RunOptions, RunSummary, State
 from skuferry.sources.base import IncrementalSource, Source
-from skuferry.state.mirror import LANE_META
 
 if TYPE_CHECKING:  # the quick lane imports this module without pydantic
     from skuferry.config.schema import Settings
@@ -76,7 +75,7 @@ class Runs(Metas, Protocol):
 class Pending(Protocol):
     def has_pending(self, states: Iterable[State], *, archiving: str | None = None) -> bool: ...
 
-    def metas(self, prefix: str) -> list[tuple[str, str]]: ...
+    def handed_keys(self) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +140,7 @@ def has_pending_work(mirror: Pending, states: Iterable[State], archiving: str | 
     """Work a run does even on the same source: ``states`` (``pending_states``), an open
     intent, an archive in doubt (``archiving``: the [gone] patch), keys queued for the
     urgent lane. Indexed reads that stop at the first row found."""
-    return mirror.has_pending(states, archiving=archiving) or bool(mirror.metas(LANE_META))
+    return mirror.has_pending(states, archiving=archiving) or bool(mirror.handed_keys())
 
 
 def decide(

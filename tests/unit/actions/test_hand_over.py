@@ -16,7 +16,7 @@ from skuferry.config.load import settings_from_dict
 from skuferry.config.schema import Settings
 from skuferry.models import RunSummary
 from skuferry.state.lock import lock_path
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 
 KEYS = ("A-1", "B-2")
 
@@ -58,7 +58,7 @@ def other_run(settings: Settings) -> Iterator[OtherRun]:
 def queued(settings: Settings) -> list[str]:
     mirror = Mirror(settings.state.path, readonly=True)
     try:
-        return [key for key, _ in mirror.metas(LANE_META)]
+        return mirror.handed_keys()
     finally:
         mirror.close()
 
@@ -75,7 +75,7 @@ def test_the_running_run_takes_the_keys_and_nothing_runs_here(
     def lane_takes_them(_: float) -> None:  # what the running run's urgent lane does
         seen.append(queued(settings))
         mirror = Mirror(settings.state.path)
-        mirror.set_metas({LANE_META + key: None for key in KEYS})
+        mirror.take_handed_keys()
         mirror.close()
 
     assert hand_over(settings, KEYS, never_here, sleep=lane_takes_them) is None

@@ -6,13 +6,12 @@ The clock is a ``FakeClock``: when the daemon looks again is the test's to say.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from skuferry.models import RunOptions, RunSummary
 from skuferry.service.handed_keys import HANDED_POLL_S, HandedKeys
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 from tests.fakes import FakeClock, wait_until
 from tests.unit.service.test_daemon import FakeJob, make_settings, started
 
@@ -23,7 +22,7 @@ def hand(state: Path, *keys: str) -> None:
     """What ``sync --only`` does when a daemon holds the state's lock."""
     mirror = Mirror(state)
     try:
-        mirror.set_metas({LANE_META + key: str(time.time()) for key in keys})
+        mirror.hand_keys(keys)
     finally:
         mirror.close()
 
@@ -31,7 +30,7 @@ def hand(state: Path, *keys: str) -> None:
 def left(state: Path) -> list[str]:
     mirror = Mirror(state)
     try:
-        return [key for key, _at in mirror.metas(LANE_META)]
+        return mirror.handed_keys()
     finally:
         mirror.close()
 

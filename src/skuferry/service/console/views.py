@@ -17,7 +17,7 @@ from skuferry.service import freshness
 from skuferry.service.console.workspace import Workspace
 from skuferry.state import deadletters
 from skuferry.state.deadletters import DeadLetter
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 
 COUNTS = ("created", "updated", "unchanged", "rejected", "failed")
 RECENT_RUNS = 30
@@ -153,7 +153,7 @@ def overview(ws: Workspace, *, wall_clock: float | None = None) -> Overview:
         pending = Pending(
             by_state={s: products.get(s, 0) for s in ("pending", "failed")},
             open_intents=len(mirror.open_intents()),
-            queued=len(mirror.metas(LANE_META)) + ws.waiting(),
+            queued=len(mirror.handed_keys()) + ws.waiting(),
             oldest_change_age_s=fresh.age_s(now),
         )
     finally:

@@ -39,7 +39,7 @@ from typing import Any, cast
 from skuferry import errors, logs
 from skuferry.models import Action, Kind
 from skuferry.remote import priority
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.sync.write.actions import Write
 from skuferry.sync.write.writer import Writer
@@ -329,8 +329,5 @@ class Arrivals:
         now = self._clock()
         if now - self._polled >= POLL_S:
             self._polled = now
-            handed = [key for key, _at in self._mirror.metas(LANE_META)]
-            if handed:
-                self._mirror.set_metas({LANE_META + k: None for k in handed})
-                keys.extend(handed)
+            keys.extend(self._mirror.take_handed_keys())
         return list(dict.fromkeys(keys))

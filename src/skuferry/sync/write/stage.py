@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from skuferry.completeness import Ledger
 from skuferry.models import Action, Kind, Progress, RunSummary
 from skuferry.sources.base import Source
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.sync.map.mapper import Mapper
@@ -221,7 +221,7 @@ def _send(
         if lanes.leftover and lane.inbox is not None:
             lane.inbox.put(lanes.leftover)  # the daemon runs them right after this run
         elif lanes.leftover:  # another process handed them over: back to the state file
-            mirror.set_metas({LANE_META + k: str(time.time()) for k in lanes.leftover})
+            mirror.hand_keys(lanes.leftover)
     return writer
 
 

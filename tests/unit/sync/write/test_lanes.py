@@ -11,7 +11,7 @@ from typing import Any
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product
 from skuferry.remote import priority
-from skuferry.state.mirror import LANE_META, Mirror
+from skuferry.state.mirror import Mirror
 from skuferry.sync.write.lanes import (
     Arrivals,
     Lanes,
@@ -114,12 +114,12 @@ def test_arrivals_take_the_inbox_and_keys_other_processes_left_in_the_state(
     try:
         inbox = UrgentInbox()
         inbox.put(["A", "B"])
-        mirror.set_metas({LANE_META + "C": "1", LANE_META + "A": "1"})
+        mirror.hand_keys(["C", "A"])
         now = [0.0]
         take = Arrivals(mirror, inbox, clock=lambda: now[0])
         assert take() == ["A", "B", "C"]
-        assert mirror.metas(LANE_META) == [], "taken: removed from the state file"
-        mirror.set_metas({LANE_META + "D": "1"})
+        assert mirror.handed_keys() == [], "taken: removed from the state file"
+        mirror.hand_keys(["D"])
         assert take() == [], "the state file is polled at most every POLL_S"
         now[0] = 1.0
         assert take() == ["D"]
