@@ -39,47 +39,34 @@ config_option = click.option(
 )
 
 
-def _fail(message: str, code: int) -> None:
-    click.echo(f"skuferry: {message}", err=True)
-    sys.exit(code)
-
-
 def guarded(fn: F) -> F:
-    """Map every failure to one message and the contract's exit code: the only place that does."""
+    """Map every failure to its message (``service.failures``, the one wording the fleet's
+    lines share) and the contract's exit code, on stderr: the only place that does."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        quiet = bool(kwargs.get("quiet"))
         try:
             return _traced(fn, *args, **kwargs)
-        except errors.LockHeld as exc:
-            if not quiet:
-                click.echo(f"skuferry: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except errors.ConfigError as exc:
-            click.echo("skuferry: the configuration has problems:", err=True)
-            for problem in exc.problems:
-                click.echo(f"  {problem}", err=True)
-            sys.exit(exc.exit_code)
-        except errors.AuthError as exc:
-            _fail(
-                f"the API key was refused ({exc}); check [api] api_key / SKUFERRY_API_KEY",
-                exc.exit_code,
-            )
-        except errors.Unreachable as exc:
-            _fail(f"the API could not be reached: {exc}", exc.exit_code)
-        except errors.SkuferryError as exc:
-            _fail(str(exc), exc.exit_code)
-        except KeyboardInterrupt:
-            _fail("interrupted", errors.EXIT_INTERRUPTED)
-        except Exception as exc:  # noqa: BLE001 - a bug: one masked line (--debug: traceback)
-            hint = "" if _debugging() else " (run with --debug for the traceback)"
-            _fail(
-                f"internal error: {logs.redact_text(f'{type(exc).__name__}: {exc}')}{hint}",
-                errors.EXIT_SOFTWARE,
-            )
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - worded, then exit
+            _fail(exc, quiet=bool(kwargs.get("quiet")))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _fail(exc: BaseException, *, quiet: bool) -> None:
+    from skuferry.service import failures
+
+    said = failures.describe(exc)
+    if isinstance(exc, errors.LockHeld) and quiet:
+        pass  # cron's overlapping run: the exit code (75) says it
+    elif said.details:
+        click.echo(f"skuferry: {said.headline}:", err=True)
+        for detail in said.details:
+            click.echo(f"  {detail}", err=True)
+    else:
+        hint = " (run with --debug for the traceback)" if said.internal and not _debugging() else ""
+        click.echo(f"skuferry: {said.headline}{hint}", err=True)
+    sys.exit(failures.exit_code(exc))
 
 
 def _debugging() -> bool:

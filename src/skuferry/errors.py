@@ -53,6 +53,11 @@ class SkuferryError(Exception):
     exit_code: int = EXIT_UNAVAILABLE
 
 
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code of ``exc``: its own if skuferry raised it on purpose, else 70 (a bug)."""
+    return exc.exit_code if isinstance(exc, SkuferryError) else EXIT_SOFTWARE
+
+
 class ConfigError(SkuferryError):
     """One or more config problems, each already phrased as ``file: at 'a.b': message``."""
 

@@ -30,11 +30,12 @@ from skuferry.config.load import load_settings
 from skuferry.config.schema import DaemonSettings, Settings
 from skuferry.service import hooks_http
 from skuferry.service.daemon import STOP_TIMEOUT_S, Daemon, Job
+from skuferry.service.failures import describe
 from skuferry.service.http_app import Request, Response, Router
 from skuferry.service.http_endpoint import CONTENT_TYPE
 from skuferry.service.http_server import HttpServer, Limits
 from skuferry.service.notify import Notifier
-from skuferry.service.workspaces import Shard, error_text, load_workspace, workspace_files
+from skuferry.service.workspaces import Shard, load_workspace, workspace_files
 
 log = logs.get(__name__)
 
@@ -185,7 +186,7 @@ class Fleet:
                 daemon.start()
         except Exception as exc:  # noqa: BLE001 - named under the workspace, the rest go on
             daemon.release_lock()
-            member.error, member.error_type = error_text(exc), type(exc).__name__
+            member.error, member.error_type = describe(exc).one_line(), type(exc).__name__
             log.error("fleet.workspace.failed", workspace=name, error=member.error)
             return member
         try:
@@ -195,7 +196,7 @@ class Fleet:
                 member.desk = daemon.hook_desk(secret) if secret is not None else None
         except errors.SkuferryError as exc:
             daemon.shutdown()
-            member.error, member.error_type = error_text(exc), type(exc).__name__
+            member.error, member.error_type = describe(exc).one_line(), type(exc).__name__
             log.error("fleet.workspace.failed", workspace=name, error=member.error)
             return member
         if daemon.settings.daemon.listen:

@@ -17,15 +17,10 @@ from skuferry import errors, logs
 from skuferry.config.load import load_settings
 from skuferry.config.schema import Settings
 from skuferry.models import RunOptions
+from skuferry.service.failures import describe, exit_code
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.runner import run_watched
-from skuferry.service.workspaces import (
-    Shard,
-    error_text,
-    exit_code_of,
-    load_workspace,
-    workspace_files,
-)
+from skuferry.service.workspaces import Shard, load_workspace, workspace_files
 
 # The fleet's events keep the logger they were logged under before the fleet's sync had
 # a module of its own: a log query on the logger field finds them as before.
@@ -102,7 +97,7 @@ def sync_all(
         try:
             settings = load_workspace(name, path, load)
         except Exception as exc:  # noqa: BLE001 - named under the workspace, the rest go on
-            result = Result(name, exit_code_of(exc), error=error_text(exc))
+            result = Result(name, exit_code(exc), error=describe(exc).one_line())
         else:
             with structlog.contextvars.bound_contextvars(workspace=name):
                 outcome = run_watched(
@@ -113,7 +108,9 @@ def sync_all(
                 )
             if outcome.exception is not None:
                 failure = outcome.exception
-                result = Result(name, exit_code_of(failure), outcome, error=error_text(failure))
+                result = Result(
+                    name, exit_code(failure), outcome, error=describe(failure).one_line()
+                )
             else:
                 result = Result(name, outcome.exit_code, outcome)
         log.info("fleet.sync.finished", workspace=name, exit_code=result.exit_code)

@@ -37,7 +37,7 @@ from skuferry.errors import (
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_TEMPFAIL,
-    SkuferryError,
+    exit_code_of,
 )
 from skuferry.models import METRIC_LABELS, RunSummary
 from skuferry.service.freshness import Freshness
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 # every `skuferry sync` imports this module for RunOutcome before its first useful work.
 
 log = logs.get(__name__)
-
-EXIT_SOFTWARE = 70  # an unexpected exception (a bug), as sysexits.h names it
 
 RESULTS = ("success", "partial", "failed", "locked", "interrupted")
 TIERS = ("read", "write")
@@ -77,7 +75,7 @@ class RunOutcome:
 
     @classmethod
     def from_error(cls, exc: BaseException, *, duration_s: float, finished_at: float) -> RunOutcome:
-        code = exc.exit_code if isinstance(exc, SkuferryError) else EXIT_SOFTWARE
+        code = exit_code_of(exc)
         message = str(exc) or type(exc).__name__
         return cls(
             code,

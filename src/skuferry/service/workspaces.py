@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from skuferry import errors, logs
+from skuferry import errors
 from skuferry.config.load import load_settings
 from skuferry.config.schema import Settings
 
@@ -80,18 +80,3 @@ def load_workspace(
     labels = {**settings.metrics.labels, "workspace": name}
     metrics = settings.metrics.model_copy(update={"labels": labels})
     return settings.model_copy(update={"metrics": metrics})
-
-
-def error_text(exc: BaseException) -> str:
-    """One line for a workspace's failure, as the CLI edge words the same error."""
-    if isinstance(exc, errors.ConfigError):
-        return "the configuration has problems: " + "; ".join(exc.problems)
-    if isinstance(exc, errors.AuthError):
-        return f"the API key was refused ({exc}); check [api] api_key"
-    if isinstance(exc, errors.SkuferryError):
-        return str(exc)
-    return "internal error: " + logs.redact_text(f"{type(exc).__name__}: {exc}")
-
-
-def exit_code_of(exc: BaseException) -> int:
-    return exc.exit_code if isinstance(exc, errors.SkuferryError) else errors.EXIT_SOFTWARE
