@@ -9,6 +9,7 @@
 - ``RunReads``: what a run asks (rows for the planner, keys, intents, pending work);
 - ``StatusReads``: what a person and the metrics are shown (``status``, ``rejected``);
 - ``RunBook``: the runs opened and closed, and the ``meta`` names;
+- ``HistoryBook``: each product's history of writes (``history``), read and pruned;
 - ``StateFile``: the open file itself, and the one write transaction all of them use.
 
 Mixins rather than parts held by the mirror, so that each write still goes through the
@@ -49,6 +50,7 @@ from pathlib import Path
 
 from skuferry import logs
 from skuferry.state.bulk_marks import BulkMarks
+from skuferry.state.history import HistoryBook
 from skuferry.state.journal import WriteJournal
 from skuferry.state.planstore import PlanStore
 from skuferry.state.reads import MirrorLookup, SeenTable
@@ -63,7 +65,7 @@ __all__ = ["API_CONTACT_META", "Mirror"]
 log = logs.get(__name__)
 
 
-class Mirror(WriteJournal, BulkMarks, RunReads, StatusReads, RunBook):
+class Mirror(WriteJournal, BulkMarks, RunReads, StatusReads, RunBook, HistoryBook):
     """The state file. See the module docstring for the contract of every write."""
 
     def __init__(

@@ -25,12 +25,21 @@ class RunBook(StateFile):
     def walked(self) -> bool:
         return self.get_meta("walked_at") is not None
 
-    def start_run(self) -> int:
+    def start_run(self, *, kind: str | None = None, undoes: int | None = None) -> int:
+        """Open a run (``kind`` "undo": the undo of run ``undoes``); the history's rows this
+        connection writes from now on carry its id."""
         with self._write() as conn:
             cur = conn.execute(
-                "INSERT INTO runs (started_at, status) VALUES (?, 'running')", (self._clock(),)
+                "INSERT INTO runs (started_at, status, kind, undoes) VALUES (?, 'running', ?, ?)",
+                (self._clock(), kind, undoes),
             )
-            return int(cur.lastrowid or 0)
+            self.run_id = int(cur.lastrowid or 0)
+            return self.run_id
+
+    def note_run_token(self, run_id: int, token: str | None) -> None:
+        """The skip token of the source run ``run_id`` read (what an undo refuses again)."""
+        with self._write() as conn:
+            conn.execute("UPDATE runs SET token = ? WHERE id = ?", (token, run_id))
 
     def finish_run(
         self, run_id: int, *, status: str, exit_code: int, summary: dict[str, Any]

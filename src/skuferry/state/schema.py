@@ -310,6 +310,43 @@ def _nfc_lane_keys(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (new, value))
 
 
+def _m8_history(conn: sqlite3.Connection) -> None:
+    # A product's history: one row per write that reached the CMS, was refused or stayed
+    # unknown, recorded in the journal's own transactions (``state.history``); and what a
+    # run is (a sync, or the undo of another run) with the skip token it read, so that an
+    # undone feed is not written again.
+    db = database(conn)
+    history = db.table("history")
+    history.create(
+        {
+            "id": int,
+            "run_id": int,
+            "key": str,
+            "kind": str,  # create | update | restore | archive
+            "at": float,  # when it was journalled, before it went out
+            "outcome": str,  # sent (no answer yet) | ok | refused | failed | unknown
+            "status": int,  # the HTTP status of a refusal or failure
+            "error": str,
+            "remote_id": str,
+            "before": str,  # JSON: each field's value before, as skuferry last sent or read it
+            "after": str,  # JSON: each field's value sent
+            "prior": str,  # JSON: the mirror's row before (state, digest, record digest)
+        },
+        pk="id",
+        not_null={"key", "kind", "at", "outcome"},
+        if_not_exists=True,
+    )
+    history.create_index(["key", "id"], index_name="history_key", if_not_exists=True)
+    history.create_index(["run_id", "key"], index_name="history_run", if_not_exists=True)
+    runs = db.table("runs")
+    if "kind" not in runs.columns_dict:
+        runs.add_column("kind", str)  # NULL: a sync; "undo": the undo of run ``undoes``
+    if "undoes" not in runs.columns_dict:
+        runs.add_column("undoes", int)
+    if "token" not in runs.columns_dict:
+        runs.add_column("token", str)  # the skip token of the source this run read
+
+
 MIGRATIONS: list[Migration] = [
     _m1_initial,
     _m2_rejected_digest,
@@ -318,6 +355,7 @@ MIGRATIONS: list[Migration] = [
     _m5_dead_letters,
     _m6_source_line_digest,
     _m7_nfc_keys,
+    _m8_history,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

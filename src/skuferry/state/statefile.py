@@ -83,6 +83,10 @@ class StateFile:
         self._clock = clock
         self._conn = _open_readonly(self.path) if readonly else schema.open_state(self.path)
         self._db: sqlite_utils.Database | None = None  # made on first use (an import ~50 ms)
+        # The run this connection records for (``RunBook.start_run``): the history's rows
+        # carry it. ``keep_history``: False when ``[state] history_days = 0``.
+        self.run_id: int | None = None
+        self.keep_history = True
 
     @property
     def db(self) -> sqlite_utils.Database:

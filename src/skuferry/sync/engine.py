@@ -22,7 +22,7 @@ import threading
 import time
 from contextlib import ExitStack
 
-from skuferry import errors
+from skuferry import errors, logs
 from skuferry.config.schema import Settings
 from skuferry.models import Kind, Progress, RunOptions, RunSummary
 from skuferry.state.lock import run_lock
@@ -36,6 +36,8 @@ from skuferry.sync.read import stage as read_stage
 from skuferry.sync.write import stage as write_stage
 
 __all__ = ["Adapters", "run_once"]
+
+log = logs.get(__name__)
 
 
 def run_once(
@@ -64,6 +66,7 @@ def run_once(
         clock = {} if adapters.clock is None else {"clock": adapters.clock}
         mirror = Mirror(state_path, readonly=dry_run, **clock)
         stack.callback(mirror.close)
+        mirror.keep_history = settings.state.history_days > 0
         run = RunContext(
             settings,
             options,
@@ -83,8 +86,19 @@ def run_once(
             raise
         summary.duration_s = time.monotonic() - started
         skip.record(mirror, run.run_id, summary)
+        if not dry_run:
+            prune(mirror, settings)
     skip.finished(summary)
     return summary
+
+
+def prune(mirror: Mirror, settings: Settings) -> None:
+    """The history beyond ``[state] history_days`` and ``history_max_rows``, whole runs at a
+    time, after a run ends (a few indexed reads when there is nothing to prune)."""
+    state = settings.state
+    deleted = mirror.prune_history(days=state.history_days, max_rows=state.history_max_rows)
+    if deleted:
+        log.info("state.history.pruned", rows=deleted)
 
 
 def _run(run: RunContext) -> None:

@@ -2,7 +2,8 @@
 
 ``tests/data/state-schema-N.sql`` are ``sqlite3 state.db .dump`` of state files at schema
 version N (1: the first release; 4: before dead letters; 5: today's main before sqlite-utils
-built the schema; 6: before keys were stored in Unicode NFC), each with a few rows. Opened by
+built the schema; 6: before keys were stored in Unicode NFC; 7: before the history of
+writes), each with a few rows. Opened by
 this code, each keeps its rows and ends with the tables, columns and indexes of a fresh file,
 which are those main created.
 """
@@ -28,7 +29,7 @@ from skuferry.state.mirror import Mirror
 from tests.fakes import FakeClock
 
 DATA = Path(__file__).parents[2] / "data"
-RELEASED = (1, 4, 5, 6)
+RELEASED = (1, 4, 5, 6, 7)
 
 
 def fixture_sql(version: int, *, with_version: bool = True) -> str:
@@ -99,10 +100,16 @@ def test_a_fresh_file_has_the_schema_main_created(tmp_path: Path) -> None:
     schema.open_state(fresh).close()
     main = load(tmp_path / "main.db", fixture_sql(5))  # not opened by this code
     built = shape(fresh)
-    # Migration 6 (after version 5) adds the line digest: the rest is what main created.
+    # Migration 6 (after version 5) adds the line digest, migration 8 the history and the
+    # runs' kind, undone run and token: the rest is what main created.
     line_digest = ("source_line_digest", "BLOB", 0, None, 0)
     assert built["products"]["columns"][-1] == line_digest
     built["products"]["columns"].remove(line_digest)
+    run_columns = [("kind", "TEXT", 0, None, 0), ("undoes", "INTEGER", 0, None, 0)]
+    run_columns.append(("token", "TEXT", 0, None, 0))
+    assert built["runs"]["columns"][-3:] == run_columns
+    del built["runs"]["columns"][-3:]
+    assert [i[0] for i in built.pop("history")["indexes"]] == ["history_key", "history_run"]
     assert built == shape(main)
     assert shape(fresh)["runs autoincrement"] is True
     assert set(shape(fresh)) >= {"products", "intents", "runs", "meta", "dead_letters"}
@@ -125,7 +132,7 @@ def test_main_s_file_keeps_its_rows_and_gets_the_line_digest(tmp_path: Path) -> 
     path = released(tmp_path, 5)
     m = Mirror(path, readonly=False)
     try:
-        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 7
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 8
         assert m.known()["SKU-1"] == MirrorRow("SKU-1", State.SYNCED, digest="d1", remote_id="101")
         assert m.payload("SKU-1") == {"name": "Kettle", "price": "19.90", "sku": "SKU-1"}
         assert m.open_intents() == [("SKU-3", "d3")]
@@ -156,6 +163,27 @@ def test_main_s_file_keeps_its_rows_and_gets_the_line_digest(tmp_path: Path) -> 
         ]
     finally:
         conn.close()
+
+
+def test_a_file_from_before_the_history_keeps_its_journal_and_starts_a_history(
+    tmp_path: Path,
+) -> None:
+    path = released(tmp_path, 7)
+    m = Mirror(path, readonly=False)
+    try:
+        assert m.open_intents() == [("SKU-2", "d2")]
+        assert m.history_of("SKU-1") == []
+        assert [(r["id"], r["status"]) for r in m.last_runs()] == [(1, "ok")]
+        run = m.start_run()
+        assert run == 2
+        m.record_created(Product("SKU-2", {"sku": "SKU-2"}, "d2", line=3), "102")
+        m.open_intent(Product("SKU-3", {"sku": "SKU-3"}, "d3", line=4), run_id=run)
+        assert [(e.kind, e.outcome, e.run_id) for e in m.history_of("SKU-3")] == [
+            ("create", "sent", 2)
+        ]
+        assert m.history_of("SKU-2") == []  # journalled before the history: no row to close
+    finally:
+        m.close()
 
 
 def test_a_file_from_before_dead_letters_upgrades_and_records_them(tmp_path: Path) -> None:

@@ -525,6 +525,18 @@ class RunMachine(RuleBasedStateMachine):
     def no_blind_post(self) -> None:
         assert not self.remote.violations, self.remote.violations
 
+    @invariant()
+    def the_history_is_committed_with_the_journal(self) -> None:
+        """A create's history row is open exactly while its intent is (one transaction),
+        whatever broke the run, and a key has at most one open row."""
+        if not self._state("SELECT 1 FROM sqlite_master WHERE name = 'history'"):
+            return
+        intents = {k for (k,) in self._state("SELECT key FROM intents")}
+        sql = "SELECT key, kind FROM history WHERE outcome = 'sent'"
+        open_rows = self._state(sql)
+        assert {k for k, kind in open_rows if kind == "create"} == intents
+        assert len({k for k, _ in open_rows}) == len(open_rows), open_rows
+
 
 RunMachine.TestCase.settings = settings(
     max_examples=EXAMPLES,

@@ -671,6 +671,20 @@ class StateSettings(Strict):
             "config file"
         },
     )
+    history_days: int = Field(
+        30,
+        ge=0,
+        description="How long each product's history of writes is kept (what `skuferry "
+        "explain` tells and `skuferry undo` takes back), in days; older runs are pruned "
+        "whole after each run. `0` keeps no history (and nothing can be undone).",
+    )
+    history_max_rows: int = Field(
+        1_000_000,
+        ge=1000,
+        description="At most this many history rows are kept (one per write): beyond it the "
+        "oldest runs are pruned whole, even inside `history_days`. The newest run is always "
+        "kept whole.",
+    )
 
 
 class SafetySettings(Strict):

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeGuard, Ty
 from skuferry import errors, logs
 from skuferry.lifecycle import archive_in_doubt
 from skuferry.models import Action, Kind, Product, RunSummary, State
+from skuferry.state import history
 from skuferry.state.mirror import Mirror
 from skuferry.sync.write.doubt import Doubts
 from skuferry.sync.write.fields import after_update
@@ -325,7 +326,7 @@ class Create(_ProductWrite[dict[str, Any]]):
         log.debug("sync.created", key=self.key, remote_id=answer["id"])
 
     def not_sent(self) -> None:
-        self.context.mirror.close_intent(self.key)
+        self.context.mirror.close_intent(self.key, outcome=None)  # never went out
 
     def outcome_unknown(self, exc: errors.SkuferryError) -> bool:
         return isinstance(exc, errors.OutcomeUnknown | errors.BadResponse)
@@ -333,7 +334,12 @@ class Create(_ProductWrite[dict[str, Any]]):
     def in_doubt(self, exc: errors.SkuferryError) -> None:
         # The POST may have landed: keep the intent open and resolve it by lookup.
         context = self.context
-        context.mirror.record_failed(self.key, f"outcome unknown: {exc}", product=self.product)
+        context.mirror.record_failed(
+            self.key,
+            f"outcome unknown: {exc}",
+            product=self.product,
+            outcome=history.SENT,  # still open: the lookup tells
+        )
         context.unknown.append(self.product)
         context.doubts.in_doubt(self.key, lost=context.clock())
         log.warning("sync.create.unknown", key=self.key, error=str(exc))
@@ -341,7 +347,11 @@ class Create(_ProductWrite[dict[str, Any]]):
             context.fatal = exc
 
     def not_applied(self, exc: errors.SkuferryError) -> None:
-        self.context.mirror.close_intent(self.key)  # provably not applied: nothing to look up
+        # Provably not applied: nothing to look up (the intent and its history closed at once).
+        status = exc.status if isinstance(exc, errors.HttpError | errors.BadResponse) else None
+        self.context.mirror.close_intent(
+            self.key, outcome=history.FAILED, status=status, error=str(exc)
+        )
         super().not_applied(exc)
 
 
@@ -363,7 +373,13 @@ class Update(_ProductWrite[Outcome]):
             return None
         # Journalled before the PATCH/PUT: an answer lost leaves fields the remote may hold.
         in_flight = context.updater.in_flight(product, sent, restore=self.restore)
-        context.mirror.record_update_sent(self.key, in_flight, patch_digest=self.in_doubt_as())
+        context.mirror.record_update_sent(
+            self.key,
+            in_flight,
+            patch_digest=self.in_doubt_as(),
+            kind=self.action.kind.value,
+            sending=context.updater.sending(product, sent, restore=self.restore),
+        )
         return functools.partial(
             context.updater.update, self.remote_id, product, sent, restore=self.restore
         )
@@ -383,7 +399,13 @@ class Update(_ProductWrite[Outcome]):
         context = self.context
         if outcome.wrote:
             context.updates_confirmed = True
-        context.mirror.record_updated(self.product, self.remote_id, sent=outcome.sent)
+        context.mirror.record_updated(
+            self.product,
+            self.remote_id,
+            sent=outcome.sent,
+            wrote=outcome.wrote,
+            change=outcome.change,
+        )
         context.summary.adopted += outcome.adopted
 
     def count(self, *, wrote: bool) -> None:
@@ -416,7 +438,9 @@ class Update(_ProductWrite[Outcome]):
         self.context.mirror.remember_remote(self.key, {k: remote[k] for k in names if k in remote})
 
     def given_up(self, reason: str) -> None:
-        self.context.mirror.record_failed(self.key, reason, product=self.product)
+        self.context.mirror.record_failed(
+            self.key, reason, product=self.product, outcome=history.UNKNOWN
+        )
 
 
 class Restore(Update):
@@ -441,7 +465,7 @@ class Restore(Update):
 
     def record_refused(self, reason: str, status: int) -> None:
         # Restored (restore table and all) when the data change.
-        self.context.mirror.record_restore_refused(self.product, reason)
+        self.context.mirror.record_restore_refused(self.product, reason, status=status)
 
     def drift(self, reason: str) -> None:
         self.context.mirror.record_unsent(self.key, reason, state=State.ARCHIVED)
@@ -451,7 +475,9 @@ class Restore(Update):
         self.context.mirror.record_unsent(self.key, str(exc), state=State.ARCHIVED)
 
     def given_up(self, reason: str) -> None:
-        self.context.mirror.record_unsent(self.key, reason, state=State.ARCHIVED)
+        self.context.mirror.record_unsent(
+            self.key, reason, state=State.ARCHIVED, outcome=history.UNKNOWN
+        )
 
 
 class Archive(Write[Outcome]):
@@ -475,7 +501,9 @@ class Archive(Write[Outcome]):
                 context.summary.drift += 1
             return None
         # Journalled before the PATCH: an answer lost leaves a product that may be archived.
-        context.mirror.record_archive_sent(self.key, patch_digest=context.gone.archiving or "")
+        context.mirror.record_archive_sent(
+            self.key, patch_digest=context.gone.archiving or "", patch=context.gone.patch
+        )
         return functools.partial(
             context.updater.archive, self.remote_id, context.mirror.payload(self.key)
         )
@@ -503,7 +531,9 @@ class Archive(Write[Outcome]):
     def refused(self, exc: errors.Rejected) -> None:
         reason = f"the [gone] patch was refused: {exc.message or exc}"
         digest = self.context.gone.archiving or ""
-        self.context.mirror.record_archive_refused(self.key, reason, patch_digest=digest)
+        self.context.mirror.record_archive_refused(
+            self.key, reason, patch_digest=digest, status=exc.status
+        )
         self.context.summary.refused(self.key, None, reason)
         log.warning("sync.archive.rejected", key=self.key, status=exc.status, reason=exc.message)
 

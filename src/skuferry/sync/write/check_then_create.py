@@ -29,6 +29,7 @@ from skuferry import errors, logs
 from skuferry.completeness import Ledger, Reader, Verdict
 from skuferry.config.schema import Settings
 from skuferry.models import Action, Kind, Product, Progress, RunSummary
+from skuferry.state import history
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.state.remoteindex import RemoteIndex
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from skuferry.remote.client import RemoteApi  # a type; importing httpx costs ~0.1 s
 
 log = logs.get(__name__)
+
+# A lost create's history outcome when the lookup proved it absent.
+_LOOKED_UP = "its answer was lost, and a lookup showed it never landed"
 
 
 MAX_SECOND_LOOKS = 6  # walks of one second look waiting for the list to show its creates
@@ -165,7 +169,10 @@ def settle(
         elif found or (
             (ledger is None or ledger.may_create_unseen()) and not (doubt and doubt(key))
         ):
-            mirror.close_intent(key)
+            if found:  # several products hold the key: the lost POST may be one of them
+                mirror.close_intent(key, outcome=history.UNKNOWN)
+            else:
+                mirror.close_intent(key, outcome=history.FAILED, error=_LOOKED_UP)
 
 
 class Checked:
@@ -307,7 +314,8 @@ def adopt_or_create(
         if mirror.has_intent(product.key):
             if defer is not None and defer(product):
                 return None
-            mirror.close_intent(product.key)  # looked up: the lost POST never landed
+            # looked up: the lost POST never landed
+            mirror.close_intent(product.key, outcome=history.FAILED, error=_LOOKED_UP)
         return Action(Kind.CREATE, product.key, product, line=product.line)
     if len(matches) > 1:
         ids = [rid for rid, _ in matches]

@@ -37,6 +37,9 @@ class Outcome:
     sent: dict[str, Any]
     wrote: bool
     adopted: bool = False  # nothing was known of the remote's values: they were read
+    # (before, after) of the fields it changed, when it read the product first: the
+    # history's change as found on the wire (else the journal's, from what was last sent)
+    change: tuple[dict[str, Any], dict[str, Any]] | None = None
 
 
 class Updater:
@@ -71,6 +74,14 @@ class Updater:
         if restore:
             names.update(self._policy.restore)
         return names
+
+    def sending(
+        self, product: Product, sent: Mapping[str, Any] | None, *, restore: bool
+    ) -> dict[str, Any]:
+        """The fields ``in_flight`` with the values they go out with (the history's change)."""
+        if sent is not None and self._method == "patch":
+            return self._patch(product, sent, restore=restore)
+        return self.expected(product, sent, restore=restore)
 
     def expected(
         self, product: Product, sent: Mapping[str, Any] | None, *, restore: bool
@@ -113,8 +124,14 @@ class Updater:
         else:
             body = patch
         self._client.update_product(remote_id, body, method=self._method)
+        change = None
+        if remote is not None:
+            change = ({k: remote[k] for k in patch if k in remote}, patch)
         return Outcome(
-            fields.after_update(basis, changed, product.payload), wrote=True, adopted=adopted
+            fields.after_update(basis, changed, product.payload),
+            wrote=True,
+            adopted=adopted,
+            change=change,
         )
 
     def archive(self, remote_id: str, sent: Mapping[str, Any] | None) -> Outcome:
