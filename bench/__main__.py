@@ -57,6 +57,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "watermark": watermark.figure,  # issue 29: each record's change time, read for the window
     "urgent": urgent.figure,  # issue 33: a hook or a new export during a backlog (12 min)
     "console": console.figure,  # issue 32: the operator's page: render time, the daemon's RSS
+    "consolefleet": console.fleet_front,  # issue 40: the front page of 100 workspaces
 }
 
 

@@ -1,4 +1,5 @@
 """What the operator's page costs (issue 32): render time and the daemon's memory.
+With ``--only consolefleet`` (issue 40): the front page of a fleet of 100 workspaces.
 
 1. **render**: a state file with 10,000 refused products and 30 runs; the workspace page
    rendered in this process through the page's WSGI routes (the state read read-only,
@@ -8,11 +9,16 @@
    10,000 rows (a price the mapping cannot read) beside 500 good ones. ``VmRSS`` idle
    after its first run, then after serving the front page and 20 workspace pages
    (plain, filtered, paged), measured 3 s after the last answer as the daemon sits.
+3. **fleet front page**: 100 workspaces, each with its own state file (30 runs, 50
+   refused products, a budget ledger), in every state the page tells apart (failing,
+   stale, running, new, ok); the front page rendered in-process, sorted worst first,
+   with its totals; also filtered by state and by name. Median of 7 renders.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import signal
 import statistics
@@ -22,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -30,6 +37,7 @@ from bench.density import health, mib
 from skuferry.config.schema import Settings
 from skuferry.service.console.app import Console
 from skuferry.service.console.auth import Gate
+from skuferry.service.console.workspace import Workspace
 from skuferry.service.http_app import Request, Router
 from skuferry.state.mirror import Mirror
 
@@ -41,11 +49,11 @@ LIMITS = {"read": 600_000, "write": 600_000}
 class Shop:
     """A workspace view over settings only (the page's ``Workspace``; no daemon here)."""
 
-    name = "shop"
-    board = None
+    board: Any = None
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, name: str = "shop") -> None:
         self.settings = settings
+        self.name = name
 
     def next_run(self) -> str | None:
         return None
@@ -65,7 +73,8 @@ def _seed(path: Path, refused: int, runs: int = 30) -> None:
     try:
         for i in range(runs):
             run = mirror.start_run()
-            summary = {"created": i, "updated": 3 * i, "unchanged": 50_000, "rejected": refused}
+            summary: dict[str, Any] = {"created": i, "updated": 3 * i, "unchanged": 50_000}
+            summary |= {"rejected": refused}
             summary |= {"failed": 0, "requests": {"write": 4 * i}, "duration_s": 20.0 + i}
             mirror.finish_run(run, status="partial", exit_code=1, summary=summary)
         letters = (
@@ -75,6 +84,96 @@ def _seed(path: Path, refused: int, runs: int = 30) -> None:
         mirror.note_refusals(letters, source="catalog.csv", whole=True)
     finally:
         mirror.close()
+
+
+FLEET = 100
+FLEET_STATES = ("failing", "stale", "running", "new", "ok", "ok", "ok", "ok", "ok", "ok")
+
+
+def fleet(folder: Path, n: int = FLEET, *, now: float | None = None) -> list[Workspace]:
+    """``n`` workspaces under ``folder`` (``shop-000``...), in the states of
+    ``FLEET_STATES`` in turn: each a state file with 30 runs (the last as its state asks),
+    50 refused products and a few writes in its budget ledger; ``new`` ones have none."""
+    from skuferry.config.keys import fingerprint
+    from skuferry.remote.budget import Budget
+    from skuferry.state.budgetbook import BudgetBook
+    from skuferry.state.schema import open_state
+
+    now = time.time() if now is None else now
+    shops: list[Workspace] = []
+    for i in range(n):
+        state = FLEET_STATES[i % len(FLEET_STATES)]
+        name = f"shop-{i:03d}"
+        home = folder / name
+        home.mkdir(parents=True, exist_ok=True)
+        s = settings(home, "http://127.0.0.1:9")
+        shops.append(Shop(s, name))
+        if state == "new":
+            continue
+        age = 3 * 86400.0 if state == "stale" else 0.0
+        clock = _Clock(now - age - 30 * 960.0)  # 30 runs a quarter-hour apart, each < 60 s
+        mirror = Mirror(s.state.path, clock=clock)
+        try:
+            for r in range(30):
+                clock.t += 900.0
+                run = mirror.start_run()
+                clock.t += 20.0 + r
+                if state == "running" and r == 29:
+                    break
+                last = r == 29
+                failed = state == "failing" and last
+                summary: dict[str, Any] = {"created": r % 7, "updated": 3 * r, "rejected": 50}
+                summary |= {"unchanged": 5000}
+                summary |= {"failed": 0, "requests": {"write": 4 * r}, "duration_s": 20.0 + r}
+                if failed:
+                    summary |= {"error": "cannot reach the API (ConnectError)"}
+                mirror.finish_run(
+                    run,
+                    status="error" if failed else "partial",
+                    exit_code=3 if failed else 1,
+                    summary=summary,
+                )
+            letters = (
+                (f"{name}-SKU-{j:05d}", "map", f"at 'price': '{j},50' is not a decimal", j + 2)
+                for j in range(50)
+            )
+            mirror.note_refusals(letters, source="catalog.csv", whole=True)
+        finally:
+            mirror.close()
+        keys = [fingerprint(k) for k in s.api_keys]
+        book = BudgetBook(functools.partial(open_state, s.state.path))
+        with Budget.from_settings(s.budget, book, keys=keys) as budget:
+            for _ in range(i % 13):
+                budget.acquire("write")
+    return shops
+
+
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def fleet_front(quick: bool) -> Result:
+    n = FLEET // 4 if quick else FLEET
+    with tempfile.TemporaryDirectory(prefix="skuferry-bench-") as tmp:
+        shops = fleet(Path(tmp), n)
+        router = Console(lambda: shops, Gate(None)).mount(Router())
+        front = _median_ms(router, "/")
+        failing = _median_ms(router, "/", "state=failing")
+        named = _median_ms(router, "/", "q=shop-04")
+    return Result(
+        f"console front page, {n} workspaces",
+        f"{front:.0f} ms (state=failing {failing:.0f} ms, q=shop-04 {named:.0f} ms)",
+        "< 500 ms",
+        front < 500,
+        [
+            "median of 7 renders in-process: one read-only state file and budget ledger "
+            "per workspace, sorted worst first, totals"
+        ],
+    )
 
 
 def _median_ms(router: Router, path: str, query: str = "", times: int = 7) -> float:

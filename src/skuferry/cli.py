@@ -28,6 +28,18 @@ if TYPE_CHECKING:  # the verbs load their machinery lazily: `skuferry --help` st
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+SUMMARY_LIMIT = 300  # a verb's first sentence, never cut
+EPILOG = (
+    f"Exit codes: {errors.EXIT_OK} in step; {errors.EXIT_PARTIAL} some products rejected or "
+    f"failed; {errors.EXIT_USAGE} usage, config or a safety guard (nothing done); "
+    f"{errors.EXIT_UNAVAILABLE} the API or the source unreachable, or the key refused; "
+    f"{errors.EXIT_TEMPFAIL} another run holds the lock, or the ready file never came; "
+    f"{errors.EXIT_INTERRUPTED} stopped by a signal; {errors.EXIT_SOFTWARE} an internal error."
+    "\n\nEach command's options: skuferry COMMAND --help. The documentation: docs/ in the "
+    "source (docs/commands.md; exit codes in docs/operations/exit-codes.md), built as a "
+    "site by python3 dev.py docs."
+)
+
 config_option = click.option(
     "--config",
     "-c",
@@ -93,6 +105,18 @@ class _Verbs(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each verb's first sentence whole, wrapped: click's default cuts it with "..." at
+        45 characters."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=SUMMARY_LIMIT)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         found = super().get_command(ctx, cmd_name)
         if found is None and cmd_name in self.lazy:
@@ -151,7 +175,7 @@ def _accept_log_options(command: click.Command) -> None:
     )
 
 
-@click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.version_option(__version__, prog_name="skuferry")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.option(

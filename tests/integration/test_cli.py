@@ -96,6 +96,21 @@ def test_help_lists_the_commands_and_options(
         assert word in result.stdout
 
 
+def test_help_cuts_no_summary_and_points_to_the_exit_codes_and_the_docs(run_cli: Run) -> None:
+    """Issue 40 item 16: six of nine summaries ended in "..."; no exit codes, no docs."""
+    result = run_cli("--help", env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    commands = out.split("Commands:")[1].split("Exit codes:")[0]
+    assert "..." not in commands and "\u2026" not in commands
+    assert "make one authenticated read against the API." in " ".join(commands.split())
+    said = " ".join(out.split())
+    for code in ("0 in step", "1 some products", "2 usage", "3 the API", "75 another", "130"):
+        assert code in said
+    assert "docs/operations/exit-codes.md" in said and "skuferry COMMAND --help" in said
+
+
 # -- sync: JSON summary and exit codes ---------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ saved there as PNGs (the docs' screenshots are made so).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.integration
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.webdriver.common.by import By  # noqa: E402 - after the skip
+from selenium.webdriver.support.select import Select  # noqa: E402 - after the skip
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -243,3 +245,133 @@ def test_a_post_without_a_session_is_refused_and_changes_nothing(
     assert "console.action.refused" in said
     assert not said & {"console.retry", "daemon.retry.queued", "daemon.targeted.started"}
     assert REFUSED not in remote_counts(sandbox), "nothing was sent"
+
+
+def test_the_page_s_figures_read_as_an_operator_expects(
+    daemon: tuple[str, Sandbox, Path], browser: Any, write_catalog: Callable[..., Path]
+) -> None:
+    """Issue 40 items 1-5, 7-9 as a person sees them in the browser."""
+    url, _sandbox, log = daemon
+    browser.get(url + "/")
+    assert console_errors(browser) == []
+    refresh = browser.find_element(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')
+    assert refresh.get_attribute("content") == "60", "the front page reloads itself (item 4)"
+    assert browser.find_element(By.ID, "rendered").text.startswith("Rendered at ")
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-workspace="shop"]')
+    short = row.find_element(By.CSS_SELECTOR, ".budget-now").text
+    assert re.fullmatch(r"[\d,]+ of [\d,]+ \(\d+ %\)", short), short
+    assert "exit None" not in row.text
+
+    browser.get(url + "/workspaces/shop")
+    budget = browser.find_element(By.CSS_SELECTOR, "#budget .budget-now").text
+    found = re.fullmatch(
+        r"(\d+) writes? in the last minute, of ([\d,]+) allowed \((\d+) %\)", budget
+    )
+    assert found is not None, budget  # item 1: the limiter's window, not a run's pace
+    assert 0 < int(found[1]) <= int(found[2].replace(",", "")) and int(found[3]) <= 100
+    assert short == f"{found[1]} of {found[2]} ({found[3]} %)", "the front page says the same"
+    assert "/min)" not in browser.find_element(By.ID, "budget").text, "a short run: no pace"
+    assert not browser.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]'), "no run"
+    assert browser.find_element(By.ID, "oldest-change").text == "none"  # item 3
+    rows = [
+        r.find_element(By.CSS_SELECTOR, "td").text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#run-table tbody tr")
+    ]
+    labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg.chart text.run-id")]
+    assert labels == list(reversed(rows)) == ["1"], "a bar is matched to its row (item 5)"
+
+    # item 7: a key the source no longer holds, planned as [gone] (action "leave") says
+    write_catalog(catalog_rows(4))
+    box = browser.find_element(By.ID, "plan")
+    box.send_keys("SKU-00005")
+    box.submit()
+    planned = shown(browser, "#planned").text
+    assert "the source no longer holds it" in planned and "marks it gone here" in planned
+
+    # item 8: each of these was a 500 with a traceback in the log
+    for query in (
+        "offset=99999999999999999999",
+        "offset=%C2%B2",
+        "&".join(f"f{i}=1" for i in range(21)),
+    ):
+        answer = httpx.get(f"{url}/workspaces/shop?{query}")
+        assert answer.status_code == 400, query
+    browser.get(url + "/workspaces/shop?offset=%C2%B2")
+    assert "offset must be a whole number" in shown(browser, ".problem").text
+    said = [e.get("event") for e in events(log)]
+    assert said.count("console.query.refused") == 4 and "daemon.http.failed" not in said
+
+    # item 9: ten wrong tokens a minute from one address, then 429 with Retry-After
+    with httpx.Client(base_url=url) as client:
+        codes = []
+        for _ in range(11):
+            form = client.get("/login").text
+            nonce = re.search(r'name="nonce" value="([^"]+)"', form)
+            assert nonce is not None
+            answer = client.post("/login", data={"nonce": nonce[1], "token": "wrong-guess-0000"})
+            codes.append(answer.status_code)
+            assert client.get("/healthz").status_code == 200, "health is never braked"
+        assert codes == [401] * 10 + [429]
+        assert 0 < int(answer.headers["Retry-After"]) <= 60
+    browser.get(url + "/login")
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "token").submit()
+    assert "too many wrong tokens from this address" in shown(browser, ".problem").text
+    assert [e.get("event") for e in events(log)].count("console.login.braked") == 1
+
+
+class _Board:
+    def health(self) -> tuple[int, dict[str, Any]]:
+        return 200, {"status": "ok", "problems": []}
+
+    def liveness(self) -> tuple[int, dict[str, Any]]:
+        return 200, {"status": "alive", "problems": []}
+
+    def metrics_text(self) -> str:
+        return ""
+
+
+@pytest.fixture
+def fleet_page(tmp_path: Path) -> Iterator[str]:
+    """The page over 100 workspaces in every state (``bench.console.fleet``), served as the
+    daemon serves it."""
+    from bench.console import fleet
+
+    from skuferry.service.console.app import Console
+    from skuferry.service.console.auth import Gate
+    from skuferry.service.http_endpoint import routes
+    from skuferry.service.http_server import HttpServer
+
+    shops = fleet(tmp_path / "fleet", 100)
+    app = routes(_Board(), None, Console(lambda: shops, Gate(None)).mount)  # type: ignore[arg-type]
+    server = HttpServer("127.0.0.1:0", app).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def test_a_fleet_s_front_page_in_the_browser(fleet_page: str, browser: Any) -> None:
+    """Issue 40 item 6: failing and stale first, totals, a filter by name and state."""
+    browser.get(fleet_page + "/")
+    assert console_errors(browser) == []
+    assert browser.find_element(By.ID, "totals").text.startswith("100 workspaces:")
+    states = [
+        r.get_attribute("data-state")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#workspaces tbody tr")
+    ]
+    assert len(states) == 100 and states[:20] == ["failing"] * 10 + ["stale"] * 10
+    running = browser.find_element(By.CSS_SELECTOR, 'tr[data-state="running"] td.last').text
+    assert running.startswith("running since ") and "exit" not in running  # item 2
+    screenshot(browser, "console-fleet.png")
+
+    Select(browser.find_element(By.ID, "state")).select_by_value("failing")
+    browser.find_element(By.ID, "q").send_keys("shop-0")
+    browser.find_element(By.ID, "q").submit()
+    wait_until(lambda: "state=failing" in browser.current_url, "the filtered front page")
+    names = [
+        r.get_attribute("data-workspace")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#workspaces tbody tr")
+    ]
+    assert names == [f"shop-0{i}0" for i in range(10)]
+    assert browser.find_element(By.ID, "ws-count").text.startswith("10 of 100 shown")

@@ -26,10 +26,29 @@ if TYPE_CHECKING:  # the quick lane reads the figures without pydantic
     from skuferry.config.schema import Settings
 
 
+UNWRITTEN = "unwritten"  # a run's writes are not all on the remote
+SOURCE_CHANGED = "source changed"  # the source file changed after the last full read
+
+_WHAT = {
+    UNWRITTEN: "a run's writes are not all on the CMS yet: the next run sends them",
+    SOURCE_CHANGED: "the source file changed after the last full read: the next run reads it",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Freshness:
     oldest_unsynced_change: float | None = None  # unix time
     last_full_pull: float | None = None  # unix time the last committed full pull started
+    oldest_kind: str | None = None  # UNWRITTEN or SOURCE_CHANGED: what the oldest change is
+
+    @property
+    def what(self) -> str:
+        """What the oldest change is, as an operator reads it ("none known" when none).
+
+        A source file newer than the last full read is not "unsynced": a hook may
+        already have sent the product it changed; the next full run reads the rest.
+        """
+        return meaning(self.oldest_kind if self.oldest_unsynced_change is not None else None)
 
     def age_s(self, now: float) -> float | None:
         """Seconds the oldest known change has waited for the remote (None: none known)."""
@@ -38,22 +57,29 @@ class Freshness:
         return max(0.0, now - self.oldest_unsynced_change)
 
 
+def meaning(kind: str | None) -> str:
+    """What an oldest change of ``kind`` (``Freshness.oldest_kind``) means; None: none known."""
+    return "none known" if kind is None else _WHAT[kind]
+
+
 def from_metas(metas: incremental.Metas, source_file: Path | None) -> Freshness:
     """The figures from the mirror's meta table and the source file's mtime."""
-    known: list[float] = []
+    known: list[tuple[float, str]] = []
     unsynced = _float(metas.get_meta(incremental.UNSYNCED_SINCE))
     if unsynced is not None:
-        known.append(unsynced)
+        known.append((unsynced, UNWRITTEN))
     if source_file is not None:
         watermark = metas.get_meta(incremental.WATERMARK)
         last_pull = datetime.fromisoformat(watermark).timestamp() if watermark else None
         with contextlib.suppress(OSError):  # a missing file is the next run's problem
             mtime = source_file.stat().st_mtime
             if last_pull is None or mtime > last_pull:
-                known.append(mtime)
+                known.append((mtime, SOURCE_CHANGED))
+    oldest = min(known) if known else None
     return Freshness(
-        oldest_unsynced_change=min(known) if known else None,
+        oldest_unsynced_change=oldest[0] if oldest else None,
         last_full_pull=_float(metas.get_meta(incremental.LAST_FULL)),
+        oldest_kind=oldest[1] if oldest else None,
     )
 
 

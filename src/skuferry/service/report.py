@@ -204,6 +204,7 @@ def _freshness(settings: Settings, mirror: Any) -> dict[str, Any]:
     return {
         "oldest_unsynced_change": fresh.oldest_unsynced_change,
         "oldest_unsynced_change_age_s": round(age, 1) if age is not None else None,
+        "oldest_unsynced_change_kind": fresh.oldest_kind,
         "last_full_pull": fresh.last_full_pull,
     }
 
@@ -235,10 +236,13 @@ def print_status(data: dict[str, Any]) -> None:
         console.print(f"daemon: not running{when} (was {daemon['schedule']})")
     fresh = data.get("freshness") or {}
     if fresh.get("oldest_unsynced_change") is not None:
+        from skuferry.service import freshness
+
         console.print(
-            f"oldest source change not yet on the remote: "
+            f"oldest change the CMS may not have yet: "
             f"{_when(fresh['oldest_unsynced_change'])} "
-            f"({fresh['oldest_unsynced_change_age_s']:,.0f} s ago)"
+            f"({fresh['oldest_unsynced_change_age_s']:,.0f} s ago; "
+            f"{freshness.meaning(fresh.get('oldest_unsynced_change_kind'))})"
         )
     if fresh.get("last_full_pull") is not None:
         console.print(f"last full pull: {_when(fresh['last_full_pull'])}")
@@ -255,9 +259,9 @@ def print_status(data: dict[str, Any]) -> None:
             f"open write intents (looked up before any re-send): {len(data['open_intents'])}"
         )
     _print_dead_letters(console, data.get("dead_letters") or {})
-    runs = Table(title="last runs", box=None)
+    runs = Table(title="last runs", box=None, collapse_padding=True, pad_edge=False)
     for col in ("id", "started", "status", "exit", "created", "updated", "rejected", "failed", "s"):
-        runs.add_column(col)
+        runs.add_column(col, no_wrap=col in ("started", "status"))  # a date on one line
     for r in data["runs"]:
         s = r.get("summary") or {}
         if isinstance(s, str):

@@ -27,7 +27,7 @@ from skuferry.state import schema
 from skuferry.state.transaction import transaction
 
 
-def _open_readonly(path: Path) -> sqlite3.Connection:
+def open_readonly(path: Path) -> sqlite3.Connection:
     """The state file, read-only and unmigrated; an empty in-memory schema when it is missing.
 
     An older file is copied into memory and migrated there, so a dry run after an
@@ -81,7 +81,7 @@ class StateFile:
         self.path = Path(path)
         self.readonly = readonly
         self._clock = clock
-        self._conn = _open_readonly(self.path) if readonly else schema.open_state(self.path)
+        self._conn = open_readonly(self.path) if readonly else schema.open_state(self.path)
         self._db: sqlite_utils.Database | None = None  # made on first use (an import ~50 ms)
         # The run this connection records for (``RunBook.start_run``): the history's rows
         # carry it. ``keep_history``: False when ``[state] history_days = 0``.

@@ -3,6 +3,7 @@ the refused products' filter, the runs' chart, one product's planned change."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -147,16 +148,90 @@ def test_front_page_lists_each_workspace_with_its_last_run_and_a_link(settings: 
     ]
     assert app_mod.when(1795744800) in row  # next run, 2026-11-27T02:00:00Z in local time
     assert '<td class="n pending">2</td>' in row  # the keys waiting in memory
-    assert "9 writes at 120/min of " in row
+    assert "0 writes in the last minute, of 60 allowed (0 %)" in row
+    assert "last run: 9 writes in 4.5 s" in row and "/min)" not in row, "no pace of 4.5 s"
     assert "no run yet" in html.split('data-workspace="other"')[1]
 
 
-def test_budget_is_the_last_run_s_pace_against_the_cap(settings: Settings) -> None:
-    o = views.overview(FakeWorkspace(settings), wall_clock=0)
-    assert o.budget.writes == 9 and o.budget.per_minute == pytest.approx(9 * 60 / 4.5)
-    assert o.budget.cap_per_minute == settings.budget.write_per_minute
-    assert o.budget.percent == round(100 * 120 / settings.budget.write_per_minute)
+def spend_writes(settings: Settings, n: int) -> None:
+    """``n`` writes charged to the workspace's budget ledger, as a run's client charges them."""
+    import functools
+
+    from skuferry.config.keys import fingerprint
+    from skuferry.remote.budget import Budget
+    from skuferry.state.budgetbook import BudgetBook
+    from skuferry.state.schema import open_state
+
+    book = BudgetBook(functools.partial(open_state, settings.state.path))
+    keys = [fingerprint(k) for k in settings.api_keys]
+    with Budget.from_settings(settings.budget, book, keys=keys) as budget:
+        for _ in range(n):
+            budget.acquire("write")
+
+
+def test_budget_is_the_limiter_s_window_against_the_cap_not_a_short_run_s_pace(
+    settings: Settings,
+) -> None:
+    """Issue 40 item 1: a run of 9 writes in 4.5 s is not "120/min of 60/min (200 %)"."""
+    o = views.overview(FakeWorkspace(settings))
+    assert (o.budget.used, o.budget.allowance) == (0, 60)
+    assert o.budget.run_per_minute is None, "4.5 s is no span for a per-minute pace"
+    spend_writes(settings, 1)
+    o = views.overview(FakeWorkspace(settings))
+    assert o.budget.now_words == "1 write in the last minute, of 60 allowed (2 %)"
+    spend_writes(settings, 29)
+    o = views.overview(FakeWorkspace(settings))
+    assert (o.budget.used, o.budget.percent) == (30, 50)
+    assert o.budget.run_words == "last run: 9 writes in 4.5 s"
+    long_run = views.Budget("window", 60.0, run_writes=90, run_duration_s=180.0)
+    assert long_run.run_words == "last run: 90 writes (30/min)"
     assert o.last_good is not None and o.last_good.id == 4
+    bucket = make_settings(settings.state.path.parent, budget={"limiter": "bucket"})
+    spend_writes(bucket, 10)
+    words = views.overview(FakeWorkspace(bucket)).budget.now_words
+    assert (
+        words.startswith("10 writes spent of a 59-write bucket") and "refilled at 60/min" in words
+    )
+
+
+def test_a_run_in_flight_reads_running_since_and_the_page_reloads_itself(
+    settings: Settings,
+) -> None:
+    """Issue 40 items 2 and 4: no "running (exit None)"; a meta refresh, no script."""
+    app = app_of(FakeWorkspace(settings), token=None)
+    html = text(get(app, "/workspaces/shop"))
+    assert '<meta http-equiv="refresh"' not in html, "no run in flight: the page stays still"
+    assert "Rendered at " in html
+    front = text(get(app, "/"))
+    assert f'<meta http-equiv="refresh" content="{app_mod.REFRESH_INDEX_S}">' in front
+    mirror = Mirror(settings.state.path)
+    try:
+        mirror.start_run()
+    finally:
+        mirror.close()
+    html = text(get(app, "/workspaces/shop"))
+    last = html.split('id="last-run">')[1].split("</dd>")[0]
+    assert "running</span> since " in last and "exit None" not in html
+    assert f'<meta http-equiv="refresh" content="{app_mod.REFRESH_RUNNING_S}">' in html
+    assert "reloads itself every 10 s" in html
+    row = text(get(app, "/")).split('data-workspace="shop"')[1].split("</tr>")[0]
+    assert "running</span> since " in row and "exit None" not in row
+
+
+def test_the_oldest_change_says_none_or_what_it_is(settings: Settings, tmp_path: Path) -> None:
+    """Issue 40 item 3: "never" was "none"; a file newer than the last read is said so."""
+    from skuferry.sync.read import incremental
+
+    app = app_of(FakeWorkspace(settings), token=None)
+    cell = text(get(app, "/workspaces/shop")).split('id="oldest-change">')[1].split("</td>")[0]
+    assert cell == "none"
+    mirror = Mirror(settings.state.path)
+    try:
+        mirror.set_meta(incremental.UNSYNCED_SINCE, "1000")
+    finally:
+        mirror.close()
+    cell = text(get(app, "/workspaces/shop")).split('id="oldest-change">')[1].split("</td>")[0]
+    assert "ago" in cell and "writes are not all on the CMS yet" in cell
 
 
 def test_every_page_sends_the_csp_and_no_script(settings: Settings) -> None:
@@ -357,7 +432,7 @@ def test_one_product_s_planned_change_is_computed_on_request(tmp_path: Path) -> 
     assert "create it on the CMS" in planned and "<td>price</td>" in planned and "1.50" in planned
     assert "refused" in text(get(app, "/workspaces/shop?plan=B-2")).split('id="planned"')[1]
     missing = text(get(app, "/workspaces/shop?plan=NOPE")).split('id="planned"')[1]
-    assert "does not hold this key" in missing
+    assert "neither the source nor the state knows this key" in missing
     before = s.state.path.stat().st_mtime_ns
     assert s.state.path.stat().st_mtime_ns == before
 
@@ -422,3 +497,208 @@ def test_a_console_token_file_every_user_may_read_is_refused(tmp_path: Path) -> 
     assert any("at 'daemon.console_token_file'" in p and "chmod 600" in p for p in found)
     token_file.chmod(0o600)
     assert not any("console_token" in p for p in security.problems(s))
+
+
+def test_the_chart_labels_its_runs_as_the_table_numbers_them(settings: Settings) -> None:
+    """Issue 40 item 5: a bar is matched to a row by its run id under it."""
+    ns = "{http://www.w3.org/2000/svg}"
+    runs = views.recent_runs(FakeWorkspace(settings))
+    svg = ET.fromstring(chart.runs_svg(runs))  # noqa: S314 - our own output
+    labels = [t.text for t in svg.iter(f"{ns}text") if t.get("class") == "run-id"]
+    assert labels == ["1", "2", "3", "4"], "oldest on the left, as the bars"
+    bars = {b.findtext(f"{ns}title"): b for b in svg.iter(f"{ns}rect")}
+    label_x = {t.text: float(t.get("x", "0")) for t in svg.iter(f"{ns}text") if t.text in labels}
+    bar = bars["run 3: 3 rejected, 3.5 s"]
+    assert (
+        float(bar.get("x", "0"))
+        < label_x["3"]
+        < float(bar.get("x", "0")) + float(bar.get("width", "0"))
+    ), "the label stands under its own bar"
+    many = [
+        views.Run(
+            1000 + i,
+            1.0e9 + i,
+            1.0e9 + i + 1,
+            "ok",
+            0,
+            dict.fromkeys(views.COUNTS, 1),
+            1.0,
+            1,
+            None,
+        )
+        for i in range(views.RECENT_RUNS)
+    ]
+    crowded = ET.fromstring(chart.runs_svg(list(reversed(many))))  # noqa: S314 - our own output
+    xs = [float(t.get("x", "0")) for t in crowded.iter(f"{ns}text") if t.get("class") == "run-id"]
+    assert (
+        1 < len(xs) < views.RECENT_RUNS and min(b - a for a, b in itertools.pairwise(xs)) > 4 * 6.5
+    )
+    newest = [t.text for t in crowded.iter(f"{ns}text") if t.get("class") == "run-id"][-1]
+    assert newest == str(1000 + views.RECENT_RUNS - 1), "the newest run always has its label"
+
+
+def test_a_key_the_source_no_longer_holds_is_planned_as_the_gone_policy_says(
+    tmp_path: Path,
+) -> None:
+    """Issue 40 item 7: not "nothing", but what [gone] will do with it."""
+    from skuferry import canonical
+    from skuferry.models import Product
+
+    (tmp_path / "products.csv").write_text("sku,name,stock\nA-1,Alpha,5\n")
+    mapping = {"key": "sku", "fields": {"sku": "sku", "name": "name", "stock": "stock"}}
+    payload = {"sku": "OLD-1", "name": "Old", "stock": "7"}
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        mirror.record_created(Product("OLD-1", payload, canonical.digest(payload), 2), "p_1")
+    finally:
+        mirror.close()
+
+    def planned(**extra: Any) -> str:
+        s = make_settings(tmp_path, mapping=mapping, **extra)
+        html = text(get(app_of(FakeWorkspace(s), token=None), "/workspaces/shop?plan=OLD-1"))
+        return html.split('id="planned"')[1].split("</div>")[0]
+
+    leave = planned()
+    assert "action = &#34;leave&#34;" in leave and "marks it gone here" in leave
+    archive = planned(gone={"action": "patch", "patch": {"status": "archived", "stock": 0}})
+    assert "archive it" in archive and "sends it the patch once" in archive
+    assert "<td>stock</td><td><code>&#34;7&#34;</code></td><td><code>0</code></td>" in archive
+    assert "<td>status</td><td><code>—</code></td>" in archive
+    nobody = text(
+        get(
+            app_of(FakeWorkspace(make_settings(tmp_path, mapping=mapping)), None),
+            "/workspaces/shop?plan=NOPE",
+        )
+    )
+    assert "neither the source nor the state knows this key" in nobody
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("offset=99999999999999999999", "offset must be a whole number"),  # >= 2**63
+        ("offset=%C2%B2", "offset must be a whole number"),  # "²": isdigit() yet not int()
+        ("&".join(f"f{i}=1" for i in range(21)), "too many query fields (at most 20)"),
+    ],
+)
+def test_a_query_the_page_cannot_answer_is_a_400_with_one_event(
+    settings: Settings, query: str, words: str
+) -> None:
+    """Issue 40 item 8: these were 500s with a traceback in the log."""
+    app = app_of(FakeWorkspace(settings), token=None)
+    paths = ["/workspaces/shop"] + (["/"] if "offset" not in query else [])
+    for path in paths:
+        with capture_logs() as logged:
+            answer = get(app, f"{path}?{query}")
+        assert answer.status == 400, path
+        assert words in text(answer) and "Traceback" not in text(answer)
+        assert [e["event"] for e in logged if e["log_level"] in ("warning", "error")] == [
+            "console.query.refused"
+        ]
+        script = get(app, f"{path}?{query}", accept="application/json")
+        assert script.status == 400 and words in script.body.decode()
+    assert get(app, "/workspaces/shop?offset=1000000000").status == 200, "the largest is fine"
+
+
+def test_wrong_tokens_from_one_address_are_braked_without_locking_out_others() -> None:
+    """Issue 40 item 9: ten wrong tokens a minute from one address, then 429 + Retry-After."""
+    now = [1000.0]
+    brake = auth.Brake(clock=lambda: now[0])
+    for i in range(auth.BRAKE_FAILURES):
+        assert brake.wait_s("10.0.0.9") == 0
+        assert brake.failed("10.0.0.9") is (i == auth.BRAKE_FAILURES - 1)
+        now[0] += 1
+    assert brake.wait_s("10.0.0.9") == 50, "until the first failure is a minute old"
+    assert brake.wait_s("127.0.0.1") == 0, "another address is not slowed"
+    now[0] += 50
+    assert brake.wait_s("10.0.0.9") == 0, "a minute at the worst"
+    brake.failed("10.0.0.9")
+    assert brake.wait_s("10.0.0.9") > 0, "one more failure within the minute: waits again"
+    brake.passed("10.0.0.9")
+    assert brake.wait_s("10.0.0.9") == 0
+    small = auth.Brake(peers=3, clock=lambda: now[0])
+    for peer in ("a", "b", "c", "d"):
+        small.failed(peer)
+    assert len(small._seen) == 3, "the table of addresses is bounded"
+
+
+def test_sign_in_answers_429_after_ten_wrong_tokens_and_health_is_untouched(
+    settings: Settings,
+) -> None:
+    from skuferry.service.http_endpoint import routes
+
+    ws = FakeWorkspace(settings)
+    console = Console(lambda: [ws], Gate(TOKEN.encode()))
+
+    class Board:
+        def health(self) -> tuple[int, dict[str, Any]]:
+            return 200, {"status": "ok", "problems": []}
+
+        def liveness(self) -> tuple[int, dict[str, Any]]:
+            return 200, {"status": "alive", "problems": []}
+
+        def metrics_text(self) -> str:
+            return ""
+
+    app = routes(Board(), None, console.mount)  # type: ignore[arg-type]
+
+    def attempt(token: str, peer: str = "192.0.2.7") -> Response:
+        form = app.answer(Request("GET", "/login", "", {}, b"", peer=peer))
+        nonce = re.search(r'name="nonce" value="([^"]+)"', text(form))
+        assert nonce is not None
+        cookie = header(form, "Set-Cookie")[0].split(";")[0]
+        body = urlencode({"nonce": nonce[1], "token": token}).encode()
+        hdrs = {"cookie": cookie, "content-type": "application/x-www-form-urlencoded"}
+        return app.answer(Request("POST", "/login", "", hdrs, body, peer=peer))
+
+    with capture_logs() as logged:
+        codes = [attempt("wrong-token-123456").status for _ in range(12)]
+    assert codes == [401] * 10 + [429] * 2
+    braked = attempt(TOKEN)
+    assert braked.status == 429, "not even the right token is tried while braked"
+    assert 0 < int(header(braked, "Retry-After")[0]) <= 60
+    assert [e["event"] for e in logged].count("console.login.braked") == 1
+    assert attempt(TOKEN, peer="198.51.100.1").status == 303, "the operator elsewhere signs in"
+    health = app.answer(Request("GET", "/healthz", "", {}, b"", peer="192.0.2.7"))
+    assert health.status == 200, "/healthz is never braked"
+
+
+def test_a_fleet_s_front_page_puts_failing_and_stale_first_with_totals_and_a_filter(
+    tmp_path: Path,
+) -> None:
+    """Issue 40 item 6 (``python -m bench --only consolefleet`` times it for 100)."""
+    from bench.console import FLEET_STATES, fleet
+
+    shops = fleet(tmp_path, 20)
+    app = Console(lambda: list(reversed(shops)), Gate(None)).mount(Router())
+
+    def rows(query: str = "") -> list[tuple[str, str]]:
+        html = text(get(app, f"/?{query}"))
+        return re.findall(r'<tr data-workspace="([^"]+)" data-state="(\w+)">', html)
+
+    listed = rows()
+    assert len(listed) == 20
+    order = [state for _name, state in listed]
+    assert order == sorted(order, key=views.STATES.index), "the worst first"
+    assert order[:4] == ["failing", "failing", "stale", "stale"]
+    assert [n for n, s in listed if s == "ok"] == sorted(n for n, s in listed if s == "ok")
+    want = {s: FLEET_STATES[:10].count(s) * 2 for s in views.STATES}
+    totals = text(get(app, "/")).split('id="totals"')[1].split("</section>")[0]
+    assert "<strong>20 workspaces:</strong>" in totals
+    for state, n in want.items():
+        assert f">{n} {state}</a>" in totals
+    assert "900 refused products waiting" in totals  # 18 with a state file, 50 each
+    assert rows("state=failing") == [("shop-000", "failing"), ("shop-010", "failing")]
+    assert rows("q=SHOP-01") == sorted(
+        [(n, s) for n, s in listed if n.startswith("shop-01")],
+        key=lambda r: (views.STATES.index(r[1]), r[0]),
+    ), "by name, any case"
+    assert rows("q=shop-01&state=ok") == [
+        (n, "ok") for n in ("shop-014", "shop-015", "shop-016", "shop-017", "shop-018", "shop-019")
+    ]
+    assert "no workspace matches" in text(get(app, "/?q=nope"))
+    assert rows("state=bogus") == listed, "an unknown state is no filter"
+    single = text(get(app_of(FakeWorkspace(shops[5].settings)), "/"))
+    assert 'id="totals"' not in single and 'id="ws-filter"' not in single, (
+        "one workspace: a plain list"
+    )

@@ -53,6 +53,10 @@ SECURITY_HEADERS = (
 )
 MAX_KEYS = 1000  # per retry form
 MAX_FILTER_CHARS = 200
+MAX_QUERY_FIELDS = 20  # a page's query has a handful; more is refused (400)
+MAX_OFFSET = 1_000_000_000  # far past any list of refused products, well inside SQLite's int
+REFRESH_INDEX_S = 60  # the front page reloads itself this often (no script)
+REFRESH_RUNNING_S = 10  # ... and a workspace's page while a run is in flight
 
 Workspaces = Callable[[], Sequence[Workspace]]
 
@@ -73,6 +77,10 @@ class Viewer:
         return self.session.csrf if self.session is not None else ""
 
 
+class BadQueryError(ValueError):
+    """A query the page cannot answer: refused with 400 and these words."""
+
+
 class Console:
     """The page's routes over ``workspaces`` (called per request: the list may change)."""
 
@@ -85,6 +93,7 @@ class Console:
     ) -> None:
         self._workspaces = workspaces
         self._gate = gate
+        self._brake = auth.Brake()
         self._wall_clock = wall_clock
         self._env = jinja2.Environment(
             loader=jinja2.PackageLoader("skuferry.service.console", "templates"),
@@ -118,10 +127,34 @@ class Console:
     # -- pages ------------------------------------------------------------------------
 
     def index(self, request: Request) -> Response:
+        try:
+            query = _query(request.query)
+        except BadQueryError as exc:
+            return self._bad_query(request, exc)
         viewer = self._viewer(request)
         now = self._wall_clock()
-        rows = [views.overview(ws, wall_clock=now) for ws in self._workspaces()]
-        return self._page("index.html", viewer, overviews=rows, title="skuferry")
+        rows = sorted(
+            (views.overview(ws, wall_clock=now) for ws in self._workspaces()),
+            key=lambda o: o.rank,
+        )
+        text = _one(query, "q")[:MAX_FILTER_CHARS].strip()
+        state = _one(query, "state")
+        state = state if state in views.STATES else ""
+        shown = [
+            o
+            for o in rows
+            if text.casefold() in o.name.casefold() and (not state or o.state == state)
+        ]
+        return self._page(
+            "index.html",
+            viewer,
+            overviews=shown,
+            totals=views.Totals.of(rows),
+            states=views.STATES,
+            here={"q": text, "state": state},
+            title="skuferry",
+            refresh=REFRESH_INDEX_S,
+        )
 
     def workspace(self, request: Request) -> Response:
         ws = self._find(request.params["name"])
@@ -129,12 +162,15 @@ class Console:
             return self._message(
                 request, 404, "No such workspace", "This process serves none by that name."
             )
+        try:
+            query = _query(request.query)
+            offset = _offset(_one(query, "offset"))
+        except BadQueryError as exc:
+            return self._bad_query(request, exc)
         viewer = self._viewer(request)
-        query = parse_qs(request.query, max_num_fields=20)
         text = _one(query, "q")[:MAX_FILTER_CHARS]
         stage = _one(query, "stage")
         stage = stage if stage in STAGES else ""
-        offset = max(0, _int(_one(query, "offset")))
         want = _one(query, "plan").strip()
         plan: planned.Planned | None = None
         plan_problem = ""
@@ -146,11 +182,13 @@ class Console:
             except SkuferryError as exc:
                 plan_problem = f"the source could not be read: {exc}"
         runs = views.recent_runs(ws)
+        head = views.overview(ws, wall_clock=self._wall_clock())
         return self._page(
             "workspace.html",
             viewer,
             title=f"{ws.name} · skuferry",
-            ws=views.overview(ws, wall_clock=self._wall_clock()),
+            ws=head,
+            refresh=REFRESH_RUNNING_S if head.state == "running" and not want else None,
             refused=views.refused(ws, text=text, stage=stage, offset=offset),
             stages=STAGES,
             runs=runs,
@@ -191,6 +229,14 @@ class Console:
     def login(self, request: Request) -> Response:
         if not self._gate.enabled:
             return self._refuse(request, 403, "sign-in is off: no console token is configured")
+        wait = self._brake.wait_s(request.peer)
+        if wait:
+            refused = self._refuse(
+                request,
+                429,
+                f"too many wrong tokens from this address: try again in {wait} s",
+            )
+            return _with_headers(refused, ("Retry-After", str(wait)))
         form = _form(request)
         nonce = _cookies(request).get(auth.LOGIN_COOKIE, "")
         given = _one(form, "nonce")
@@ -199,7 +245,15 @@ class Console:
             return self.login_form(request, status=403, problem="The form expired; sign in again.")
         if not self._gate.token_matches(_one(form, "token")):
             log.warning("console.login.refused", peer=request.peer, why="wrong token")
+            if self._brake.failed(request.peer):
+                log.warning(
+                    "console.login.braked",
+                    peer=request.peer,
+                    failures=auth.BRAKE_FAILURES,
+                    window_s=auth.BRAKE_WINDOW_S,
+                )
             return self.login_form(request, status=401, problem="That is not the console token.")
+        self._brake.passed(request.peer)
         session_id, _session = self._gate.open()
         log.info("console.login", peer=request.peer)
         return Response(
@@ -303,6 +357,10 @@ class Console:
             )
         return None
 
+    def _bad_query(self, request: Request, exc: BadQueryError) -> Response:
+        log.warning("console.query.refused", path=request.path, peer=request.peer, why=str(exc))
+        return self._refuse(request, 400, str(exc))
+
     def _refuse(self, request: Request, status: int, why: str) -> Response:
         if _is_script(request):
             return _with_headers(Response.json(status, {"error": why}), *SECURITY_HEADERS)
@@ -319,10 +377,20 @@ class Console:
         )
 
     def _page(
-        self, template: str, viewer: Viewer, *, status: int = 200, **context: Any
+        self,
+        template: str,
+        viewer: Viewer,
+        *,
+        status: int = 200,
+        refresh: int | None = None,
+        **context: Any,
     ) -> Response:
         body = self._env.get_template(template).render(
-            viewer=viewer, actions=self._gate.enabled, **context
+            viewer=viewer,
+            actions=self._gate.enabled,
+            refresh=refresh,
+            rendered_at=when(self._wall_clock()),
+            **context,
         )
         return Response(status, body.encode(), HTML, SECURITY_HEADERS)
 
@@ -380,8 +448,22 @@ def _one(values: dict[str, list[str]], name: str) -> str:
     return found[0] if found else ""
 
 
-def _int(text: str) -> int:
-    return int(text) if text.isdigit() else 0
+def _query(text: str) -> dict[str, list[str]]:
+    """A page's query string. Raises ``BadQueryError`` past ``MAX_QUERY_FIELDS`` fields."""
+    try:
+        return parse_qs(text, max_num_fields=MAX_QUERY_FIELDS)
+    except ValueError:  # parse_qs: "Max number of fields exceeded"
+        raise BadQueryError(f"too many query fields (at most {MAX_QUERY_FIELDS})") from None
+
+
+def _offset(text: str) -> int:
+    """``offset=``: 0 to ``MAX_OFFSET`` in ASCII digits (``str.isdigit`` alone takes ``²``,
+    which ``int`` refuses). Raises ``BadQueryError``."""
+    if not text:
+        return 0
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_OFFSET:
+        raise BadQueryError(f"offset must be a whole number from 0 to {MAX_OFFSET:,}")
+    return int(text)
 
 
 def _form(request: Request) -> dict[str, list[str]]:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -30,6 +32,9 @@ LOGIN_COOKIE = "skuferry_login"  # the sign-in form's own CSRF token (double sub
 SESSION_TTL_S = 12 * 3600
 MAX_SESSIONS = 256  # past it, the session closest to expiring makes room
 MIN_TOKEN_CHARS = 16
+BRAKE_FAILURES = 10  # wrong tokens from one address in BRAKE_WINDOW_S before it must wait
+BRAKE_WINDOW_S = 60.0
+BRAKE_PEERS = 4096  # addresses remembered at most (the oldest forgotten first)
 
 
 def load_token(settings: DaemonSettings, env: Mapping[str, str] | None = None) -> bytes | None:
@@ -127,6 +132,71 @@ class Gate:
         now = self._clock()
         for key in [k for k, s in self._sessions.items() if s.expires_at <= now]:
             del self._sessions[key]
+
+
+class Brake:
+    """A brake on guessing the token: failed sign-ins counted per address.
+
+    After ``failures`` wrong tokens from one address within ``window_s``, that address
+    waits (``429`` with ``Retry-After``) until the oldest of them is ``window_s`` old: ten
+    guesses a minute at most, and the operator, who types the right token from there, waits
+    a minute at the worst. Other addresses, and every other route (``/healthz`` included),
+    are never slowed. A right token clears the address's count. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        failures: int = BRAKE_FAILURES,
+        window_s: float = BRAKE_WINDOW_S,
+        peers: int = BRAKE_PEERS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._failures = failures
+        self._window_s = window_s
+        self._peers = peers
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[str, deque[float]] = {}  # address -> its failures' times, oldest first
+
+    def wait_s(self, peer: str) -> int:
+        """Whole seconds ``peer`` must wait before its next try (0: it may try now)."""
+        with self._lock:
+            times = self._recent(peer)
+            if len(times) < self._failures:
+                return 0
+            return max(1, math.ceil(times[0] + self._window_s - self._clock()))
+
+    def failed(self, peer: str) -> bool:
+        """Count a wrong token from ``peer``; True when this one puts the brake on."""
+        with self._lock:
+            times = self._recent(peer)
+            if peer not in self._seen and len(self._seen) >= self._peers:
+                self._forget_one()
+            times.append(self._clock())
+            self._seen[peer] = times
+            return len(times) == self._failures
+
+    def passed(self, peer: str) -> None:
+        """The right token from ``peer``: its count starts again."""
+        with self._lock:
+            self._seen.pop(peer, None)
+
+    def _recent(self, peer: str) -> deque[float]:
+        times = self._seen.get(peer, deque())
+        cutoff = self._clock() - self._window_s
+        while times and times[0] <= cutoff:
+            times.popleft()
+        while len(times) > self._failures:
+            times.popleft()
+        return times
+
+    def _forget_one(self) -> None:
+        cutoff = self._clock() - self._window_s
+        for peer in [p for p, t in self._seen.items() if not t or t[-1] <= cutoff]:
+            del self._seen[peer]
+        if len(self._seen) >= self._peers:  # every one recent: the quietest goes
+            del self._seen[min(self._seen, key=lambda p: self._seen[p][-1])]
 
 
 def csrf_matches(session: Session, given: str) -> bool:

@@ -2,13 +2,16 @@
 
 One stacked bar per run, oldest on the left: created, updated, rejected and failed
 products (unchanged ones would dwarf the rest, so they are left out), and a line of
-the runs' durations on its own scale. Colours are presentation attributes, not
-``style``, so the page's Content-Security-Policy needs no inline style; each bar has
-a ``<title>`` a browser shows on hover.
+the runs' durations on its own scale. Under the bars, the runs' ids (the runs
+table's first column; every few when they would crowd), and the first and last
+run's times. Colours are presentation attributes, not ``style``, so the page's
+Content-Security-Policy needs no inline style; each bar has a ``<title>`` a browser
+shows on hover.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
@@ -16,7 +19,8 @@ from xml.sax.saxutils import escape, quoteattr
 from skuferry.service.console.views import Run
 
 WIDTH, HEIGHT = 640, 180
-PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 44, 44, 12, 24
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 44, 44, 12, 38
+CHAR_W = 6.5  # an 11 px digit's width, about: how far apart the ids must stand
 SERIES = (  # bottom to top
     ("created", "#2e7d32"),
     ("updated", "#1565c0"),
@@ -54,9 +58,13 @@ def runs_svg(runs: Sequence[Run]) -> str:
     longest = max(0.001, *(r.duration_s or 0.0 for r in ordered))
     slot = plot_w / len(ordered)
     bar_w = min(MAX_BAR_W, max(1.0, slot * 0.7))
+    widest = max(len(str(r.id)) for r in ordered) * CHAR_W + 4
+    every = max(1, math.ceil(widest / slot))  # label each run, or every n-th: none overlap
     points = []
     for i, run in enumerate(ordered):
         x = PAD_LEFT + i * slot + (slot - bar_w) / 2
+        if (len(ordered) - 1 - i) % every == 0:  # the newest run is always labelled
+            parts.append(_run_label(x + bar_w / 2, base_y + 13, run.id))
         y = float(base_y)
         for name, colour in SERIES:
             value = run.counts[name]
@@ -80,8 +88,20 @@ def runs_svg(runs: Sequence[Run]) -> str:
     parts.append(_axis_text(PAD_LEFT - 4, PAD_TOP + 10, f"{top:,}", "end"))
     parts.append(_axis_text(PAD_LEFT - 4, base_y, "0", "end"))
     parts.append(_axis_text(WIDTH - PAD_RIGHT + 4, PAD_TOP + 10, f"{longest:.1f} s", "start"))
-    parts.append(_axis_text(PAD_LEFT, HEIGHT - 6, _day(ordered[0].started_at), "start"))
-    parts.append(_axis_text(WIDTH - PAD_RIGHT, HEIGHT - 6, _day(ordered[-1].started_at), "end"))
+    parts.append(
+        _axis_text(
+            PAD_LEFT, HEIGHT - 4, f"run {ordered[0].id}: " + _day(ordered[0].started_at), "start"
+        )
+    )
+    if len(ordered) > 1:
+        parts.append(
+            _axis_text(
+                WIDTH - PAD_RIGHT,
+                HEIGHT - 4,
+                f"run {ordered[-1].id}: " + _day(ordered[-1].started_at),
+                "end",
+            )
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -89,6 +109,13 @@ def runs_svg(runs: Sequence[Run]) -> str:
 def _tip(run: Run, name: str) -> str:
     took = f", {run.duration_s:.1f} s" if run.duration_s is not None else ""
     return f"run {run.id}: {run.counts[name]:,} {name}{took}"
+
+
+def _run_label(x: float, y: float, run_id: int) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.0f}" text-anchor="middle" font-size="11" fill="#333333" '
+        f'class="run-id">{run_id}</text>'
+    )
 
 
 def _axis_text(x: float, y: float, text: str, anchor: str) -> str:

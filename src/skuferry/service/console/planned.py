@@ -18,12 +18,15 @@ from typing import Any
 from skuferry import canonical
 from skuferry.config.schema import Settings
 from skuferry.errors import SkuferryError
-from skuferry.models import BadRecord, Kind
+from skuferry.lifecycle import State, archive_refused
+from skuferry.models import BadRecord, Kind, MirrorRow
 from skuferry.state.mirror import Mirror
 from skuferry.sync.map.mapper import Mapper
 from skuferry.sync.plan.planner import decide
+from skuferry.sync.plan.rule import leaving
 from skuferry.sync.read.named import NamedPull
 from skuferry.sync.read.pieces import open_pieces
+from skuferry.sync.write.gone import GonePolicy
 
 _ONE_AT_A_TIME = threading.Lock()
 
@@ -46,7 +49,8 @@ class Change:
 @dataclass(frozen=True, slots=True)
 class Planned:
     key: str
-    action: str  # create | update | unchanged | still_rejected | restore | refused | missing
+    # create | update | unchanged | still_rejected | restore | refused | archive | gone | missing
+    action: str
     words: str
     line: int | None = None
     changes: list[Change] = field(default_factory=list)
@@ -80,7 +84,7 @@ def _plan(settings: Settings, key: str) -> Planned:
         pull = NamedPull([key], mapper)
         mapped = [r if isinstance(r, BadRecord) else mapper.map(r) for r in pull.records(source)]
     if not mapped:
-        return Planned(key, "missing", "nothing: the source does not hold this key")
+        return _leaving(settings, key)
     result = mapped[-1]
     if isinstance(result, BadRecord):
         return Planned(key, "refused", f"nothing: refused ({result.reason})", result.line)
@@ -95,6 +99,63 @@ def _plan(settings: Settings, key: str) -> Planned:
     words = _WORDS.get(action.kind, action.kind.value)
     changes = _changes(before, result.payload) if action.kind is not Kind.UNCHANGED else []
     return Planned(key, action.kind.value, words, result.line, changes)
+
+
+def _leaving(settings: Settings, key: str) -> Planned:
+    """A key the source does not hold: what the ``[gone]`` policy does with it, through the
+    planner's own rule (``leaving``). A move waits for a read that proves the absence (a
+    whole read of the source, the guard of ``max_gone_ratio``), as in a run."""
+    row, before = None, {}
+    if settings.state.path.exists():
+        mirror = Mirror(settings.state.path, readonly=True)
+        try:
+            row = mirror.rows([key]).get(key)
+            before = mirror.payload(key) or {}
+        finally:
+            mirror.close()
+    if row is None:
+        return Planned(key, "missing", "nothing: neither the source nor the state knows this key")
+    policy = GonePolicy.from_settings(settings.gone)
+    kind = leaving(row, archiving=policy.archiving)
+    if kind is Kind.ARCHIVE:
+        patch = dict(policy.patch)
+        return Planned(
+            key,
+            "archive",
+            'archive it: the source no longer holds it, so the [gone] policy (action = "patch") '
+            "sends it the patch once, when a run has read the whole source",
+            changes=_changes({k: before.get(k) for k in patch if k in before}, patch),
+        )
+    if kind is Kind.GONE:
+        return Planned(
+            key,
+            "gone",
+            "nothing on the CMS: the source no longer holds it and the [gone] policy is "
+            'action = "leave", so the next whole read marks it gone here and the CMS keeps it',
+        )
+    return Planned(
+        key, "missing", _LEFT_ALONE.get(_left_state(row, policy.archiving), _LEFT_ALONE["other"])
+    )
+
+
+_LEFT_ALONE = {
+    "archived": "nothing: the source no longer holds it and it was archived on the CMS "
+    "([gone] patch sent); it is restored if it comes back",
+    "refused": "nothing: the source no longer holds it and the CMS refused its [gone] patch; "
+    "it is sent again when the patch changes",
+    "gone": "nothing: the source no longer holds it; already marked gone ([gone] action = "
+    '"leave": the CMS keeps it as it is)',
+    "remote_only": "nothing: the product is only on the CMS, never in this source",
+    "other": "nothing: the source does not hold this key",
+}
+
+
+def _left_state(row: MirrorRow, archiving: str | None) -> str:
+    if archive_refused(row, archiving):
+        return "refused"
+    return {State.ARCHIVED: "archived", State.GONE: "gone", State.REMOTE_ONLY: "remote_only"}.get(
+        row.state, "other"
+    )
 
 
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:

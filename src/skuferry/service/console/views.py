@@ -8,21 +8,33 @@ plain data for the templates.
 
 from __future__ import annotations
 
+import functools
 import json
+import sqlite3
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from skuferry.config.schedule import DEFAULT_INTERVAL_MINUTES
+from skuferry.errors import StateError
 from skuferry.service import freshness
 from skuferry.service.console.workspace import Workspace
 from skuferry.state import deadletters
 from skuferry.state.deadletters import DeadLetter
 from skuferry.state.mirror import Mirror
 
+if TYPE_CHECKING:
+    from skuferry.config.schema import Settings
+
 COUNTS = ("created", "updated", "unchanged", "rejected", "failed")
 RECENT_RUNS = 30
 PAGE_SIZE = 200  # refused products per page
 COMPLETED = ("ok", "partial")  # the run went through (partial: some products refused)
+STATES = ("failing", "stale", "running", "new", "ok")  # worst first: the front page's order
+STALE_DEFAULT_S = 26 * 3600.0  # a cron schedule: a daily run, and an hour's grace
+PACE_MIN_S = 60.0  # a run shorter than this has no per-minute pace worth showing
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,17 +73,72 @@ class Run:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """The last run's writes against the write budget: its pace and the cap, per minute."""
+    """The write budget as the limiter sees it now, and the last run's writes.
 
-    writes: int
-    per_minute: float | None  # the last run's own pace (None: no duration to divide by)
+    ``used`` of ``allowance`` is read from the budget's own ledger (``Budget.snapshot``,
+    the decision's home): with the ``window`` limiter the writes sent in its sliding
+    window (the last minute and its clock-skew margin), with ``bucket`` the tokens
+    spent of its capacity. A run's own pace is given only when the run lasted at least
+    ``PACE_MIN_S``: a second's writes divided by a second say nothing of a per-minute cap.
+    """
+
+    limiter: str  # window | bucket
     cap_per_minute: float
+    used: int | None = None  # None: the ledger could not be read
+    allowance: int = 0
+    blocked_until: float | None = None  # the CMS answered 429: nothing is sent before
+    run_writes: int = 0
+    run_duration_s: float | None = None
 
     @property
     def percent(self) -> int | None:
-        if self.per_minute is None or not self.cap_per_minute:
+        if self.used is None or not self.allowance:
             return None
-        return round(100 * self.per_minute / self.cap_per_minute)
+        return round(100 * self.used / self.allowance)
+
+    @property
+    def run_per_minute(self) -> float | None:
+        """The last run's writes per minute, when it lasted long enough to mean one."""
+        if self.run_duration_s is None or self.run_duration_s < PACE_MIN_S:
+            return None
+        return self.run_writes * 60.0 / self.run_duration_s
+
+    @property
+    def now_words(self) -> str:
+        """``12 writes in the last minute, of 60 allowed (20 %)``, as the limiter counts."""
+        cap = f"{self.cap_per_minute:.0f}/min"
+        if self.used is None:
+            return f"cap {cap}"
+        if self.limiter == "bucket":
+            return (
+                f"{writes(self.used)} spent of a {self.allowance:,}-write bucket "
+                f"({self.percent} %), refilled at {cap}"
+            )
+        return (
+            f"{writes(self.used)} in the last minute, of {self.allowance:,} allowed "
+            f"({self.percent} %)"
+        )
+
+    @property
+    def short_words(self) -> str:
+        """The front page's cell: ``12 of 60 (20 %)`` (``now_words`` says it in full)."""
+        if self.used is None:
+            return f"cap {self.cap_per_minute:.0f}/min"
+        return f"{self.used:,} of {self.allowance:,} ({self.percent} %)"
+
+    @property
+    def run_words(self) -> str:
+        """The last run's writes, and their pace over a long enough run."""
+        if self.run_duration_s is None:
+            return ""
+        pace = self.run_per_minute
+        took = f" in {self.run_duration_s:.1f} s" if self.run_duration_s < PACE_MIN_S else ""
+        rate = f" ({pace:.0f}/min)" if pace is not None else ""
+        return f"last run: {writes(self.run_writes)}{took}{rate}"
+
+
+def writes(n: int) -> str:
+    return f"{n:,} write" if n == 1 else f"{n:,} writes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +148,8 @@ class Pending:
     by_state: dict[str, int]  # pending (a create in doubt), failed (retried next run)
     open_intents: int
     queued: int  # keys handed to the next run (hooks, ``retry`` beside a run, the page)
-    oldest_change_age_s: float | None  # the oldest source change not yet on the CMS
+    oldest_change_age_s: float | None  # the oldest change the CMS may not have yet
+    oldest_change_means: str = "none known"  # what that change is (``Freshness.what``)
 
     @property
     def total(self) -> int:
@@ -102,12 +170,63 @@ class Overview:
     refused: int
     products: dict[str, int] = field(default_factory=dict)
     now: float = 0.0
+    stale_after_s: float = STALE_DEFAULT_S
 
     @property
     def since_good_s(self) -> float | None:
         if self.last_good is None or self.last_good.finished_at is None:
             return None
         return max(0.0, self.now - self.last_good.finished_at)
+
+    @property
+    def state(self) -> str:
+        """One word for the front page, worst first (``STATES``): ``failing`` (the last
+        run ended in an error), ``stale`` (no good run for ``stale_after_s``), ``running``,
+        ``new`` (no run yet), ``ok``."""
+        last = self.last_run
+        if last is None:
+            return "new"
+        if last.status == "running":
+            return "running"
+        if last.status == "error":
+            return "failing"
+        since = self.since_good_s
+        if since is None or since > self.stale_after_s:
+            return "stale"
+        return "ok"
+
+    @property
+    def rank(self) -> tuple[int, str]:
+        """The front page's order: the worst state first, then by name."""
+        return STATES.index(self.state), self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """The front page's head: every workspace the process serves, added up."""
+
+    workspaces: int
+    by_state: dict[str, int]  # STATES, worst first, each counted (0 included)
+    last_runs: dict[str, int]  # COUNTS summed over each workspace's last run
+    refused: int
+    pending: int
+
+    @classmethod
+    def of(cls, rows: Sequence[Overview]) -> Totals:
+        by_state = dict.fromkeys(STATES, 0)
+        last_runs = dict.fromkeys(COUNTS, 0)
+        for o in rows:
+            by_state[o.state] += 1
+            if o.last_run is not None:
+                for name in COUNTS:
+                    last_runs[name] += o.last_run.counts[name]
+        return cls(
+            workspaces=len(rows),
+            by_state=by_state,
+            last_runs=last_runs,
+            refused=sum(o.refused for o in rows),
+            pending=sum(o.pending.total for o in rows),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +248,6 @@ class Refused:
 def overview(ws: Workspace, *, wall_clock: float | None = None) -> Overview:
     settings = ws.settings
     now = time.time() if wall_clock is None else wall_clock
-    cap = float(settings.budget.write_per_minute)
     path = settings.state.path
     if not path.exists():
         return Overview(
@@ -139,9 +257,10 @@ def overview(ws: Workspace, *, wall_clock: float | None = None) -> Overview:
             last_good=None,
             next_run=ws.next_run(),
             pending=Pending({}, 0, ws.waiting(), None),
-            budget=Budget(0, None, cap),
+            budget=budget(settings, None),
             refused=0,
             now=now,
+            stale_after_s=stale_after(settings),
         )
     mirror = Mirror(path, readonly=True)
     try:
@@ -155,6 +274,7 @@ def overview(ws: Workspace, *, wall_clock: float | None = None) -> Overview:
             open_intents=len(mirror.open_intents()),
             queued=len(mirror.handed_keys()) + ws.waiting(),
             oldest_change_age_s=fresh.age_s(now),
+            oldest_change_means=fresh.what,
         )
     finally:
         mirror.close()
@@ -166,11 +286,22 @@ def overview(ws: Workspace, *, wall_clock: float | None = None) -> Overview:
         last_good=good[0] if good else None,
         next_run=ws.next_run(),
         pending=pending,
-        budget=_budget(last_run, cap),
+        budget=budget(settings, last_run),
         refused=count,
         products=products,
         now=now,
+        stale_after_s=stale_after(settings),
     )
+
+
+def stale_after(settings: Settings) -> float:
+    """How long without a good run makes a workspace stale: two of its intervals (at least
+    ten minutes), or a day and an hour with a cron schedule."""
+    schedule = settings.schedule
+    if schedule.cron:
+        return STALE_DEFAULT_S
+    minutes = schedule.interval_minutes or DEFAULT_INTERVAL_MINUTES
+    return max(600.0, 2 * 60.0 * minutes)
 
 
 def recent_runs(ws: Workspace, limit: int = RECENT_RUNS) -> list[Run]:
@@ -216,10 +347,48 @@ def _runs(mirror: Mirror, where: str | None, limit: int) -> list[Run]:
     return runs
 
 
-def _budget(run: Run | None, cap: float) -> Budget:
-    if run is None:
-        return Budget(0, None, cap)
-    pace = None
-    if run.duration_s and run.duration_s > 0:
-        pace = run.writes * 60.0 / run.duration_s
-    return Budget(run.writes, pace, cap)
+def budget(settings: Settings, run: Run | None, *, path: Path | None = None) -> Budget:
+    """The write budget now, from the state's budget ledger read-only, and ``run``'s writes.
+
+    The figures are the limiter's own (``Budget.snapshot``): one key's write scope, or
+    with several keys their scopes together, or the workspace's cap when it binds more.
+    """
+    from skuferry.config.keys import fingerprint
+    from skuferry.remote.budget import Budget as Limiter
+    from skuferry.state.budgetbook import BudgetBook
+    from skuferry.state.statefile import open_readonly
+
+    conf = settings.budget
+    base = Budget(
+        limiter=conf.limiter,
+        cap_per_minute=float(conf.write_per_minute),
+        run_writes=run.writes if run is not None else 0,
+        run_duration_s=run.duration_s if run is not None else None,
+    )
+    state = settings.state.path if path is None else path
+    if not state.exists():
+        return base
+    keys = [fingerprint(key) for key in settings.api_keys]
+    try:
+        with Limiter.from_settings(
+            conf, BudgetBook(functools.partial(open_readonly, state)), keys=keys
+        ) as limiter:
+            scopes = limiter.snapshot()
+    except (StateError, sqlite3.Error, ValueError):
+        return base
+    mine = {n: e for n, e in scopes.items() if n == "write" or n.startswith("write@")}
+    groups = [[e for n, e in mine.items() if n != "write@workspace"]]
+    if "write@workspace" in mine:
+        groups.append([mine["write@workspace"]])
+    figures = []
+    now = time.time()
+    blocked = max((e["blocked_until"] for e in mine.values()), default=0.0)
+    for group in groups:
+        allowance = sum(e["capacity"] for e in group)
+        available = sum(e["available"] for e in group if e["blocked_until"] <= now)
+        used = sum(e["capacity"] for e in group if e["blocked_until"] <= now) - available
+        figures.append((used / allowance if allowance else 0.0, round(used), round(allowance)))
+    _ratio, used, allowance = max(figures)
+    return replace(
+        base, used=used, allowance=allowance, blocked_until=blocked if blocked > now else None
+    )
