@@ -181,6 +181,7 @@ def test_an_unreachable_api_exits_3_naming_the_url(
 
     assert result.returncode == 3
     assert url in result.stderr
+    assert "check [api] base_url" in result.stderr, "the key to fix is named (issue 40 item 17)"
     assert "Traceback" not in result.stderr
 
 
@@ -375,7 +376,34 @@ def test_check_exits_3_with_a_one_line_reason_when_the_api_is_unreachable(
     assert result.returncode == 3
     reasons = [line for line in result.stderr.splitlines() if line.startswith("skuferry:")]
     assert len(reasons) == 1 and url in reasons[0], result.stderr
+    assert "check [api] base_url" in reasons[0]
     assert "Traceback" not in result.stderr
+
+
+def test_check_leaves_no_state_file_behind_when_there_was_none(
+    sandbox: Sandbox,
+    write_catalog: Callable[..., Path],
+    write_config: Callable[..., Path],
+    run_cli: Run,
+    tmp_path: Path,
+) -> None:
+    """Issue 40 item 19: a check that failed on the source had made the state file."""
+    config = write_config(sandbox.url, catalog="missing.csv")
+    (tmp_path / "state").mkdir(exist_ok=True)
+    state = tmp_path / "state" / "skuferry.db"
+    failed = run_cli("check", "--config", str(config))
+    assert failed.returncode != 0
+    assert sorted(p.name for p in state.parent.iterdir()) == [], "no state, no -wal, no -shm"
+    write_catalog(catalog_rows(3))
+    config = write_config(sandbox.url)
+    passed = run_cli("check", "--config", str(config))
+    assert passed.returncode == 0, passed.stderr
+    assert "none yet; the first sync creates it" in passed.stdout
+    assert not state.exists()
+    assert run_cli("sync", "--config", str(config)).returncode == 0
+    before = state.stat().st_size
+    assert run_cli("check", "--config", str(config)).returncode == 0
+    assert state.exists() and state.stat().st_size == before, "an existing state stays"
 
 
 # -- guards ---------------------------------------------------------------------------------------

@@ -64,3 +64,12 @@ def test_search_and_scripts_need_no_server_and_no_network(site: Path) -> None:
     assert scripts, "no scripts found"
     assert [s for s in scripts if urlsplit(s).scheme] == []  # nothing from a CDN
     assert "assets/iframe-worker/shim.js" in scripts
+
+
+def test_no_page_loads_anything_from_the_network_and_walks_is_in_the_nav(site: Path) -> None:
+    """Issue 40 item 23: web fonts from a CDN (a failed request offline); walks.md unlisted."""
+    remote = re.compile(r"""<link[^>]+href="(?:https?:)?//[^"]+\"""")
+    for page in sorted(site.rglob("*.html")):
+        assert remote.findall(page.read_text(encoding="utf-8")) == [], page.name
+    security = (site / "security.html").read_text(encoding="utf-8")  # no link in its text
+    assert re.search(r'<a href="walks.html" class="md-nav__link', security), "in every page's nav"

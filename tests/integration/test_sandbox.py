@@ -392,3 +392,59 @@ def test_cli_serves_until_sigterm() -> None:
             if proc.poll() is None:
                 proc.kill()
     assert "sandbox stopped" in rest
+
+
+def test_cli_names_the_port_flag_when_the_port_is_taken() -> None:
+    """Issue 40 item 20: the walkthrough's sandbox still running gave a bare
+    "Address already in use"."""
+    import socket
+
+    from skuferry.sandbox.pims.standins import PORTS
+
+    code = "from skuferry.sandbox.cli import sandbox_command; sandbox_command()"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [sys.executable, "-c", code, "--port", str(port), "--pim", "shopify"]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    said = " ".join(done.stderr.split())
+    assert f"cannot serve on 127.0.0.1:{port}: the port is in use" in said
+    assert "the walkthrough's" in said and f"--port {port + 1}" in said
+    assert "Traceback" not in done.stderr
+
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", PORTS["shopify"]))
+        except OSError:
+            pytest.skip("the stand-in's own port is in use on this machine")
+        taken.listen()
+        args = [sys.executable, "-c", code, "--port", "0", "--pim", "shopify"]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    said = " ".join(done.stderr.split())
+    assert done.returncode != 0
+    assert f"the shopify stand-in on 127.0.0.1:{PORTS['shopify']}" in said
+    assert "`skuferry sandbox --pim shopify` still running" in said
+
+
+def test_cli_with_a_stand_in_says_how_long_the_try_takes_and_how_to_hurry_it() -> None:
+    """Issue 40 item 21: the try-it's four minutes were a surprise."""
+    code = "from skuferry.sandbox.cli import sandbox_command; sandbox_command()"
+    args = [sys.executable, "-c", code, "--port", "0", "--pim", "shopify", "--pim-products", "5"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    said = []
+    with subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env) as proc:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                said.append(line)
+                if "Ctrl-C to stop" in line:
+                    break
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+    text = " ".join("".join(said).split())
+    assert "It takes about 1 min: 5 products at 60 writes a minute" in text
+    assert "--write-per-minute 600 --workspace-write-per-minute 600" in text
+    assert "export SKUFERRY_BUDGET__WRITE_PER_MINUTE=600" in text

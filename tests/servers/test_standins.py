@@ -56,3 +56,23 @@ def test_a_stand_in_serves_its_catalog_and_says_what_its_example_reads(tmp_path:
         assert env["SKUFERRY_SOURCE__URL"] == standin.server.url
         assert env["SHOPIFY_TOKEN"]
         assert len(standin.keys) == 7
+
+
+def test_every_try_block_says_how_long_and_how_to_hurry_or_move_it() -> None:
+    """Issue 40 items 20 and 21: the walkthrough's sandbox holds port 8765, and a try at
+    the sandbox's 60 writes a minute takes minutes."""
+    text = DOCS.read_text(encoding="utf-8")
+    sections = re.split(r"\n### ", text.split("## Try a connector locally", 1)[1])[1:]
+    assert len(sections) == len(SYSTEMS)
+    for section in sections:
+        said = " ".join(section.split())
+        assert "About 4 minutes at the sandbox's 60 writes a minute" in said, section[:40]
+        assert "--write-per-minute 600 --workspace-write-per-minute 600" in said
+        assert "SKUFERRY_BUDGET__WRITE_PER_MINUTE=600" in said
+        assert "stop the walkthrough's sandbox first, or add `--port 8766`" in said
+    presets = DOCS.parent / "presets"
+    for name in ("shopify", "woocommerce", "magento"):
+        page = (presets / f"{name}.md").read_text(encoding="utf-8")
+        said = " ".join(page.split("## Try it locally", 1)[1].split("\n## ", 1)[0].split())
+        assert "It takes a few seconds" in said and "--write-per-minute 600" in said, name
+        assert "walkthrough's `skuferry sandbox`" in said and "--port 8766" in said, name

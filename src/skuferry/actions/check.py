@@ -46,8 +46,16 @@ def check_settings(settings: Settings, *, sample: int = 1) -> None:
 
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"config: ok ({settings.config_path})")
-    Mirror(settings.state.path).close()
-    out.print(f"state: ok ({settings.state.path})")
+    path = settings.state.path
+    if path.exists():
+        Mirror(path).close()
+        out.print(f"state: ok ({path})")
+    else:  # a check leaves no state behind: the first sync makes it
+        try:
+            Mirror(path).close()
+        finally:
+            _remove_new_state(path)
+        out.print(f"state: ok ({path}: none yet; the first sync creates it)")
     with ExitStack() as stack:
         source, tables = open_pieces(settings, stack, readonly=True)
         joins = [join.name for join in settings.join]
@@ -60,6 +68,12 @@ def check_settings(settings: Settings, *, sample: int = 1) -> None:
         )
         _check_source(out, source, mapper, sample)
     _check_api(out, settings)
+
+
+def _remove_new_state(path: Path) -> None:
+    """The state file ``check`` just made to prove it can be, and its SQLite side files."""
+    for made in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        made.unlink(missing_ok=True)
 
 
 def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> None:

@@ -41,7 +41,8 @@ def one_run(settings: Settings, options: RunOptions, *, quiet: bool, watched: bo
     """One run of the engine between the hooks; what it raised is raised again here.
 
     ``watched=False`` (a dry run) pings no monitor and writes no metrics; the progress
-    bar shows on a terminal unless ``quiet``.
+    bar shows on a terminal unless ``quiet``, and off one a ``sync.progress`` event is
+    logged every 30 s instead.
     """
     from skuferry.service import report
     from skuferry.service.runner import run_watched
@@ -49,7 +50,7 @@ def one_run(settings: Settings, options: RunOptions, *, quiet: bool, watched: bo
 
     with (
         stop_on_signals() as stop,
-        report.progress(enabled=not quiet and sys.stderr.isatty()) as on_progress,
+        report.progress(enabled=not quiet and sys.stderr.isatty(), quiet=quiet) as on_progress,
     ):
         outcome = run_watched(
             settings,

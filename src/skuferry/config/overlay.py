@@ -65,7 +65,50 @@ def read_toml(file: Path, name: str) -> dict[str, Any]:
         else:  # "(at end of document)"
             message = message.replace(" (at end of document)", " at end of file")
             line = max(text.count("\n") + (0 if text.endswith("\n") else 1), 1)
+        opened = _unterminated(text, line, message)
+        if opened is not None:
+            line, column = opened
+            message = (
+                f"unterminated string: the quote at column {column} is not closed on its "
+                'line (a value of several lines is written """...""")'
+            )
         raise ConfigError([f"{name}: line {line}: {message}"]) from None
+
+
+def _unterminated(text: str, line: int, message: str) -> tuple[int, int] | None:
+    """(line, column) of the quote that opened a string left open, when that is what
+    tomllib's words (``Illegal character '\\n'``, ``Expected "'"``, ``Unterminated
+    string``) mean; None otherwise."""
+    if not message.startswith(("Illegal character '\\n'", 'Expected "\'"', "Unterminated string")):
+        return None
+    lines = text.splitlines()
+    for number in range(min(line, len(lines)), 0, -1):  # at end of file: the last open one
+        column = _open_quote(lines[number - 1])
+        if column is not None:
+            return number, column
+    return None
+
+
+def _open_quote(line: str) -> int | None:
+    """The 1-based column of a quote the line opens and never closes (comments aside)."""
+    quote: str | None = None
+    start = 0
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if quote is None:
+            if char == "#":
+                break
+            if char in "\"'":
+                if line.startswith(char * 3, i):  # a multi-line string: not this rule's
+                    return None
+                quote, start = char, i
+        elif char == "\\" and quote == '"':
+            i += 1  # an escape in a basic string
+        elif char == quote:
+            quote = None
+        i += 1
+    return start + 1 if quote is not None else None
 
 
 def env_tables(env: Mapping[str, str]) -> dict[str, Any]:

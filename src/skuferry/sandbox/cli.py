@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from skuferry.sandbox.config import (
 )
 from skuferry.sandbox.faults import FAULT_KINDS, LIST_FAULT_KINDS, Faults
 from skuferry.sandbox.limits import MODES, Mode, default_limits
-from skuferry.sandbox.pims.standins import SYSTEMS, stand_in, try_lines, try_workdir
+from skuferry.sandbox.pims.standins import PORTS, SYSTEMS, stand_in, try_lines, try_workdir
 from skuferry.sandbox.server import Sandbox
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -237,7 +239,7 @@ def sandbox_command(
     sandbox = Sandbox(config)
     try:
         with contextlib.ExitStack() as stack:
-            url = sandbox.start()
+            url = _started(sandbox, host, port)
             stack.callback(sandbox.stop)
             shape = f"mode bucket, burst {burst}" if burst is not None else f"mode {mode}"
             served = "PATCH/PUT: 405 (--strict)" if strict else f"updates: {updates}"
@@ -252,6 +254,7 @@ def sandbox_command(
                     host=host,
                     api_url=url,
                     key=next(iter(key_map)),
+                    writes_per_minute=min(write_per_minute, workspace_write_per_minute),
                 )
             click.echo("Ctrl-C to stop")
             while not stop.wait(0.5):
@@ -264,16 +267,53 @@ def sandbox_command(
     click.echo("sandbox stopped")
 
 
+def _started(sandbox: Sandbox, host: str, port: int) -> str:
+    """``sandbox`` started; a port in use is said with the flag that picks another."""
+    try:
+        return sandbox.start()
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise click.ClickException(
+            f"cannot serve on {host}:{port}: the port is in use. Is another sandbox still "
+            "running (the walkthrough's, in another terminal)? Stop it with Ctrl-C there, "
+            f"or pick another port: --port {port + 1 if port else 8766}"
+        ) from exc
+
+
 def _serve_stand_in(
-    stack: contextlib.ExitStack, name: str, *, products: int, host: str, api_url: str, key: str
+    stack: contextlib.ExitStack,
+    name: str,
+    *,
+    products: int,
+    host: str,
+    api_url: str,
+    key: str,
+    writes_per_minute: int,
 ) -> None:
     """Start ``name``'s stand-in on its docs' port; print how to sync its example from it."""
     workdir = files.private_dir(try_workdir())
-    standin = stand_in(name, products=products, host=host, port=None, workdir=workdir)
-    stack.enter_context(standin.running())
+    try:
+        standin = stand_in(name, products=products, host=host, port=None, workdir=workdir)
+        stack.enter_context(standin.running())
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise click.ClickException(
+            f"cannot serve the {name} stand-in on {host}:{PORTS.get(name, 0)} (the port its "
+            f"docs name): the port is in use. Is another `skuferry sandbox --pim {name}` still "
+            "running? Stop it with Ctrl-C in its terminal"
+        ) from exc
     click.echo(
         f"{name} stand-in at {standin.server.url} ({len(standin.keys)} products); "
         "to sync its example, in another terminal, from the repository root:"
     )
     for line in try_lines(standin, api_url=api_url, api_key=key, workdir=workdir):
         click.echo(f"  {line}")
+    pace = min(writes_per_minute, 60)  # skuferry's default [budget] write_per_minute is 60
+    click.echo(
+        f"It takes about {math.ceil(max(products - pace, 0) / pace) or 1} min: {products} "
+        f"products at {pace} writes a minute (the first minute's go at once). Faster: start "
+        "this with --write-per-minute 600 --workspace-write-per-minute 600, and export "
+        "SKUFERRY_BUDGET__WRITE_PER_MINUTE=600 before the sync."
+    )

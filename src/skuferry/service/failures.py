@@ -33,7 +33,10 @@ def describe(exc: BaseException) -> Said:
     if isinstance(exc, errors.AuthError):
         return Said(f"the API key was refused ({exc}); check [api] api_key / SKUFERRY_API_KEY")
     if isinstance(exc, errors.Unreachable):
-        return Said(f"the API could not be reached: {exc}")
+        return Said(
+            f"the API could not be reached: {exc}; check [api] base_url "
+            "(SKUFERRY_API__BASE_URL) and that the CMS is up"
+        )
     if isinstance(exc, errors.SkuferryError):
         return Said(str(exc))
     if isinstance(exc, KeyboardInterrupt):

@@ -37,6 +37,7 @@ from skuferry.errors import (
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_TEMPFAIL,
+    SourceNotReady,
     exit_code_of,
 )
 from skuferry.models import METRIC_LABELS, RunSummary
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 log = logs.get(__name__)
 
-RESULTS = ("success", "partial", "failed", "locked", "interrupted")
+RESULTS = ("success", "partial", "failed", "locked", "not_ready", "interrupted")
 TIERS = ("read", "write")
 
 
@@ -88,7 +89,10 @@ class RunOutcome:
 
     @property
     def result(self) -> str:
-        """The ``result`` label: success, partial, failed, locked or interrupted."""
+        """The ``result`` label: success, partial, failed, locked, not_ready (exit 75 too: the
+        source's ready file did not come) or interrupted."""
+        if self.error_type == SourceNotReady.__name__:
+            return "not_ready"
         return {
             EXIT_OK: "success",
             EXIT_PARTIAL: "partial",

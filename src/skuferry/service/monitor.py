@@ -40,7 +40,7 @@ def ping_finish(
     transport: httpx.BaseTransport | None = None,
 ) -> bool:
     """Report a finished run to ``success_url`` or ``failure_url``; True if it answered 2xx."""
-    good = outcome.result in ("success", "locked")
+    good = outcome.result in ("success", "locked", "not_ready")  # 75: nothing to do yet
     url = settings.success_url if good else settings.failure_url
     if not url:
         return False

@@ -26,10 +26,13 @@ log = logs.get(__name__)
 
 
 @contextmanager
-def progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
-    """A rich progress bar on stderr (items done/total, ETA) when on a terminal."""
+def progress(*, enabled: bool, quiet: bool = False) -> Iterator[ProgressFn | None]:
+    """A rich progress bar on stderr (items done/total, ETA) when ``enabled`` (on a
+    terminal); else, unless ``quiet``, a ``sync.progress`` log event every 30 s."""
     if not enabled:  # off a terminal: rich is not even imported
-        yield None
+        from skuferry.service.progress_log import ProgressLog
+
+        yield None if quiet else ProgressLog()
         return
     from skuferry.service.progress import progress_bar  # time left told by the budget
 

@@ -92,6 +92,30 @@ def test_toml_error_at_end_of_file(here: Path) -> None:
     assert "at end of file" in problems[0]
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        (
+            '[api]\nbase_url = "http://cms.example\napi_key = "k"\n',
+            2,
+            12,
+        ),  # was "Illegal character"
+        ("[api]\nbase_url = 'http://cms.example\n", 2, 12),  # was 'Expected "\'"' at the end
+        ('[api]\nbase_url = "http://cms.example', 2, 12),  # the file ends inside it
+        ('[api]\nbase_url = "a\\"b  # an escaped quote closes nothing\nx = 1\n', 2, 12),
+    ],
+)
+def test_an_unterminated_string_is_called_so_at_its_opening_quote(
+    here: Path, text: str, line: int, column: int
+) -> None:
+    """Issue 40 item 18: ``Illegal character '\\n' (column 13)`` said nothing of the cause."""
+    problems = problems_of(text)
+    assert problems == [
+        f"config.toml: line {line}: unterminated string: the quote at column {column} is not "
+        'closed on its line (a value of several lines is written """...""")'
+    ]
+
+
 # --- field problems, translated ------------------------------------------------------
 
 

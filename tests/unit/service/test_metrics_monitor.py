@@ -16,7 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from skuferry.config.schema import MonitorSettings
-from skuferry.errors import AuthError, LockHeld, SourceError
+from skuferry.errors import AuthError, LockHeld, SourceError, SourceNotReady
 from skuferry.models import RunSummary
 from skuferry.service import metrics, monitor
 from skuferry.service.metrics import RunOutcome, parse_samples, record_run
@@ -38,6 +38,8 @@ def ok_outcome(**kw: Any) -> RunOutcome:
     ("exc", "code", "result"),
     [
         (LockHeld("held"), 75, "locked"),
+        # issue 40 item 15: a ready_file that never came is not a held lock
+        (SourceNotReady("catalog.csv.done did not come within 600 s"), 75, "not_ready"),
         (AuthError(401, "UNAUTHORIZED", "bad key"), 3, "failed"),
         (SourceError("gone"), 3, "failed"),
         (ValueError("bug"), 70, "failed"),
@@ -354,7 +356,14 @@ def test_constant_labels_go_on_every_sample_and_counters_carry_on_across_them(
     assert all(s.labels.get("workspace") == "acme" for s in samples)
     assert all(s.labels.get("team") == "shops" for s in samples)
     runs = {s.labels["result"]: s.value for s in samples if s.name == "skuferry_runs_total"}
-    assert runs == {"success": 3, "partial": 1, "failed": 2, "locked": 0, "interrupted": 0}
+    assert runs == {
+        "success": 3,
+        "partial": 1,
+        "failed": 2,
+        "locked": 0,
+        "not_ready": 0,
+        "interrupted": 0,
+    }
 
 
 def test_a_textfile_that_is_not_the_text_format_starts_the_counters_again(
