@@ -16,6 +16,7 @@ No message holds a secret's value.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,16 +42,40 @@ Places = tuple[str | None, str | None, Sequence[tuple[str, Path]]]  # variable, 
 
 
 def read_secret_file(path: Path) -> tuple[str, str]:
-    """(the file's text stripped, "") or ("", the problem); files usually end with a newline."""
+    """(the file's text stripped, "") or ("", the problem); files usually end with a newline.
+
+    The one reader of a secret file. A file is opened once while it stays as it was: the
+    load checks a source's token, the source then uses it, and both get one reading (a
+    full start used to open each secret file up to four times). A file rewritten since
+    (a rotated token: another inode, size or change time) is read again.
+    """
+    place = path.expanduser()
     try:
-        text = path.expanduser().read_text(encoding="utf-8").strip()
+        seen = _signature(place)
+        with _READ_LOCK:
+            kept = _READ.get(place)
+        if kept is not None and kept[0] == seen:
+            return kept[1], ""
+        text = place.read_text(encoding="utf-8").strip()
     except OSError as exc:
         return "", f"cannot read '{path}': {exc.strerror or exc}"
     except UnicodeDecodeError:
         return "", f"'{path}' is not UTF-8 text"
     if not text:
         return "", f"'{path}' is empty"
+    with _READ_LOCK:
+        _READ[place] = (seen, text)
     return text, ""
+
+
+# Each secret file's text as last read, under the signature it had (read_secret_file).
+_READ: dict[Path, tuple[tuple[int, ...], str]] = {}
+_READ_LOCK = threading.Lock()
+
+
+def _signature(path: Path) -> tuple[int, ...]:
+    found = path.stat()
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
 def find_secret(

@@ -127,3 +127,41 @@ class IncrementalSource(Source):
         ``since`` is in the source's own clock: naive when the source writes times
         without a zone (sent as it is, never shifted), else aware.
         """
+
+
+class IncrementalWrapper(IncrementalSource):
+    """What a ``WrappedSource`` over an ``IncrementalSource`` keeps of that capability
+    (``skip_if_empty``, products in pieces): the inner source's window and its answers,
+    and every pull passed through the wrapper's ``_through``, as its full pull is. Put
+    after the wrapper's own class among the bases, with ``keep_window`` in its
+    ``__init__``; the forwarding lives here once."""
+
+    inner: IncrementalSource
+
+    def keep_window(self, inner: IncrementalSource) -> None:
+        """Take ``inner``'s window: full pull every N runs, overlap, how a time is written."""
+        self.full_every = inner.full_every
+        self.overlap_s = inner.overlap_s
+        self.since_format = inner.since_format
+
+    def _through(self, records: Iterator[RawRecord | BadRecord]) -> Iterator[RawRecord | BadRecord]:
+        """The wrapper's change to ``inner``'s records (the same as its ``records()``'s)."""
+        raise NotImplementedError
+
+    @property
+    def incremental(self) -> bool:
+        return self.inner.incremental
+
+    @property
+    def change_time_field(self) -> str | None:
+        return self.inner.change_time_field
+
+    def records_since(self, since: datetime) -> Iterator[RawRecord | BadRecord]:
+        return self._through(self.inner.records_since(since))
+
+    def pull(
+        self, since: datetime | None, observe: Callable[[Any, int], None] | None = None
+    ) -> Iterator[RawRecord | BadRecord]:
+        # the change times are the inner source's, read as its records pass (a record the
+        # wrapper then drops or groups was read all the same)
+        return self._through(self.inner.pull(since, observe))

@@ -9,13 +9,12 @@ engine reads ``skipped`` after the pull and puts one note in the summary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from skuferry import logs
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import IncrementalSource, Source, WrappedSource
+from skuferry.sources.base import IncrementalSource, IncrementalWrapper, Source, WrappedSource
 
 log = logs.get(__name__)
 
@@ -54,33 +53,17 @@ class SkipEmptyRows(WrappedSource):
         log.info("source.rows.skipped", count=self.skipped, columns=list(self.columns))
 
 
-class IncrementalSkipEmptyRows(SkipEmptyRows, IncrementalSource):
+class IncrementalSkipEmptyRows(SkipEmptyRows, IncrementalWrapper):
     """The same over a source that can pull changes only: that capability is kept."""
 
     inner: IncrementalSource
 
     def __init__(self, source: IncrementalSource, columns: Sequence[str]) -> None:
         super().__init__(source, columns)
-        self.full_every = source.full_every
-        self.overlap_s = source.overlap_s
-        self.since_format = source.since_format
+        self.keep_window(source)
 
-    @property
-    def incremental(self) -> bool:
-        return self.inner.incremental
-
-    def records_since(self, since: datetime) -> Iterator[RawRecord | BadRecord]:
-        return self._filter(self.inner.records_since(since))
-
-    @property
-    def change_time_field(self) -> str | None:
-        return self.inner.change_time_field
-
-    def pull(
-        self, since: datetime | None, observe: Callable[[Any, int], None] | None = None
-    ) -> Iterator[RawRecord | BadRecord]:
-        # a skipped row was read too: its change time counts
-        return self._filter(self.inner.pull(since, observe))
+    def _through(self, records: Iterator[RawRecord | BadRecord]) -> Iterator[RawRecord | BadRecord]:
+        return self._filter(records)  # a skipped row was read too: its change time counts
 
 
 def skip_empty_rows(source: Source, columns: Sequence[str]) -> Source:

@@ -73,7 +73,46 @@ def test_a_load_reads_each_secret_file_once(tmp_path: Path) -> None:
         _OPENED.clear()
     assert isinstance(settings.source, HttpSourceSettings)
     assert full == [str(tmp_path / "api_key"), str(tmp_path / "token")]
-    assert lane == [str(tmp_path / "api_key"), str(tmp_path / "token")]  # the key: its reading
+    assert lane == [], "the lane's reading opens none again: the files are as they were read"
+
+
+def test_a_full_start_opens_each_secret_file_once_and_a_rotated_one_again(
+    tmp_path: Path,
+) -> None:
+    """Issue 40 item 24: the load checked the source's token, the source read it again, and
+    a quick lane that declined read the key before the full start did (up to four opens).
+    Now ``secret_rules.read_secret_file`` reads a file once while it stays as it was."""
+    from skuferry.config.secrets import read_secret
+    from skuferry.service.quick import parse
+    from skuferry.service.quick import read as lane_read
+    from skuferry.sources.auth import api_credentials
+
+    for name in ("api_key", "token", "hook"):
+        (tmp_path / name).write_text(f"{name}-value-{tmp_path.name}\n", encoding="utf-8")
+        (tmp_path / name).chmod(0o600)
+    config = _write(
+        tmp_path, SECRETS.replace('token_file = "token"', 'token_file = "token"\nauth = "bearer"')
+    )
+    (tmp_path / "skuferry.db").touch()  # the lane reads only beside a state file
+    _WATCHED.update(str(tmp_path / name) for name in ("api_key", "token", "hook"))
+    try:
+        call = parse(["sync", "-c", str(config)], {})
+        assert call is not None and lane_read(call, {}) is not None  # the lane, declining
+        settings = load_settings(config, env={})  # the full start
+        assert isinstance(settings.source, HttpSourceSettings)
+        headers, _auth = api_credentials(settings.source)  # the source opening
+        assert headers["Authorization"] == f"Bearer token-value-{tmp_path.name}"
+        once = sorted(_OPENED)
+        (tmp_path / "token").write_text("rotated-token\n", encoding="utf-8")  # rotated
+        _OPENED.clear()
+        rotated = read_secret(inline=None, file=tmp_path / "token", env_name=None, key="token")
+        again = sorted(_OPENED)
+    finally:
+        _WATCHED.clear()
+        _OPENED.clear()
+    assert once == [str(tmp_path / "api_key"), str(tmp_path / "token")]
+    assert rotated is not None and rotated.get_secret_value() == "rotated-token"
+    assert again == [str(tmp_path / "token")], "a rewritten file is read again"
 
 
 def test_the_printed_config_masks_its_typed_secrets_only() -> None:
@@ -107,3 +146,21 @@ def test_the_printed_config_masks_its_typed_secrets_only() -> None:
     fields = shown["mapping"]["fields"]
     assert fields["token"] == "Token" and fields["price"]["min"] == Decimal(0)
     assert isinstance(fields["price"]["min"], Decimal)
+
+
+def test_final_newline_and_short_rows_are_declared_once() -> None:
+    """Issue 40 item 24: the settings and the sources each declared these; the sources now
+    take the settings' types (``config.schema``), so a new value is added in one place."""
+    import typing
+
+    from skuferry.config.schema import FinalNewline, ShortRows
+    from skuferry.sources import csv, jsonl, torn
+
+    src = Path(raw.__file__).resolve().parents[1]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in src.rglob("*.py"))
+    for values in typing.get_args(FinalNewline), typing.get_args(ShortRows):
+        spelled = "Literal[" + ", ".join(f'"{v}"' for v in values) + "]"
+        assert text.count(spelled) == 1, spelled
+    for module in (csv, jsonl, torn):
+        assert vars(module)["FinalNewline"] is FinalNewline, module.__name__
+    assert vars(csv)["ShortRows"] is ShortRows

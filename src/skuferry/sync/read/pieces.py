@@ -34,7 +34,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ from skuferry.completeness import Ledger
 from skuferry.config.schema import MappingSettings, Settings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import IncrementalSource, Source
+from skuferry.sources.base import IncrementalSource, IncrementalWrapper, Source
 from skuferry.sources.dispatch import open_source
 from skuferry.state.joins import scratch_dir
 from skuferry.sync.expressions.functions import Refused, Table, compiler
@@ -299,33 +298,18 @@ class Pieces(Source):
                 self.skipped += 1
 
 
-class IncrementalPieces(Pieces, IncrementalSource):
+class IncrementalPieces(Pieces, IncrementalWrapper):
     """The same over a source that can pull changes only: that capability is kept."""
 
     inner: IncrementalSource
 
     def __init__(self, inner: IncrementalSource, mapping: MappingSettings, **options: Any) -> None:
         super().__init__(inner, mapping, **options)
-        self.full_every = inner.full_every
-        self.overlap_s = inner.overlap_s
-        self.since_format = inner.since_format
+        self.keep_window(inner)
 
-    @property
-    def incremental(self) -> bool:
-        return self.inner.incremental
-
-    def records_since(self, since: datetime) -> Records:
-        return self._shape(self.inner.records_since(since))
-
-    @property
-    def change_time_field(self) -> str | None:
-        return self.inner.change_time_field
-
-    def pull(
-        self, since: datetime | None, observe: Callable[[Any, int], None] | None = None
-    ) -> Records:
+    def _through(self, records: Records) -> Records:
         # the change times are the inner source's records', before any grouping or join
-        return self._shape(self.inner.pull(since, observe))
+        return self._shape(records)
 
 
 def assemble(
