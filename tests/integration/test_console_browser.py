@@ -4,8 +4,10 @@ through ``chromedriver``, against ``skuferry run`` as a real process and the san
 An operator signs in, finds the product the CMS refused, sends it again once the CMS side
 is fixed, and sees it on the CMS; a POST whose session is gone is refused and changes
 nothing; every page renders with no error in the browser's console (the CSP blocks
-nothing the page needs). With ``SKUFERRY_CONSOLE_SCREENSHOTS=DIR`` the two pages are
-saved there as PNGs (the docs' screenshots are made so).
+nothing the page needs). The page's figures read as an operator expects them (issue 40),
+and a fleet's front page of 100 workspaces sorts, adds up and filters. With
+``SKUFERRY_CONSOLE_SCREENSHOTS=DIR`` the front page, a workspace's page and the fleet's
+front page are saved there as PNGs (docs/images/ is made so).
 """
 
 from __future__ import annotations
