@@ -89,9 +89,10 @@ def _german_rows() -> tuple[list[list[str]], dict[str, dict[str, Any]], set[str]
             "weight": Decimal(weight.replace(",", ".")),
         }
     # two truly bad rows: an EAN whose check digit is wrong, a price that is no number
-    rows.append(["009991", "Defekt EAN", "", "5,00", "1,00", "3", wrong_check(gtin("400638999991"[:12])),
+    bad_ean = wrong_check(gtin("400638999991"))
+    rows.append(["009991", "Defekt EAN", "", "5,00", "1,00", "3", bad_ean,
                  _DE_MAKERS[0], _DE_GROUPS[0], "0,10", "R0-99", "01.11.2026 04:13"])  # fmt: skip
-    rows.append(["009992", "Preis fehlt", "", "a. A.", "1,00", "3", gtin("400638999992"[:12]),
+    rows.append(["009992", "Preis fehlt", "", "a. A.", "1,00", "3", gtin("400638999992"),
                  _DE_MAKERS[0], _DE_GROUPS[0], "0,10", "R0-99", "01.11.2026 04:13"])  # fmt: skip
     return rows, expected, {"009991", "009992"}
 
@@ -310,7 +311,9 @@ def _magento_rows() -> tuple[list[list[str]], dict[str, dict[str, Any]]]:
                 "online": True, "categories": "Default Category/Kitchen",
                 "variations": None, "attributes": f"color={colour}",
             }  # fmt: skip
-        variations = "|".join(f"sku={s},color={c}" for s, c in zip(simples, ("Red", "Blue"), strict=True))
+        variations = "|".join(
+            f"sku={s},color={c}" for s, c in zip(simples, ("Red", "Blue"), strict=True)
+        )
         parent = f"TEA-{p}"
         rows.append([parent, "", "Default", "configurable", "Default Category/Kitchen", "base",
                      f"Teapot {p}", f"<p>Teapot {p}.</p>", "Cast iron", "", "1", "Taxable Goods",
@@ -344,7 +347,7 @@ def magento() -> Export:
 
 
 def _xlsx_rows() -> tuple[list[list[Any]], dict[str, dict[str, Any]]]:
-    rows: list[list[Any]] = [["Artikelliste Sommer 2026 – Stand 28.11.2026"], []]
+    rows: list[list[Any]] = [["Artikelliste Sommer 2026, Stand 28.11.2026"], []]
     rows.append(["Art.-Nr.", "Artikelbezeichnung", "Preis", "Menge", "EAN", "Marke", "Bemerkung"])
     expected = {}
     for i in range(1, 21):

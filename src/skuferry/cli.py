@@ -524,6 +524,22 @@ def init(ctx: click.Context, /, **args: Any) -> None:
     from skuferry.actions.init import init as action
 
     _configure_logs(ctx, quiet=True)
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    command = "skuferry init " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "skuferry init"
-    sys.exit(action(**args, interactive=interactive, command=command))
+    sys.exit(action(**args, interactive=_on_terminal(), command=_command_line("init", args)))
+
+
+def _on_terminal() -> bool:
+    """Someone to ask: stdin and stdout are a terminal."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _command_line(verb: str, args: dict[str, Any]) -> str:
+    """The command as a user would type it again (its options, not secrets: init has none)."""
+    import shlex
+
+    words = ["skuferry", verb]
+    for name, value in args.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + ("from" if name == "origin" else name.replace("_", "-"))
+        words += [flag] if value is True else [flag, shlex.quote(str(value))]
+    return " ".join(words)

@@ -65,7 +65,9 @@ def assert_landed(sandbox: Sandbox, export: Export, summary: dict[str, Any]) -> 
     held = _products(sandbox)
     assert set(held) == set(export.expected), (sorted(set(held) ^ set(export.expected)), summary)
     for key, payload in export.expected.items():
-        wrong = {f: (held[key].get(f), v) for f, v in payload.items() if not _same(held[key].get(f), v)}
+        wrong = {
+            f: (held[key].get(f), v) for f, v in payload.items() if not _same(held[key].get(f), v)
+        }
         assert not wrong, f"{key}: (on the CMS, expected) {wrong}"
     refused = {p["key"] for p in summary["problems"]}
     assert refused == export.refused, summary["problems"]
@@ -108,7 +110,7 @@ def test_init_never_replaces_a_config_without_force(
 # --- a JSON API whose pages link the next one ---------------------------------------------------
 
 PAGE = 20
-API_PRODUCTS = [
+API_PRODUCTS: list[dict[str, Any]] = [
     {
         "id": 7000 + i,
         "code": f"API-{i:03d}",
@@ -122,7 +124,7 @@ API_PRODUCTS = [
 
 
 class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         parts = urlsplit(self.path)
         page = int(parse_qs(parts.query).get("page", ["1"])[0])
         items = API_PRODUCTS[(page - 1) * PAGE : page * PAGE]
@@ -158,7 +160,7 @@ def paged_api() -> Iterator[str]:
 def test_a_json_api_with_next_links(
     paged_api: str, run_cli: Run, sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    summary, made = init_check_sync(run_cli, sandbox, paged_api)
+    summary, _ = init_check_sync(run_cli, sandbox, paged_api)
     config = (tmp_path / "skuferry.toml").read_text(encoding="utf-8")
     assert 'items_path = "products"' in config
     assert 'next_path = "next"' in config

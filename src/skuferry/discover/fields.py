@@ -196,8 +196,8 @@ def _ean(column: Column, score: int) -> _Fitted:
     bad = [*gtins.invalid, *gtins.mangled]
     if bad:
         notes.append(
-            f"{column.name!r}: {', '.join(map(repr, bad))} fail the GTIN check: those "
-            "rows are refused (and held) until the export is fixed"
+            f"{column.name!r}: {', '.join(map(repr, bad))} do not pass the GTIN check: "
+            "their rows are refused (and held) until the export is fixed"
         )
     return score, spec, why, notes
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from skuferry.discover import fields as f
 from skuferry.discover import key as k
+from skuferry.discover import values as v
 from skuferry.discover.columns import columns as columns_of
 from skuferry.discover.known import Known, recognise
 from skuferry.discover.model import (
@@ -25,6 +26,7 @@ from skuferry.discover.model import (
     Proposal,
     Question,
     Sample,
+    Sure,
 )
 from skuferry.discover.words import FIELDS
 
@@ -76,13 +78,43 @@ def propose(sample: Sample, *, preset: str | None = None) -> Proposal:
         candidates=tuple(candidates),
         fields=found.choices,
         unmapped=_unmapped(cols, used, hint),
-        findings=(*sample.findings, *_key_findings(best, candidates)),
+        findings=(*sample.findings, *value_findings(cols, hint), *_key_findings(best, candidates)),
         questions=tuple(questions),
         notes=tuple(notes),
         columns=tuple(cols),
         hint=hint,
         count=count,
     )
+
+
+def value_findings(cols: Sequence[Column], hint: str | None) -> list[Finding]:
+    """How the file writes numbers and dates, over all its columns."""
+    out = []
+    styled = [
+        (c, n)
+        for c in cols
+        if (n := v.numbers(c.values, hint=hint)) is not None
+        and not n.typed
+        and (n.fraction or n.thousands)
+    ]
+    if styled:
+        column, numbers = ([(c, n) for c, n in styled if n.thousands] or styled)[0]
+        decimal, thousands = numbers.decimal, numbers.thousands
+        value = f'decimal "{decimal}"' + (f', thousands "{thousands}"' if thousands else "")
+        sure: Sure = "sure" if all(n.sure for _, n in styled) else "likely"
+        example = v.shown(v.texts(column.values)[0])
+        why = f"{len(styled)} column(s) of numbers, e.g. {column.name!r}: {example}"
+        if not numbers.sure:
+            why += "; the values read either way, the file's other numbers decided"
+        out.append(Finding("numbers", value, sure, why))
+    for column in cols:
+        dates = v.dates(column.values)
+        if dates is None:
+            continue
+        sure = "sure" if dates.sure else "unsure"
+        why = f"in {column.name!r}, e.g. {v.shown(v.texts(column.values)[0])}"
+        out.append(Finding("dates", dates.describe(), sure, why))
+    return out
 
 
 def _key_findings(best: KeyCandidate | None, candidates: Sequence[KeyCandidate]) -> list[Finding]:
@@ -148,7 +180,12 @@ def _known(
         candidates=tuple(candidates),
         fields=tuple(c for c in choices if c.target != known.key),
         unmapped=_unmapped(left, set(), hint),
-        findings=(*sample.findings, finding, *_key_findings(key, candidates)),
+        findings=(
+            *sample.findings,
+            finding,
+            *value_findings(cols, hint),
+            *_key_findings(key, candidates),
+        ),
         mapping=dict(known.mapping),
         questions=tuple(questions),
         notes=(*sample.notes, *notes, f"{known.title}: see {known.doc}"),

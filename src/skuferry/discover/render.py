@@ -223,6 +223,8 @@ def summary(proposal: Proposal) -> list[str]:
     """The proposal as ``init`` prints it: what was found, the key, the fields, the rest."""
     out = ["What was found, and how sure:"]
     for finding in proposal.findings:
+        if finding.subject == "key":
+            continue  # said below, with the runner-up
         out.append(f"  {finding.subject}: {finding.value} ({finding.sure}: {finding.why})")
     out.append("")
     if proposal.key is not None:

@@ -43,7 +43,7 @@ WORDS: dict[str, tuple[str, ...]] = {
         "default code", "model number", "style number", "product sku", "code",
         # de
         "artikelnummer", "artikel nr", "artikelnr", "art nr", "artnr", "artikel nummer",
-        "art no", "bestellnummer", "materialnummer", "sachnummer", "teilenummer",
+        "art no", "bestellnummer", "materialnummer", "sachnummer", "teilenummer", "referenz",
         # fr
         "reference produit", "ref produit", "code article", "code produit",
         "numero article", "num article",
@@ -146,8 +146,9 @@ STEMS: dict[str, tuple[str, ...]] = {
 # price to sell at, a compare-at price is the struck-through one, a minimum stock no stock.
 NOT: dict[str, tuple[str, ...]] = {
     KEY: ("parent", "category", "tax", "image", "supplier name", "ean", "gtin", "barcode"),
-    "name": ("file", "user", "attribute", "attributes", "option", "meta", "seo", "supplier", "manufacturer",
-             "brand", "vendor", "category", "url", "image", "slug", "key", "handle"),
+    "name": ("file", "user", "attribute", "attributes", "option", "meta", "seo", "supplier",
+             "manufacturer", "brand", "vendor", "category", "url", "image", "slug", "key",
+             "handle"),
     "description": ("short", "meta", "seo", "kurz", "courte", "corta", "breve", "kort"),
     "price": ("ek", "einkauf", "einkaufspreis", "purchase", "cost", "achat", "compra",
               "acquisto", "inkoop", "compare", "uvp", "msrp", "currency", "wahrung",
@@ -192,7 +193,11 @@ def name_score(target: str, name: str) -> int:
     if not text:
         return 0
     words = text.split()
-    if any(_holds(words, other) for other in NOT.get(target, ())):
+    others = NOT.get(target, ())
+    if any(_holds(words, other) for other in others):
+        return -1
+    # German compounds: "Mindestbestand", "Einkaufspreis", "Kurzbeschreibung"
+    if any(w.startswith(o) and len(w) > len(o) for w in words for o in others if len(o) >= 4):
         return -1
     vocabulary = WORDS[target]
     if text in vocabulary or text.replace(" ", "") in vocabulary:
