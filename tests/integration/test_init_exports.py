@@ -87,8 +87,9 @@ def test_init_then_the_first_sync_puts_every_valid_product_on_the_cms(
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert KEY not in config.read_text(encoding="utf-8")  # the key stays in the environment
     assert KEY not in made.stdout + made.stderr
-    # the preview wrote nothing: the sync created every product
+    # the preview wrote nothing (the sync created every product) and asked the CMS its count
     assert "nothing written" in made.stdout
+    assert f"the CMS at {sandbox.url} lists 0 product(s)" in made.stdout
 
 
 def test_init_never_replaces_a_config_without_force(

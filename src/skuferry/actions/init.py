@@ -39,6 +39,8 @@ def init(
 
     if output.exists() and not force:
         raise errors.UsageError(f"{output} exists: pass --force to replace it (nothing written)")
+    if not output.parent.absolute().is_dir():
+        raise errors.UsageError(f"--output {output}: no folder {output.parent}")
     env = read.environment()
     asking = interactive and not yes
     given = _preset_keys(preset, origin, env) if asking and preset else None
@@ -61,6 +63,8 @@ def init(
             return errors.EXIT_OK
         _write(output, draft.text(chosen), force=force)
     else:
+        if not yes:
+            click.echo("no terminal to ask: the proposal is taken as it is (as --yes)", err=True)
         _write(output, draft.text(proposal), force=force)
         show(proposal)
     _next(output, base_url=base_url, env=env)
