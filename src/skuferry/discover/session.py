@@ -87,6 +87,6 @@ def converse(
             if not targets:
                 term.echo("no field left to drop")
                 continue
-            dropped = term.choose(f"Drop which field ({', '.join(targets)})", targets, targets[-1])
+            dropped = term.choose("Drop which field", targets, targets[-1])
             proposal = p.without_field(proposal, dropped)
         show(proposal)
