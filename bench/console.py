@@ -67,6 +67,12 @@ class Shop:
     def retry(self, keys: Sequence[str]) -> None:
         raise AssertionError("the bench only reads")
 
+    def undo(self, run: int) -> None:
+        raise AssertionError("the bench only reads")
+
+    def undo_problem(self, run: int) -> str | None:
+        return None
+
 
 def _seed(path: Path, refused: int, runs: int = 30) -> None:
     mirror = Mirror(path)

@@ -8,7 +8,8 @@ demo   the embedded default (sandbox API + sample catalog)
 sandbox  serve the local stand-in of the CMS API
 rejected the products refused or failed, with stage and reason
 retry  send rejected or failed products again
-init   propose a config from an export or API, show it at work, write it
+explain  one product's story: where it is, what the CMS has, why, what next
+undo   put back on the CMS what one run changed
 """
 
 from __future__ import annotations
@@ -481,65 +482,54 @@ def retry(ctx: click.Context, /, **args: Any) -> None:
 
 
 @main.command()
+@config_option
+@click.argument("run", type=click.IntRange(min=1), metavar="RUN")
 @click.option(
-    "--from",
-    "origin",
-    required=True,
-    metavar="PATH_OR_URL",
-    help="The export (CSV, TSV, XLSX, JSON Lines, XML/BMEcat; .gz and .zip too) or a JSON "
-    "API's URL; only a sample is read.",
+    "--dry-run",
+    is_flag=True,
+    help="Read the products and say what would be put back; write nothing.",
 )
-@click.option(
-    "--preset",
-    metavar="NAME",
-    help="Read the API of a system the presets know (akeneo, shopify, business-central, "
-    "odoo, woocommerce, magento) at --from URL, its secret from the variable its example "
-    "names.",
-)
-@click.option(
-    "--base-url",
-    metavar="URL",
-    help="The CMS workspace's URL for [api] base_url (default: the local sandbox).",
-)
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("skuferry.toml"),
-    show_default=True,
-    help="Where to write the config (0600).",
-)
-@click.option("--yes", "-y", is_flag=True, help="Take the proposal as it is: ask nothing.")
-@click.option("--force", is_flag=True, help="Replace --output if it exists.")
+@json_option
+@keys_options("Only the KEYs named after the options: the rest of the run stays as it is.")
 @click.pass_context
 @guarded
-def init(ctx: click.Context, /, **args: Any) -> None:
-    """Propose a config from your export or API, show it at work, and write it.
+def undo(
+    ctx: click.Context,
+    /,
+    *,
+    config_path: Path | None,
+    run: int,
+    dry_run: bool,
+    as_json: bool,
+    only: bool,
+    keys_from: Path | None,
+    keys: tuple[str, ...],
+) -> None:
+    """Put back on the CMS what run RUN changed (the run_id of sync --json, or status).
 
-    Detects the format, encoding, delimiter, header, number and date styles, the key
-    and the fields, says how sure it is, shows three records as read and as sent and
-    the rows it would refuse (writing nothing to the CMS), and on a terminal asks
-    before writing.
+    Each field that run updated goes back to its value before it, unless the CMS holds
+    something else by now (left and listed); products it created are archived with the
+    [gone] patch (else listed); products it archived are restored. The source that run
+    read is refused from then on, until the export changes or sync --force.
     """
-    from skuferry.actions.init import init as action
+    from skuferry.actions.sync import named_keys
+    from skuferry.actions.undo import undo as action
 
-    _configure_logs(ctx, quiet=True)
-    sys.exit(action(**args, interactive=_on_terminal(), command=_command_line("init", args)))
-
-
-def _on_terminal() -> bool:
-    """Someone to ask: stdin and stdout are a terminal."""
-    return sys.stdin.isatty() and sys.stdout.isatty()
+    named = named_keys(only=only, keys=keys, keys_from=keys_from)
+    _configure_logs(ctx)
+    sys.exit(action(config_path, run, only=named, dry_run=dry_run, as_json=as_json))
 
 
-def _command_line(verb: str, args: dict[str, Any]) -> str:
-    """The command as a user would type it again (its options, not secrets: init has none)."""
-    import shlex
+@main.command()
+@config_option
+@click.argument("key", metavar="KEY")
+@click.option("--json", "as_json", is_flag=True, help="Print the story as one JSON object.")
+@click.pass_context
+@guarded
+def explain(ctx: click.Context, /, *, config_path: Path | None, key: str, as_json: bool) -> None:
+    """One product's story: where it is in the source, what the CMS has, its state and why,
+    the last runs that wrote it (field by field), and what the next run would do."""
+    from skuferry.actions.explain import explain as action
 
-    words = ["skuferry", verb]
-    for name, value in args.items():
-        if value is None or value is False:
-            continue
-        flag = "--" + ("from" if name == "origin" else name.replace("_", "-"))
-        words += [flag] if value is True else [flag, shlex.quote(str(value))]
-    return " ".join(words)
+    _configure_logs(ctx)
+    sys.exit(action(config_path, key, as_json=as_json))

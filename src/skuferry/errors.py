@@ -10,7 +10,8 @@ place. Nothing below prints or exits.
     ├── SafetyStop                      2   a guard refused the run, nothing written
     │   ├── EmptySourceRefused
     │   ├── ChangeGuardTripped
-    │   └── GoneGuardTripped            too many products would be archived at once
+    │   ├── GoneGuardTripped            too many products would be archived at once
+    │   └── UndoneFeedRefused           the source is a feed `skuferry undo` took back
     ├── LockHeld                        75  another run holds the state lock
     ├── Interrupted                     130 SIGTERM/SIGINT: in-flight work committed, run cut short
     ├── StateError                      3   the state file cannot be opened or is too new
@@ -88,6 +89,10 @@ class ChangeGuardTripped(SafetyStop):
 
 class GoneGuardTripped(SafetyStop):
     """More than ``[safety] max_gone_ratio`` of the known products would be archived."""
+
+
+class UndoneFeedRefused(SafetyStop):
+    """The source is the very feed a run read that ``skuferry undo`` took back."""
 
 
 class LockHeld(SkuferryError):

@@ -213,6 +213,7 @@ class RunSummary:
     repairs' note and the writes' notes (``write_note``).
     """
 
+    run_id: int | None = None  # the runs table's row: what `skuferry undo RUN` takes (dry: None)
     created: int = 0
     updated: int = 0
     adopted: int = 0
@@ -255,6 +256,7 @@ class RunSummary:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "run_id": self.run_id,
             "created": self.created,
             "updated": self.updated,
             "adopted": self.adopted,

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skuferry import logs
 from skuferry.config.load import load_settings
@@ -54,6 +54,9 @@ from skuferry.state.lock import Held, hold
 from skuferry.state.mirror import Mirror
 from skuferry.sync.context import Adapters
 from skuferry.sync.write.lanes import UrgentInbox
+
+if TYPE_CHECKING:
+    from skuferry.sync.undo import UndoReport
 
 log = logs.get(__name__)
 
@@ -83,6 +86,18 @@ class Job(Protocol):
 Loader = Callable[[Path | None], Settings]
 
 
+class UndoJob(Protocol):
+    """What the daemon runs to undo a run: ``sync.undo.undo_run`` or a test's wrapper."""
+
+    def __call__(self, settings: Settings, run: int, *, stop: threading.Event) -> UndoReport: ...
+
+
+def _undo_run(settings: Settings, run: int, *, stop: threading.Event) -> UndoReport:
+    from skuferry.sync.undo import undo_run
+
+    return undo_run(settings, run, stop=stop)
+
+
 # --- the daemon ------------------------------------------------------------------------
 
 
@@ -104,9 +119,13 @@ class Daemon:
         lanes: bool = True,
         http: bool = True,
         first_run_delay_s: float = 0.0,
+        undo: UndoJob = _undo_run,
     ) -> None:
         self._config_path = config_path
         self._job = job
+        self._undo = undo
+        # the page's undos that could not start (no such run, pruned...): run -> why
+        self.undo_problems: dict[int, str] = {}
         self._load = load
         self._notify = notifier if notifier is not None else Notifier.from_env()
         self._interval_s = interval_s
@@ -400,6 +419,28 @@ class Daemon:
         targeted run after the run going, if any. Thread-safe; returns at once."""
         log.info("daemon.retry.queued", keys=len(keys))
         self._schedule.once(self.run_now, "skuferry retry", keys, resend=True)
+
+    def request_undo(self, run: int) -> None:
+        """Undo run ``run`` (the page's "Undo this run") after the run going, if any, as a
+        run of its own in the daemon's thread (the daemon holds the state). Thread-safe;
+        returns at once."""
+        log.info("daemon.undo.queued", undoes=run)
+        self._schedule.once(self.undo_now, "skuferry undo", run)
+
+    def undo_now(self, run: int) -> UndoReport | None:
+        """Undo run ``run`` now, one run at a time; never raises (None: it could not)."""
+        settings = self.settings
+        with self._gate:
+            try:
+                report = self._undo(settings, run, stop=self.stop_event)
+            except SkuferryError as exc:
+                self.undo_problems[run] = str(exc)
+                log.error("daemon.undo.failed", undoes=run, error=str(exc))
+                return None
+        self.undo_problems.pop(run, None)
+        log.info("daemon.undo.finished", undoes=run, run=report.run_id, status=report.status)
+        release_memory()
+        return report
 
     def _source_changed(self) -> None:
         """A watched file went quiet in a new version: a run after the one going (if any),

@@ -231,7 +231,7 @@ def _skip(
             "config.file.readable", path=str(config.file), message=warning
         )
     run_id = mirror.start_run()
-    summary = RunSummary()
+    summary = RunSummary(run_id=run_id)
     skip.skipped_run(summary, mirror)
     summary.duration_s = time.monotonic() - started
     skip.record(mirror, run_id, summary)

@@ -483,6 +483,38 @@ class WriteJournal(StateFile):
             )
             conn.execute("UPDATE products SET attempts = attempts + 1 WHERE key = ?", (key,))
 
+    def record_put_back(
+        self,
+        key: str,
+        remote_id: str,
+        *,
+        state: State,
+        digest: str | None,
+        record_digest: str | None,
+        sent: Mapping[str, Any] | None,
+    ) -> None:
+        """An undo's write landed: the row as the CMS now holds it (``state`` SYNCED or
+        ARCHIVED, in step with ``digest``, None: not known), ``sent`` as last sent."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM intents WHERE key = ?", (key,))
+            deadletters.clear(conn, [key])
+            self._outcome(conn, key, history.OK, remote_id=remote_id)
+            self._upsert(
+                conn,
+                key,
+                state,
+                {
+                    "remote_id": remote_id,
+                    "digest": digest,
+                    "source_fingerprint": record_digest,
+                    "sent": None if sent is None else canonical.dumps(dict(sent)),
+                    "rejected_digest": None,
+                    "last_error": None,
+                    "attempts": 0,
+                    "synced_at": self._clock(),
+                },
+            )
+
     def remember_remote(self, key: str, values: Mapping[str, Any]) -> None:
         """What the remote was found to hold (``--verify``): the next update is diffed
         against it, so it carries exactly the fields edited there. A write of the key whose

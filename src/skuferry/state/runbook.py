@@ -36,10 +36,13 @@ class RunBook(StateFile):
             self.run_id = int(cur.lastrowid or 0)
             return self.run_id
 
-    def note_run_token(self, run_id: int, token: str | None) -> None:
-        """The skip token of the source run ``run_id`` read (what an undo refuses again)."""
+    def note_run_token(self, token: str | None) -> None:
+        """The skip token of the source this connection's run reads (what an undo of it
+        refuses again); nothing outside a run."""
+        if self.run_id is None or token is None:
+            return
         with self._write() as conn:
-            conn.execute("UPDATE runs SET token = ? WHERE id = ?", (token, run_id))
+            conn.execute("UPDATE runs SET token = ? WHERE id = ?", (token, self.run_id))
 
     def finish_run(
         self, run_id: int, *, status: str, exit_code: int, summary: dict[str, Any]
@@ -50,6 +53,37 @@ class RunBook(StateFile):
                 "WHERE id = ?",
                 (self._clock(), status, exit_code, json.dumps(summary, default=str), run_id),
             )
+
+    def run_row(self, run_id: int) -> dict[str, Any] | None:
+        """One run's row (``kind``, ``undoes``, ``token`` with it), its summary parsed."""
+        found = self._conn.execute(
+            "SELECT id, started_at, finished_at, status, exit_code, summary, kind, undoes, token "
+            "FROM runs WHERE id = ?",
+            (run_id,),
+        ).fetchone()
+        if found is None:
+            return None
+        names = ("id", "started_at", "finished_at", "status", "exit_code", "summary")
+        row = dict(zip((*names, "kind", "undoes", "token"), found, strict=True))
+        row["summary"] = json.loads(row["summary"]) if row["summary"] else None
+        return row
+
+    def undos_of(self, run_id: int) -> list[dict[str, Any]]:
+        """The undo runs of run ``run_id``, newest first (id, status)."""
+        rows = self._conn.execute(
+            "SELECT id, status FROM runs WHERE kind = 'undo' AND undoes = ? ORDER BY id DESC",
+            (run_id,),
+        ).fetchall()
+        return [{"id": int(i), "status": str(status)} for i, status in rows]
+
+    def resume_run(self, run_id: int) -> None:
+        """Open an unfinished run again (an undo cut short, run again): its writes go on
+        under its id."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?", (run_id,)
+            )
+        self.run_id = run_id
 
     def last_runs(self, n: int = 5) -> list[dict[str, Any]]:
         """The last ``n`` runs, newest first, their summary parsed (for ``status``)."""

@@ -6,18 +6,52 @@ the counts the metrics take after every run, the no-op's too, stay plain ``sqlit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from skuferry import canonical
 from skuferry.lifecycle import state_sql
 from skuferry.models import State
 from skuferry.state import deadletters
 from skuferry.state.deadletters import DeadLetter
+from skuferry.state.scratch import keyset
 from skuferry.state.statefile import StateFile
 
 
 class StatusReads(StateFile):
     """What the mirror shows: counts by state, the archived, the refused, the dead letters."""
+
+    def product(self, key: str) -> dict[str, Any] | None:
+        """What the mirror holds of one key, by column (``explain``): its state, remote id,
+        values last sent (parsed), times, last error; ``intent``: an open create's start."""
+        found = self._conn.execute(
+            "SELECT p.key, p.state, p.digest, p.sent, p.remote_id, p.last_error, p.attempts, "
+            "p.source_line, p.first_seen, p.updated_at, p.synced_at, p.rejected_digest, "
+            "p.source_fingerprint, i.started_at FROM products p "
+            "LEFT JOIN intents i ON i.key = p.key WHERE p.key = ?",
+            (key,),
+        ).fetchone()
+        if found is None:
+            return None
+        names = (
+            "key", "state", "digest", "sent", "remote_id", "last_error", "attempts",
+            "source_line", "first_seen", "updated_at", "synced_at", "rejected_digest",
+            "record_digest", "intent",
+        )  # fmt: skip
+        row = dict(zip(names, found, strict=True))
+        row["sent"] = canonical.loads(row["sent"]) if row["sent"] is not None else None
+        return row
+
+    def keys_like(self, folded: Callable[[str], str], wanted: str, *, limit: int = 10) -> list[str]:
+        """Known keys that ``folded`` makes ``wanted`` (case, Unicode forms, spaces): a key
+        asked that differs from one known only so (read page by page, never slurped)."""
+        found: list[str] = []
+        for (key,) in keyset(self._conn, "SELECT key FROM products"):
+            if folded(key) == wanted:
+                found.append(key)
+                if len(found) >= limit:
+                    break
+        return found
 
     def counts_by_state(self) -> dict[str, int]:
         sql = "SELECT state, count(*) FROM products GROUP BY state ORDER BY state"

@@ -78,6 +78,7 @@ def run_once(
             on_progress=on_progress,
             run_id=None if dry_run else mirror.start_run(),
         )
+        summary.run_id = run.run_id
         try:
             _run(run)
         except errors.SkuferryError as exc:

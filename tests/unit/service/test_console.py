@@ -34,6 +34,8 @@ class FakeWorkspace:
         self.board: Any = None
         self.runs = 0
         self.retried: list[list[str]] = []
+        self.undone: list[int] = []
+        self.problems: dict[int, str] = {}
 
     def next_run(self) -> str | None:
         return "2026-11-27T02:00:00+00:00"
@@ -46,6 +48,12 @@ class FakeWorkspace:
 
     def retry(self, keys: Sequence[str]) -> None:
         self.retried.append(list(keys))
+
+    def undo(self, run: int) -> None:
+        self.undone.append(run)
+
+    def undo_problem(self, run: int) -> str | None:
+        return self.problems.get(run)
 
 
 def seed_state(path: Path, *, letters: int = 3, runs: int = 4) -> None:

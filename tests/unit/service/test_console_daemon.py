@@ -95,6 +95,11 @@ def test_a_daemon_workspace_is_named_and_hands_on_to_its_daemon(tmp_path: Path) 
         def request_retry(self, keys: list[str]) -> None:
             self.asked.append(("retry", keys))
 
+        def request_undo(self, run: int) -> None:
+            self.asked.append(("undo", run))
+
+        undo_problems: dict[int, str] = {7: "its history was pruned"}
+
     daemon = Recorder()
     ws = DaemonWorkspace(daemon, "shop")
     assert (ws.name, ws.next_run(), ws.waiting(), ws.settings) == (
@@ -105,4 +110,6 @@ def test_a_daemon_workspace_is_named_and_hands_on_to_its_daemon(tmp_path: Path) 
     )
     ws.run_now()
     ws.retry(("A", "B"))
-    assert daemon.asked == [("run", "the operator's page"), ("retry", ["A", "B"])]
+    ws.undo(7)
+    assert daemon.asked == [("run", "the operator's page"), ("retry", ["A", "B"]), ("undo", 7)]
+    assert (ws.undo_problem(7), ws.undo_problem(8)) == ("its history was pruned", None)

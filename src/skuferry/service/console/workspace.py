@@ -3,7 +3,7 @@
 The page never reaches into a daemon: it is given ``Workspace`` views, one per workspace
 the process serves. ``skuferry run`` serves one (``DaemonWorkspace``); a process serving a
 directory of workspaces gives one view per workspace, each with its own name, settings,
-board and hands (``run_now``, ``retry``). Both hands only ask: the run itself happens in
+board and hands (``run_now``, ``retry``, ``undo``). The hands only ask: the run itself happens in
 the daemon's own threads, one at a time, as a hook's or the schedule's would.
 """
 
@@ -52,6 +52,14 @@ class Workspace(Protocol):
         """Send ``keys`` again as ``skuferry retry`` does (refused data resent); returns at once."""
         ...
 
+    def undo(self, run: int) -> None:
+        """Undo run ``run`` as ``skuferry undo`` does, in the daemon's thread; returns at once."""
+        ...
+
+    def undo_problem(self, run: int) -> str | None:
+        """Why the last undo of ``run`` asked from the page could not start, if it could not."""
+        ...
+
 
 class Daemon(Protocol):
     """What ``DaemonWorkspace`` uses of ``skuferry run``'s daemon."""
@@ -67,6 +75,11 @@ class Daemon(Protocol):
     def request_run(self, reason: str = ...) -> None: ...
 
     def request_retry(self, keys: list[str]) -> None: ...
+
+    def request_undo(self, run: int) -> None: ...
+
+    @property
+    def undo_problems(self) -> dict[int, str]: ...
 
     def waiting(self) -> int: ...
 
@@ -101,3 +114,9 @@ class DaemonWorkspace:
 
     def retry(self, keys: Sequence[str]) -> None:
         self._daemon.request_retry(list(keys))
+
+    def undo(self, run: int) -> None:
+        self._daemon.request_undo(run)
+
+    def undo_problem(self, run: int) -> str | None:
+        return self._daemon.undo_problems.get(run)

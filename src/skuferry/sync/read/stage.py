@@ -24,7 +24,7 @@ from skuferry.sources.skip import skip_notes, skipped_rows
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
 from skuferry.sync.expressions.functions import Table
-from skuferry.sync.read import incremental
+from skuferry.sync.read import incremental, undone
 from skuferry.sync.read.named import KeyReader, NamedPull
 from skuferry.sync.read.pieces import (
     join_tokens,
@@ -107,6 +107,7 @@ def begin(run: ReadRun, base: Source, source: Source, keys: KeyReader) -> Opened
     options = run.options
     if options.only is not None:  # a named run always reads its keys
         run.summary.pull = "named"
+        _not_undone(run, base, source, None)
         return Opened(base, source, None, NamedPull(options.only, keys), skip.Decision(None))
     pull = incremental.choose(
         source,
@@ -116,7 +117,23 @@ def begin(run: ReadRun, base: Source, source: Source, keys: KeyReader) -> Opened
         now=datetime.now(UTC),
     )
     run.summary.pull = pull.kind
-    return Opened(base, source, pull, None, _unchanged(run, base, pull, joins=source))
+    decision = _unchanged(run, base, pull, joins=source)
+    if not decision.skip:  # a skipped run writes nothing: nothing of it to undo
+        _not_undone(run, base, source, decision.token)
+    return Opened(base, source, pull, None, decision)
+
+
+def _not_undone(run: ReadRun, base: Source, source: Source, token: str | None) -> None:
+    """The run's token noted in its row (a full or incremental pull's: what an undo of the
+    run refuses), and a feed ``skuferry undo`` took back refused (``undone``). ``token``:
+    the skip decision's, None when it was not asked (a named or dry run: then worked out
+    only when some feed was undone)."""
+    mirror, options = run.mirror, run.options
+    if token is None and undone.marks(mirror):
+        token = undone.token_now(run.settings, base, source)
+    if not options.dry_run and options.only is None:
+        mirror.note_run_token(token)
+    undone.check(mirror, token, force=options.force, dry_run=options.dry_run, summary=run.summary)
 
 
 def _unchanged(

@@ -137,12 +137,17 @@ class Updater:
     def archive(self, remote_id: str, sent: Mapping[str, Any] | None) -> Outcome:
         """Send the [gone] patch: PATCH as it is, PUT over the product as read."""
         patch = dict(self._policy.patch)
-        body = patch
+        self.put_back(remote_id, patch)
+        return Outcome(gone.sent_after_archive(sent, patch), wrote=True)
+
+    def put_back(self, remote_id: str, fields: Mapping[str, Any]) -> None:
+        """Set exactly ``fields`` (the [gone] patch, an undo's values): PATCH them as they
+        are, PUT them over the product as read."""
+        body = dict(fields)
         if self._method == "put":
             remote = self._client.get_product(remote_id)
-            body = {**{k: v for k, v in remote.items() if k != "id"}, **patch}
+            body = {**{k: v for k, v in remote.items() if k != "id"}, **body}
         self._client.update_product(remote_id, body, method=self._method)
-        return Outcome(gone.sent_after_archive(sent, patch), wrote=True)
 
     def _patch(self, product: Product, sent: Mapping[str, Any], *, restore: bool) -> dict[str, Any]:
         changed = fields.changes(product.payload, sent, self._own)
