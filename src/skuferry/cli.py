@@ -8,6 +8,7 @@ demo   the embedded default (sandbox API + sample catalog)
 sandbox  serve the local stand-in of the CMS API
 rejected the products refused or failed, with stage and reason
 retry  send rejected or failed products again
+init   propose a config from an export or API, show it at work, write it
 explain  one product's story: where it is, what the CMS has, why, what next
 undo   put back on the CMS what one run changed
 """
@@ -479,6 +480,71 @@ def retry(ctx: click.Context, /, **args: Any) -> None:
 
     _configure_logs(ctx)
     sys.exit(action(**args))
+
+
+@main.command()
+@click.option(
+    "--from",
+    "origin",
+    required=True,
+    metavar="PATH_OR_URL",
+    help="The export (CSV, TSV, XLSX, JSON Lines, XML/BMEcat; .gz and .zip too) or a JSON "
+    "API's URL; only a sample is read.",
+)
+@click.option(
+    "--preset",
+    metavar="NAME",
+    help="Read the API of a system the presets know (akeneo, shopify, business-central, "
+    "odoo, woocommerce, magento) at --from URL, its secret from the variable its example "
+    "names.",
+)
+@click.option(
+    "--base-url",
+    metavar="URL",
+    help="The CMS workspace's URL for [api] base_url (default: the local sandbox).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("skuferry.toml"),
+    show_default=True,
+    help="Where to write the config (0600).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Take the proposal as it is: ask nothing.")
+@click.option("--force", is_flag=True, help="Replace --output if it exists.")
+@click.pass_context
+@guarded
+def init(ctx: click.Context, /, **args: Any) -> None:
+    """Propose a config from your export or API, show it at work, and write it.
+
+    Detects the format, encoding, delimiter, header, number and date styles, the key
+    and the fields, says how sure it is, shows three records as read and as sent and
+    the rows it would refuse (writing nothing to the CMS), and on a terminal asks
+    before writing.
+    """
+    from skuferry.actions.init import init as action
+
+    _configure_logs(ctx, quiet=True)
+    sys.exit(action(**args, interactive=_on_terminal(), command=_command_line("init", args)))
+
+
+def _on_terminal() -> bool:
+    """Someone to ask: stdin and stdout are a terminal."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _command_line(verb: str, args: dict[str, Any]) -> str:
+    """The command as a user would type it again (its options, not secrets: init has none)."""
+    import shlex
+
+    words = ["skuferry", verb]
+    for name, value in args.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + ("from" if name == "origin" else name.replace("_", "-"))
+        words += [flag] if value is True else [flag, shlex.quote(str(value))]
+    return " ".join(words)
 
 
 @main.command()

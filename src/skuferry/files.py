@@ -77,3 +77,27 @@ def loose_mode_warning(path: Path, *, what: str) -> str | None:
     return (
         f"{what} {path} is readable by other users (mode {mode_text(path)}); run: chmod 600 {path}"
     )
+
+
+def write_private(path: Path, text: str, *, overwrite: bool = False) -> None:
+    """Write ``text`` to ``path`` as a file only its owner may read (``0600``).
+
+    Without ``overwrite`` an existing file is left alone (``FileExistsError``); with it,
+    the new content replaces the old at once (a private temporary file renamed over it),
+    so a reader never sees half a file.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    target = path.with_name(f".{path.name}.{os.getpid()}.tmp") if overwrite else path
+    fd = os.open(target, flags, PRIVATE_FILE)
+    try:
+        os.fchmod(fd, PRIVATE_FILE)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        if overwrite:
+            target.unlink(missing_ok=True)
+        raise
+    if overwrite:
+        target.replace(path)
