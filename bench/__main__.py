@@ -14,6 +14,7 @@ from bench import (
     console,
     density,
     fill,
+    firstload,
     fleet,
     http_crowd,
     keys,
@@ -58,6 +59,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "urgent": urgent.figure,  # issue 33: a hook or a new export during a backlog (12 min)
     "console": console.figure,  # issue 32: the operator's page: render time, the daemon's RSS
     "consolefleet": console.fleet_front,  # issue 40: the front page of 100 workspaces
+    "firstload": firstload.figure,  # issue 41: a first load vs a stateless httpx loop
 }
 
 
@@ -81,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="SRC",
-        help="startup, unchanged, configload, plan1m, xlsx, urgent: also time the skuferry "
-        "package under SRC (the src/ of another checkout, e.g. a `git worktree` of main), "
+        help="startup, unchanged, configload, plan1m, xlsx, urgent, firstload: also time the "
+        "skuferry package under SRC (the src/ of another checkout, e.g. a `git worktree` of main), "
         "alternated run by run",
     )
     args = parser.parse_args(argv)

@@ -1,0 +1,434 @@
+"""Issue 41: a first load into an empty CMS, side by side with a stateless httpx loop.
+
+    python -m bench --only firstload [--baseline /work/main/src]
+    python -m bench.firstload [--quick] [--baseline SRC] [--sizes 5000,50000]
+
+The sandbox runs in a child process of its own (its CPU is not the client's), with
+every budget raised out of the way (600,000 a minute per key and workspace), and so
+does each contestant, as a user starts it:
+
+- **the floor**: a minimal stateless loop (``floor`` below, about 40 lines): read the
+  CSV, type the price and stock as the mapping does, POST each product with one
+  ``httpx.Client``, one at a time, keeping nothing. It loses and duplicates products
+  on the first fault; it is the floor of what a first load can cost, not a model;
+- **skuferry**: ``python -m skuferry sync --config ... --json`` on a fresh state file,
+  the defaults otherwise (``max_in_flight`` 4, the window limiter, urgent_share 0.1);
+- **the baseline** (``--baseline SRC``): the same command with another checkout's
+  package, for today's figures in the same run.
+
+Each round runs them one after another on a reset sandbox (the order rotates from round
+to round), 5 rounds at 5,000 products and 2 at 50,000 (quick: 3 at 2,000 and 5,000).
+Reported per size: median wall time, each contestant's ratio to the floor of its own
+round (median of those), CPU seconds (user + sys of the child, ``os.wait4``) per 1,000
+writes, and peak RSS. Every run must leave the sandbox holding each product once.
+
+Two more cases, skuferry only (and the baseline beside it):
+
+- **lost answers**: 5,000 creates (1,000 quick) with 4 % of product writes breaking
+  (drop after commit, 500 after commit, reset, 500 before commit: 1 % each); one
+  ``sync``, then a second if the first left anything in doubt; the sandbox must hold
+  each product exactly once (0 duplicates, 0 lost);
+- **the spec's budgets**: 120 creates (60 quick) against a sandbox at the spec's
+  limits (60 writes a minute per key): two windows, so every worker waits a minute for
+  the budget. CPU seconds per 1,000 writes of the whole process. This tree and the
+  baseline run at once (they wait, they hardly compute), each with a key and workspace
+  of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from bench.common import Result, free_port, write_csv
+
+ROOT = Path(__file__).resolve().parent.parent
+RAISED = 600_000
+KEY, WORKSPACE = "bench-key", "bench"
+FAULTS = {
+    "drop_after_commit": 0.01,
+    "error_after_commit": 0.01,
+    "reset": 0.01,
+    "error_before_commit": 0.01,
+}
+TARGET_RATIO = 1.5
+
+CONFIG = """\
+[api]
+base_url = "{url}"
+api_key = "{key}"
+update_method = "patch"
+
+[source]
+type = "csv"
+path = "catalog.csv"
+
+[mapping]
+key = "sku"
+[mapping.fields]
+sku = "SKU"
+name = "Name"
+price = {{ column = "Price", type = "decimal" }}
+stock = {{ column = "Stock", type = "integer" }}
+
+[budget]
+read_per_minute = {reads}
+write_per_minute = {writes}
+workspace_read_per_minute = {reads}
+workspace_write_per_minute = {writes}
+
+[state]
+path = "state.db"
+
+[safety]
+max_change_ratio = 1.0
+"""
+
+
+# -- the floor: a stateless loop, as a 40-line script would be -----------------------------
+
+
+def floor(url: str, key: str, csv_path: str) -> int:
+    """POST every row of the catalog, one after another, keeping nothing. Returns the count."""
+    import httpx
+
+    sent = 0
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    with (
+        httpx.Client(base_url=url, headers=headers, timeout=30) as http,
+        Path(csv_path).open(newline="", encoding="utf-8") as f,
+    ):
+        for row in csv.DictReader(f):
+            product = {
+                "sku": row["SKU"],
+                "name": row["Name"],
+                "price": float(Decimal(row["Price"])),
+                "stock": int(row["Stock"]),
+            }
+            answer = http.post("/api/v1/products", content=json.dumps(product))
+            answer.raise_for_status()
+            sent += 1
+    return sent
+
+
+# -- the sandbox, in a child process -------------------------------------------------------
+
+
+class SandboxProcess:
+    """``skuferry sandbox`` in a child process; admin calls over loopback."""
+
+    def __init__(self, *, per_minute: int | None, keys: dict[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [sys.executable, "-m", "skuferry", "sandbox", "--port", str(self.port)]
+        args += ["--updates", "both"]
+        if per_minute is not None:
+            for flag in ("--read-per-minute", "--workspace-read-per-minute"):
+                args += [flag, str(per_minute)]
+            for flag in ("--write-per-minute", "--workspace-write-per-minute"):
+                args += [flag, str(per_minute)]
+        for k, ws in keys.items():
+            args += ["--key", f"{k}={ws}"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        self.proc = subprocess.Popen(
+            args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        import httpx
+
+        self.http = httpx.Client(base_url=self.url, timeout=60)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.http.get("/_sandbox/stats")
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("the sandbox did not start") from None
+                time.sleep(0.1)
+
+    def reset(self, faults: dict[str, float] | None = None) -> None:
+        self.http.post("/_sandbox/reset").raise_for_status()
+        self.http.post("/_sandbox/faults", json=faults or {}).raise_for_status()
+
+    def stats(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.http.get("/_sandbox/stats").json()["data"]
+        return data
+
+    def close(self) -> None:
+        self.http.close()
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+# -- one run of one contestant -------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    who: str
+    wall_s: float
+    cpu_s: float
+    rss_mib: float
+    exit_code: int
+    summary: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _run_child(args: list[str], *, cwd: Path, pythonpath: str, env: dict[str, str]) -> Run:
+    full_env = {**os.environ, **env, "PYTHONPATH": pythonpath}
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    summary = json.loads(lines[-1]) if lines else {}
+    return Run(
+        who="",
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        rss_mib=usage.ru_maxrss / 1024,
+        exit_code=proc.returncode,
+        summary=summary,
+    )
+
+
+def _folder(tmp: Path, name: str, url: str, n: int, *, key: str, per_minute: int) -> Path:
+    folder = tmp / name
+    folder.mkdir()
+    catalog = tmp / f"catalog-{n}.csv"
+    if not catalog.exists():
+        write_csv(catalog, n)
+    (folder / "catalog.csv").symlink_to(catalog)
+    config = folder / "skuferry.toml"
+    config.write_text(
+        CONFIG.format(url=url, key=key, reads=per_minute, writes=per_minute), encoding="utf-8"
+    )
+    config.chmod(0o600)
+    return folder
+
+
+def skuferry_run(who: str, src: Path, folder: Path, *, env: dict[str, str] | None = None) -> Run:
+    args = [sys.executable, "-m", "skuferry", "sync", "--config", "skuferry.toml", "--json"]
+    run = _run_child(
+        args, cwd=folder, pythonpath=os.pathsep.join([str(src), str(ROOT)]), env=env or {}
+    )
+    run.who = who
+    return run
+
+
+def floor_run(url: str, csv_path: Path) -> Run:
+    args = [sys.executable, "-m", "bench.firstload", "--floor", url, KEY, str(csv_path)]
+    run = _run_child(args, cwd=ROOT, pythonpath=str(ROOT), env={})
+    run.who = "floor"
+    return run
+
+
+def _check(sandbox: SandboxProcess, n: int, workspace: str = WORKSPACE) -> tuple[int, int]:
+    """(products the sandbox holds, duplicated keys) in ``workspace``."""
+    stats = sandbox.stats()
+    return stats["products"].get(workspace, 0), len(stats["duplicates"].get(workspace, {}))
+
+
+# -- the figures ---------------------------------------------------------------------------
+
+
+def side_by_side(
+    sandbox: SandboxProcess, n: int, rounds: int, trees: list[tuple[str, Path]], tmp: Path
+) -> tuple[dict[str, list[Run]], list[str]]:
+    runs: dict[str, list[Run]] = {"floor": [], **{who: [] for who, _src in trees}}
+    problems: list[str] = []
+    catalog = tmp / f"catalog-{n}.csv"
+    write_csv(catalog, n)
+    order = ["floor", *(who for who, _src in trees)]
+    for r in range(rounds):
+        turn = order[r % len(order) :] + order[: r % len(order)]
+        for who in turn:
+            sandbox.reset()
+            if who == "floor":
+                run = floor_run(sandbox.url, catalog)
+            else:
+                src = dict(trees)[who]
+                folder = _folder(
+                    tmp,
+                    f"{who.replace(' ', '-')}-{n}-{r}",
+                    sandbox.url,
+                    n,
+                    key=KEY,
+                    per_minute=RAISED,
+                )
+                run = skuferry_run(who, src, folder)
+            held, dupes = _check(sandbox, n)
+            if held != n or dupes:
+                problems.append(f"{who} {n} round {r}: sandbox holds {held}, {dupes} duplicated")
+            runs[who].append(run)
+            print(
+                f"firstload: {n} {who} round {r}: {run.wall_s:.2f} s, cpu {run.cpu_s:.2f} s, "
+                f"{run.rss_mib:.0f} MiB, exit {run.exit_code}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return runs, problems
+
+
+def _ratios(runs: dict[str, list[Run]], who: str) -> list[float]:
+    return [t.wall_s / f.wall_s for t, f in zip(runs[who], runs["floor"], strict=True)]
+
+
+def lost_answers(
+    sandbox: SandboxProcess, n: int, trees: list[tuple[str, Path]], tmp: Path
+) -> list[str]:
+    lines = []
+    for who, src in trees:
+        sandbox.reset(FAULTS)
+        folder = _folder(
+            tmp, f"faults-{who.replace(' ', '-')}-{n}", sandbox.url, n, key=KEY, per_minute=RAISED
+        )
+        first = skuferry_run(who, src, folder)
+        runs = [first]
+        sandbox.http.post("/_sandbox/faults", json={}).raise_for_status()
+        if first.exit_code != 0:
+            runs.append(skuferry_run(who, src, folder))
+        held, dupes = _check(sandbox, n)
+        faults = sandbox.stats()["faults"]
+        lines.append(
+            f"{who}: {n} creates, faults {faults}: runs {[r.exit_code for r in runs]}, "
+            f"sandbox holds {held} ({n - held} lost), {dupes} duplicated; first run "
+            f"{first.wall_s:.1f} s"
+        )
+    return lines
+
+
+def spec_budget(n: int, trees: list[tuple[str, Path]], tmp: Path) -> list[tuple[str, Run]]:
+    keys = {f"key-{i}": f"ws-{i}" for i in range(len(trees))}
+    sandbox = SandboxProcess(per_minute=None, keys=keys)  # the spec's limits
+    try:
+        procs = []
+        for i, (who, src) in enumerate(trees):
+            folder = _folder(tmp, f"spec-{i}", sandbox.url, n, key=f"key-{i}", per_minute=60)
+            # reads and writes as the spec: 300 / 60 per key
+            text = (folder / "skuferry.toml").read_text(encoding="utf-8")
+            text = text.replace(f"read_per_minute = {60}", "read_per_minute = 300")
+            text = text.replace("workspace_read_per_minute = 300\n", "")
+            text = text.replace("workspace_write_per_minute = 60\n", "")
+            (folder / "skuferry.toml").write_text(text, encoding="utf-8")
+            procs.append((who, src, folder))
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(len(procs)) as pool:
+            futures = [
+                (who, pool.submit(skuferry_run, who, src, folder)) for who, src, folder in procs
+            ]
+            out = [(who, f.result()) for who, f in futures]
+        for i, (_who, run) in enumerate(out):
+            held, dupes = _check(sandbox, n, f"ws-{i}")
+            run.extra = {"held": held, "duplicates": dupes}
+        return out
+    finally:
+        sandbox.close()
+
+
+def measure(
+    *, quick: bool, baseline: Path | None, sizes: list[int] | None = None
+) -> tuple[list[str], bool]:
+    trees: list[tuple[str, Path]] = [("skuferry", ROOT / "src")]
+    if baseline is not None:
+        trees.append(("baseline", baseline))
+    plan = sizes or ([2000, 5000] if quick else [5000, 50_000])
+    rounds = {2000: 3, 5000: 3 if quick else 5}
+    notes: list[str] = []
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="skuferry-bench-firstload-") as name:
+        tmp = Path(name)
+        sandbox = SandboxProcess(per_minute=RAISED, keys={KEY: WORKSPACE})
+        try:
+            table = [
+                "| products | who | wall s (median) | ratio to floor (median) | CPU s per 1,000 "
+                "writes | peak RSS MiB |",
+                "|---|---|---|---|---|---|",
+            ]
+            for n in plan:
+                runs, problems = side_by_side(sandbox, n, rounds.get(n, 2), trees, tmp)
+                notes += problems
+                ok = ok and not problems
+                for who, got in runs.items():
+                    ratio = (
+                        "1" if who == "floor" else f"{statistics.median(_ratios(runs, who)):.2f}"
+                    )
+                    if who == "skuferry" and n == 5000:
+                        ok = ok and statistics.median(_ratios(runs, who)) <= TARGET_RATIO
+                    table.append(
+                        f"| {n:,} | {who} | {statistics.median(r.wall_s for r in got):.2f} | "
+                        f"{ratio} | {1000 * statistics.median(r.cpu_s for r in got) / n:.3f} | "
+                        f"{max(r.rss_mib for r in got):.0f} |"
+                    )
+                    notes.append(
+                        f"{n} {who}: walls {[round(r.wall_s, 2) for r in got]}, cpu "
+                        f"{[round(r.cpu_s, 2) for r in got]}"
+                    )
+            notes = table + notes
+            faulty = 1000 if quick else 5000
+            lines = lost_answers(sandbox, faulty, trees, tmp)
+            notes += [f"lost answers: {line}" for line in lines]
+            ok = ok and all(" (0 lost), 0 duplicated" in line for line in lines[:1])
+        finally:
+            sandbox.close()
+        spec_n = 60 if quick else 120
+        for who, run in spec_budget(spec_n, trees, tmp):
+            notes.append(
+                f"spec budgets: {who}: {spec_n} creates at 60/min, {run.wall_s:.1f} s, cpu "
+                f"{run.cpu_s:.2f} s = {1000 * run.cpu_s / spec_n:.2f} s per 1,000 writes, "
+                f"{run.rss_mib:.0f} MiB, exit {run.exit_code}, sandbox {run.extra}"
+            )
+    return notes, ok
+
+
+def figure(quick: bool) -> Result:
+    """``python -m bench --only firstload``."""
+    base = os.environ.get("SKUFERRY_BENCH_BASELINE")
+    notes, ok = measure(quick=quick, baseline=Path(base) if base else None)
+    ratio = next((ln for ln in notes if ln.startswith("| 5,000 | skuferry")), "")
+    cells = [c.strip() for c in ratio.split("|")]
+    measured = f"5,000: {cells[4]}x the floor" if len(cells) > 4 else "see notes"
+    return Result(
+        "first load vs a stateless loop",
+        measured,
+        f"<= {TARGET_RATIO}x at 5,000, 0 duplicates under lost answers",
+        ok,
+        notes,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--floor", nargs=3, metavar=("URL", "KEY", "CSV"), help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="another checkout's src, side by side")
+    parser.add_argument("--sizes", help="comma-separated product counts")
+    args = parser.parse_args(argv)
+    if args.floor:
+        print(json.dumps({"sent": floor(*args.floor)}))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    notes, ok = measure(quick=args.quick, baseline=args.baseline, sizes=sizes)
+    print("\n".join(notes))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
