@@ -437,7 +437,10 @@ class Budget:
                 soonest = min(soonest, (waits[blocker], blocker))
                 continue
             main = scopes[0]
-            headroom = self._available(rows, main, rows.bucket(main.name), now)[1]
+            if self._limiter == "window":  # pruned by ``_wait_for``: the log is the window
+                headroom = float(main.allowance - rows.logged(main.name))
+            else:
+                headroom = self._available(rows, main, rows.bucket(main.name), now)[1]
             headroom /= max(main.limit, 1)
             if best is None or headroom > best[0]:
                 best = (headroom, fp)
@@ -466,8 +469,14 @@ class Budget:
             return max(0.0, blocked)
         if self._limiter == "window":
             self._prune(rows, scope, now)
+            logged = rows.logged(scope.name)  # the window's sends, or more: never fewer
             wait = self._window_wait(
-                rows, scope, now, span=self._window_s, allowance=scope.allowance - leave
+                rows,
+                scope,
+                now,
+                span=self._window_s,
+                allowance=scope.allowance - leave,
+                logged=logged,
             )
             if not urgent and scope.reserve > 0:
                 ahead = self._window_s * scope.reserve / scope.allowance  # X
@@ -477,6 +486,7 @@ class Budget:
                     now,
                     span=self._window_s - ahead,
                     allowance=scope.allowance - scope.reserve - leave,
+                    logged=logged,
                 )
                 wait = max(wait, kept)
             return max(blocked, wait)
@@ -572,11 +582,17 @@ class Budget:
         *,
         span: float,
         allowance: int,
+        logged: int,
     ) -> float:
-        """Seconds until one more send leaves at most ``allowance`` in the last ``span``."""
+        """Seconds until one more send leaves at most ``allowance`` in the last ``span``;
+        ``logged``: the sends in the log, never fewer (fewer than allowed: no count)."""
+        allowance = max(1, allowance)
+        if logged < allowance:
+            return 0.0
         cutoff = now - span
         count = rows.count_sends(scope.name, cutoff)
-        allowance = max(1, allowance)
+        if span == self._window_s:  # the whole log, pruned: its count is known exactly now
+            rows.set_logged(scope.name, count)
         over = count - allowance
         if over < 0:
             return 0.0

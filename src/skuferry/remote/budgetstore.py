@@ -46,6 +46,15 @@ class BudgetRows(Protocol):
         """Log one send of the scope at ``at``."""
         ...
 
+    def logged(self, scope: str) -> int:
+        """The scope's sends in the log, or more (never fewer), at the cost of a look-up,
+        not a count: after ``forget_sends(until)``, an upper bound of those after ``until``."""
+        ...
+
+    def set_logged(self, scope: str, count: int) -> None:
+        """The scope's sends in the log, counted exactly (``logged`` gives it back)."""
+        ...
+
     def count_sends(self, scope: str, since: float) -> int:
         """Sends of the scope logged after ``since`` (strictly)."""
         ...

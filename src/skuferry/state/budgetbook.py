@@ -13,6 +13,16 @@ Tables (the state's schema creates them): ``budget_bucket`` (one row per scope:
 ``blocked_until`` after a 429), ``budget_sends`` (the sliding window's log, indexed
 by ``(tier, ts)``), and ``meta`` rows for the learnt paces. What the rows mean is
 the budget's; this module only keeps them.
+
+How many sends a scope's log holds (``logged``) is kept beside it, so that a decision
+with room to spare costs a few index look-ups, not a count of the whole window (at a
+raised budget the window holds thousands of sends, and counting them was most of a
+create's cost). Two ``budget_bucket`` rows no release before used: ``<scope>~logged``
+(``tokens``: the scope's sends in the log) and ``~log`` (``tokens``: the log's highest
+rowid when the counts were last kept). A send logged by anything that does not keep
+them (an older release sharing the file) leaves the highest rowid unaccounted for, and
+the counts are taken again; rows deleted by it only leave a count too high, which the
+budget corrects when it counts exactly (``set_logged``), near its limit.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ T = TypeVar("T")
 Bucket = tuple[float, float, float]  # (tokens, updated_at, blocked_until)
 Wait = Callable[[float, threading.Event | None], None]
 
+_LOG_MARK = "~log"  # budget_bucket row: tokens = the send log's highest rowid accounted for
+_LOGGED = "~logged"  # suffix of a scope's budget_bucket row: tokens = its sends in the log
 _BUSY_TIMEOUT_MS = 2000  # per attempt; between attempts a stop request is honoured
 _LOCK_ATTEMPTS = 15
 
@@ -75,7 +87,52 @@ class BudgetRows:
         )
 
     def add_send(self, scope: str, at: float) -> None:
-        self._conn.execute("INSERT INTO budget_sends (tier, ts) VALUES (?, ?)", (scope, at))
+        cursor = self._conn.execute(
+            "INSERT INTO budget_sends (tier, ts) VALUES (?, ?)", (scope, at)
+        )
+        top = cursor.lastrowid
+        if top is not None:  # the counts stay kept only if they were up to the row before
+            self._conn.execute(
+                "UPDATE budget_bucket SET tokens = ? WHERE tier = ? AND tokens = ?",
+                (top, _LOG_MARK, top - 1),
+            )
+        self._conn.execute(
+            "UPDATE budget_bucket SET tokens = tokens + 1 WHERE tier = ?", (scope + _LOGGED,)
+        )
+
+    def logged(self, scope: str) -> int:
+        """The scope's sends in the log (never fewer; after ``forget_sends(until)``, those
+        after ``until``), from the count kept beside the log, taken again when stale."""
+        conn = self._conn
+        top = int(conn.execute("SELECT max(rowid) FROM budget_sends").fetchone()[0] or 0)
+        mark = conn.execute("SELECT tokens FROM budget_bucket WHERE tier = ?", (_LOG_MARK,))
+        found = mark.fetchone()
+        if found is not None and int(found[0]) == top:
+            kept = conn.execute(
+                "SELECT tokens FROM budget_bucket WHERE tier = ?", (scope + _LOGGED,)
+            ).fetchone()
+            if kept is not None:
+                return int(kept[0])
+        else:  # sends this book did not count: every scope's count is taken again
+            conn.execute("DELETE FROM budget_bucket WHERE tier LIKE ?", ("%" + _LOGGED,))
+            conn.execute(
+                "INSERT INTO budget_bucket (tier, tokens, updated_at) VALUES (?, ?, 0) "
+                "ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens",
+                (_LOG_MARK, top),
+            )
+        (count,) = conn.execute(
+            "SELECT count(*) FROM budget_sends WHERE tier = ?", (scope,)
+        ).fetchone()
+        self.set_logged(scope, int(count))
+        return int(count)
+
+    def set_logged(self, scope: str, count: int) -> None:
+        """The scope's sends in the log, counted exactly."""
+        self._conn.execute(
+            "INSERT INTO budget_bucket (tier, tokens, updated_at) VALUES (?, ?, 0) "
+            "ON CONFLICT (tier) DO UPDATE SET tokens = excluded.tokens",
+            (scope + _LOGGED, count),
+        )
 
     def count_sends(self, scope: str, since: float) -> int:
         # A send at ts counts while now < ts + window; index range (tier, ts).
@@ -100,7 +157,14 @@ class BudgetRows:
         return float(ts)
 
     def forget_sends(self, scope: str, until: float) -> None:
-        self._conn.execute("DELETE FROM budget_sends WHERE tier = ? AND ts <= ?", (scope, until))
+        cursor = self._conn.execute(
+            "DELETE FROM budget_sends WHERE tier = ? AND ts <= ?", (scope, until)
+        )
+        if cursor.rowcount > 0:
+            self._conn.execute(
+                "UPDATE budget_bucket SET tokens = max(0, tokens - ?) WHERE tier = ?",
+                (cursor.rowcount, scope + _LOGGED),
+            )
 
     def metas(self, prefix: str) -> list[tuple[str, str]]:
         # A range on the primary key's index: every name that starts with the prefix

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -59,6 +60,12 @@ class MemoryRows:
 
     def count_sends(self, scope: str, since: float) -> int:
         return len(self.sends(scope, since))
+
+    def logged(self, scope: str) -> int:
+        return sum(1 for s, _t in self._l.sends if s == scope)
+
+    def set_logged(self, scope: str, count: int) -> None:
+        assert count == self.logged(scope), "an exact count"
 
     def sends(self, scope: str, since: float) -> list[float]:
         return [t for s, t in self._l.sends if s == scope and t > since]
@@ -325,4 +332,26 @@ def test_a_stop_while_the_ledger_is_locked_interrupts(tmp_path: Path):
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
+        book.close()
+
+
+def test_the_book_keeps_each_scopes_count_and_takes_it_again_after_an_older_release(
+    tmp_path: Path,
+):
+    """``logged`` is a look-up, not a count of the window; a send logged by a release that
+    does not keep the counts is noticed (the log's highest rowid) and counted."""
+    book = BudgetBook(lambda: open_state(tmp_path / "state.db"))
+    try:
+        book.transact(lambda rows: [rows.add_send("write", START + i) for i in range(3)])
+        book.transact(lambda rows: rows.add_send("read", START))
+        assert book.transact(lambda rows: (rows.logged("write"), rows.logged("read"))) == (3, 1)
+        book.transact(lambda rows: rows.add_send("write", START + 3))
+        assert book.transact(lambda rows: rows.logged("write")) == 4
+        with closing(sqlite3.connect(tmp_path / "state.db")) as older, older:
+            older.execute("INSERT INTO budget_sends (tier, ts) VALUES ('write', ?)", (START + 9,))
+        assert book.transact(lambda rows: rows.logged("write")) == 5, "counted again"
+        book.transact(lambda rows: rows.forget_sends("write", START + 1))  # 0 and 1 go
+        assert book.transact(lambda rows: rows.logged("write")) == 3
+        assert book.transact(lambda rows: rows.count_sends("write", 0.0)) == 3
+    finally:
         book.close()
