@@ -52,6 +52,20 @@ In both, while urgent sends of this process wait, a non-urgent one also leaves
 one slot (token) per waiting urgent send. The urgent obey exactly today's limits,
 and the others stricter ones, so neither reading of the limits sees more.
 
+The room is kept only while it can matter (``hears_urgent``, ``_keeps_room``): in a
+process that hears urgent keys at any moment (a daemon's hooks or watched files), while
+urgent sends wait, and for one window after an urgent send asked for a token (keys
+another shell handed over: a second one is likely soon). Otherwise the backlog has the
+whole window. Kept at all times, the room costs a backlog that fills its last window
+exactly one window more (300 sends at 100 a minute: 90 go at once, the 10 kept go in
+the window's last seconds, and each later window starts that much later: 176 s where
+three windows take 122 s). Under a sliding window no release can win that back: the
+n-th send comes at least one window after the (n - N)-th, so N sends must all go within
+seconds of the start for the three windows to suffice, and then no room is left for an
+urgent write until the first window is over. A process that cannot hear an urgent key
+therefore keeps none until one shows up; its first urgent write is first in line (the
+backlog leaves it the next free slot) but may wait for the window.
+
 A 429 ``RATE_LIMITED`` (``penalize``) blocks that key's tier for every process
 until ``Retry-After`` (plus a small guard) has passed. When another key of the
 tier is still blocked, the workspace is what refused: the workspace tier is
@@ -95,6 +109,8 @@ PENALTY_GUARD_S = 0.1  # Retry-After is whole seconds, counted by the server's c
 WORKSPACE = "workspace"
 _MIN_WAIT_S = 0.001  # float rounding can leave a hair of shortfall: never spin on it
 _LOG_WAIT_FROM_S = 1.0
+# A marked send waits on its mark; a stop is looked at this often meanwhile.
+STOP_LOOK_S = 0.25
 _EPS = 1e-9
 
 Wait = Callable[[float, threading.Event | None], None]
@@ -106,6 +122,15 @@ def _default_wait(seconds: float, stop: threading.Event | None) -> None:
         stop.wait(seconds)
     else:
         time.sleep(seconds)
+
+
+def _wait_marked(seconds: float, stop: threading.Event | None, raised: threading.Event) -> None:
+    """Wait ``seconds``, or until ``raised`` is set (at once) or ``stop`` (within
+    ``STOP_LOOK_S``): no look at the budget's ledger meanwhile."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if raised.wait(min(left, STOP_LOOK_S)) or (stop is not None and stop.is_set()):
+            return
 
 
 class Budget:
@@ -127,6 +152,7 @@ class Budget:
         urgent_share: float = 0.0,
         keys: Sequence[str] = (),
         workspace_limits: Mapping[str, int] | None = None,
+        hears_urgent: bool = True,
         clock: Callable[[], float] = time.time,
         wait: Wait | None = None,
     ) -> None:
@@ -171,12 +197,18 @@ class Budget:
             refused.pop_all()
         self._clock = clock
         self._wait = wait if wait is not None else _default_wait
+        self._injected_wait = wait is not None  # a test's clock: its wait is the whole wait
         self.on_wait: OnWait | None = None
         self._turn = 0  # which key is tried first; rotates so ties share the work
         # Urgent sends of this process waiting now. Read once per decision, so all the
         # scopes of one decision leave the same room.
         self._urgent_waiting = 0
         self._waiting_lock = threading.Lock()
+        # Whether urgent keys may arrive at any moment (a daemon's hooks, watched files),
+        # and when an urgent send last asked for a token: the room is kept while it can
+        # matter (``_keeps_room``).
+        self._hears_urgent = hears_urgent
+        self._urgent_at = -math.inf
 
     def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> Scope:
         allowance, capacity = window_allowance(n), bucket_capacity(n, self._skew)
@@ -247,6 +279,8 @@ class Budget:
         try:
             while True:
                 now_urgent = (mark is not None and mark.urgent) if urgent is None else urgent
+                if now_urgent:
+                    self._urgent_at = self._clock()  # demand: the room is kept a window
                 seconds, got = self._store.transact(
                     functools.partial(self._try_charge, tiers=tiers, urgent=now_urgent), stop=stop
                 )
@@ -262,9 +296,10 @@ class Budget:
                     log.debug("budget.wait", tier=got, seconds=round(seconds, 3), urgent=now_urgent)
                 if self.on_wait is not None:
                     self.on_wait(got, seconds)
-                if mark is not None and not now_urgent:
-                    seconds = min(seconds, priority.RECHECK_S)  # its mark may be raised
-                self._wait(seconds, stop)
+                if mark is not None and not now_urgent and not self._injected_wait:
+                    _wait_marked(seconds, stop, mark.raised)  # its mark may be raised
+                else:
+                    self._wait(seconds, stop)
                 if stop is not None and stop.is_set():
                     raise Interrupted(f"stopped while waiting for the {got} budget")
         finally:
@@ -408,10 +443,11 @@ class Budget:
         All-or-nothing, so egress is never spent on a request that did not go."""
         now = self._clock()
         leave = 0 if urgent else self._urgent_waiting
+        keep = not urgent and self._keeps_room(now, leave)
         workspace = [self._workspace[t] for t in tiers if t in self._workspace]
         if workspace:
             waits = {
-                s.tier: self._wait_for(rows, s, now, urgent=urgent, leave=leave) for s in workspace
+                s.tier: self._wait_for(rows, s, now, keep=keep, leave=leave) for s in workspace
             }
             blocker = max(waits, key=lambda t: waits[t])
             if waits[blocker] > 0:
@@ -423,7 +459,7 @@ class Budget:
             fp = self.keys[(self._turn + offset) % len(self.keys)]
             scopes = [self._key_scopes[(fp, t)] for t in tiers]
             waits = {
-                s.tier: self._wait_for(rows, s, now, urgent=urgent, leave=leave) for s in scopes
+                s.tier: self._wait_for(rows, s, now, keep=keep, leave=leave) for s in scopes
             }
             for s in scopes:
                 learnt = paces.get(s.name)
@@ -457,12 +493,18 @@ class Budget:
                 rows.put_tokens(f"{s.name}~pace", tokens - 1, as_of)
         return 0.0, fp
 
+    def _keeps_room(self, now: float, waiting: int) -> bool:
+        """Whether a non-urgent send leaves the room kept for the urgent now: in a process
+        that hears urgent keys, while urgent sends wait, and one window after the last
+        urgent send asked (see the module docstring)."""
+        return self._hears_urgent or waiting > 0 or now - self._urgent_at < self._window_s
+
     def _wait_for(
-        self, rows: BudgetRows, scope: Scope, now: float, *, urgent: bool, leave: int
+        self, rows: BudgetRows, scope: Scope, now: float, *, keep: bool, leave: int
     ) -> float:
-        """Seconds until ``scope`` allows one more send (0: now); an urgent send may use
-        the room the others leave (see the module docstring), ``leave`` slots more for
-        the urgent sends waiting now."""
+        """Seconds until ``scope`` allows one more send (0: now); ``keep``: a non-urgent
+        send that leaves the room kept for the urgent (see the module docstring), and
+        ``leave`` slots more for the urgent sends waiting now."""
         row = rows.bucket(scope.name)
         blocked = (row[2] - now) if row else 0.0
         if not scope.charged:
@@ -478,7 +520,7 @@ class Budget:
                 allowance=scope.allowance - leave,
                 logged=logged,
             )
-            if not urgent and scope.reserve > 0:
+            if keep and scope.reserve > 0:
                 ahead = self._window_s * scope.reserve / scope.allowance  # X
                 kept = self._window_wait(
                     rows,
@@ -491,7 +533,7 @@ class Budget:
                 wait = max(wait, kept)
             return max(blocked, wait)
         tokens, as_of = self._bucket_at(row, scope, now)
-        need = 1.0 if urgent else min(float(scope.capacity), 1.0 + scope.reserve + leave)
+        need = min(float(scope.capacity), 1.0 + (scope.reserve if keep else 0) + leave)
         short = (as_of - now) + (need - tokens) / scope.rate if tokens < need else 0.0
         return max(blocked, short)
 

@@ -8,7 +8,8 @@ retries and the lookups of that write are all urgent, and nothing else is.
 
 A mark may be raised while its write waits: a backlog write of a product the
 urgent lane wants (the lane waits for its answer) becomes urgent itself. Such a
-waiting write looks at its mark at least every ``RECHECK_S``.
+waiting write waits on its mark (``raised``), not on a clock: it looks at the budget
+again when its turn comes or the mark is raised, whichever is first.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import ParamSpec, TypeVar
-
-RECHECK_S = 0.5  # a marked, not (yet) urgent send waits in slices this long
 
 _marks = threading.local()
 P = ParamSpec("P")
@@ -30,9 +29,13 @@ class Mark:
 
     def __init__(self, urgent: bool = False) -> None:
         self.urgent = urgent
+        self.raised = threading.Event()  # set once urgent: a waiting send looks again
+        if urgent:
+            self.raised.set()
 
     def raise_(self) -> None:
         self.urgent = True
+        self.raised.set()
 
 
 def current() -> Mark | None:

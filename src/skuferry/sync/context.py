@@ -132,7 +132,14 @@ class RunContext:
         settings = self.settings
         keys = [fingerprint(key) for key in settings.api_keys]
         state_file = functools.partial(open_state, settings.state.path)
-        budget = Budget.from_settings(settings.budget, BudgetBook(state_file), keys=keys)
+        # Room is kept for urgent writes where they may come at any moment: a daemon's
+        # run that hears hooks or a watched export (its inbox); elsewhere once one shows up.
+        budget = Budget.from_settings(
+            settings.budget,
+            BudgetBook(state_file),
+            keys=keys,
+            hears_urgent=self.inbox is not None,
+        )
         self.stack.callback(budget.close)
         if self.on_progress is not None:  # the terminal bar: time left and waits told by the budget
             self.on_progress.watch_budget(budget)

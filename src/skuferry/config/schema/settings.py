@@ -88,8 +88,10 @@ class ApiSettings(Strict):
         4,
         ge=1,
         le=64,
-        description="Concurrent requests in the write pool (reads stay sequential); the "
-        "rate budget, not this, sets the pace.",
+        description="Concurrent writes of the run (the write pool; reads stay sequential); "
+        "the rate budget, not this, sets the pace. While every one of them waits for the "
+        "budget, the urgent lane may send up to 4 more on spare workers, so at most "
+        "`max_in_flight` + 4 requests are ever on the wire at once.",
     )
     max_retries: int = Field(
         3,
@@ -590,9 +592,12 @@ class BudgetSettings(Strict):
         ge=0,
         le=0.5,
         description="The share of each window (`bucket`: half of it, standing in the bucket) "
-        "that a backlog leaves for urgent writes (`[mapping] urgent`, hooks, `sync --only`), "
-        "so they go within seconds while a long run drains. `window` keeps its bulk pace "
-        "whatever the share; `bucket` starts a big sync that many tokens later. 0: none kept.",
+        "that a backlog leaves for urgent writes (hooks, a watched export, `sync --only`), "
+        "so they go within seconds while a long run drains. Kept by a daemon that hears hooks "
+        "or watches its export, and by any run for a window after an urgent write; a run "
+        "that cannot hear one keeps none, and a backlog filling its last window exactly "
+        "needs no extra window. `bucket` starts a big sync that many tokens later. 0: none "
+        "kept.",
     )
     # all keys together (issue 12); unset: the spec's 900/180/40, never below one key's limit
     workspace_read_per_minute: int | None = Field(
