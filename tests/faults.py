@@ -10,7 +10,9 @@
   lost is followed, before the key is POSTed again, by a clean walk that began once the
   list could show it.
 - ``crash_before_transaction(n)``: the process dies just before the mirror's n-th
-  transaction of a run (so just after the (n-1)-th committed).
+  transaction of a run (so just after the (n-1)-th committed), or before the n-th step
+  of a group-committed batch (``Mirror.batch``: each journal or answer it carries is a
+  step), which rolls the whole batch back.
 - ``intents_never_reopened()``: a create intent is opened only for a key with no open
   intent: one left open is resolved by lookup first, never overwritten by a blind POST.
 

@@ -458,9 +458,7 @@ class Budget:
         for offset in range(len(self.keys)):
             fp = self.keys[(self._turn + offset) % len(self.keys)]
             scopes = [self._key_scopes[(fp, t)] for t in tiers]
-            waits = {
-                s.tier: self._wait_for(rows, s, now, keep=keep, leave=leave) for s in scopes
-            }
+            waits = {s.tier: self._wait_for(rows, s, now, keep=keep, leave=leave) for s in scopes}
             for s in scopes:
                 learnt = paces.get(s.name)
                 if learnt is not None:

@@ -8,12 +8,15 @@ resolved by lookup, never by re-POST. An update, an archive or a restore is jour
 the same way (``record_update_sent``, ``record_archive_sent``) before it goes out.
 
 Every method here is one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction
-(``StateFile._write``), durable (``synchronous=FULL``) before it returns: the writer
-makes the remote call that depends on it only after it returns. Only the engine's
-main thread writes. A product's dead letter is written in the same transaction as its
-row, so the two never disagree after a crash; so is its history (``state.history``):
-the write's row is recorded with its journal (``open_intent``, ``record_update_sent``,
-``record_archive_sent``) and its outcome set with the outcome's.
+(``StateFile._write``), durable (``synchronous=FULL``) before it returns, or a step of
+the one transaction of a ``Mirror.batch`` (group commit: the writer journals the writes
+that are ready together, and records their answers, in one): the writer makes the
+remote call that depends on it only after the transaction that holds it committed.
+Only the engine's main thread writes. A product's dead letter is written in the same
+transaction as its row, so the two never disagree after a crash; so is its history
+(``state.history``): the write's row is recorded with its journal (``open_intent``,
+``record_update_sent``, ``record_archive_sent``) and its outcome set with the outcome's,
+in the batch's transaction when they are batched.
 """
 
 from __future__ import annotations

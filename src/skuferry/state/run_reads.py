@@ -83,15 +83,29 @@ class RunReads(StateFile):
         sql = "SELECT key, digest FROM intents ORDER BY started_at, key"
         return [(k, d) for k, d in self._conn.execute(sql)]
 
-    def intent_lost_at(self, key: str) -> float | None:
+    def intent_lost_at(
+        self, key: str, *, now: float | None = None, run_id: int | None = None
+    ) -> float | None:
         """When the create in doubt for ``key`` was last heard of: its intent was opened or
-        its answer found lost, whichever is later; None without an open intent."""
+        its answer found lost, whichever is later; None without an open intent.
+
+        With ``now``: an intent left by a run that never finished (killed), other than
+        ``run_id``, is as recent as ``now``. Its POST may have left long after the intent
+        was committed (journalled in a batch, then waiting for a worker and for budget),
+        and when the run died is not known: only a walk ``list_lag_s`` after this moment
+        proves its absence."""
         row = self._conn.execute(
-            "SELECT max(i.started_at, coalesce(p.updated_at, 0)) FROM intents i "
-            "LEFT JOIN products p ON p.key = i.key WHERE i.key = ?",
-            (key,),
+            "SELECT max(i.started_at, coalesce(p.updated_at, 0)), "
+            "i.run_id IS NOT NULL AND r.id IS NOT NULL AND r.finished_at IS NULL "
+            "AND i.run_id IS NOT ? FROM intents i "
+            "LEFT JOIN products p ON p.key = i.key LEFT JOIN runs r ON r.id = i.run_id "
+            "WHERE i.key = ?",
+            (run_id, key),
         ).fetchone()
-        return None if row is None else float(row[0])
+        if row is None:
+            return None
+        lost = float(row[0])
+        return max(lost, now) if now is not None and row[1] else lost
 
     def intent_product(self, key: str) -> Product | None:
         """The product an open intent was about to create, as it was sent."""

@@ -87,6 +87,7 @@ class StateFile:
         # carry it. ``keep_history``: False when ``[state] history_days = 0``.
         self.run_id: int | None = None
         self.keep_history = True
+        self._batched = False  # inside ``batch``: each write joins its transaction
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -101,11 +102,29 @@ class StateFile:
     # plain sqlite3: a run's hot path (bench statelib: sqlite-utils ~half the commits/s)
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One durable transaction; a state file that fails a write is a StateError."""
+        """One durable transaction; a state file that fails a write is a StateError.
+        Inside ``batch`` it is part of the batch's transaction."""
         if self.readonly:
             raise RuntimeError("the mirror was opened read-only (dry run); nothing may be written")
         try:
-            with transaction(self._conn) as conn:
+            with transaction(self._conn, join=self._batched) as conn:
                 yield conn
         except sqlite3.Error as exc:
             raise StateError(f"cannot write state file {self.path}: {exc}") from exc
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group commit: every write of the block joins one durable transaction, committed
+        when the block ends (rolled back whole when it raises). The writer journals the
+        writes that are ready together this way, and records their outcomes, so a batch
+        costs one commit (one fsync) instead of one per write; nothing of it is durable,
+        and so no request that depends on it may leave, before the block has ended."""
+        if self._batched:
+            yield
+            return
+        with self._write():
+            self._batched = True
+            try:
+                yield
+            finally:
+                self._batched = False

@@ -342,7 +342,12 @@ def test_the_book_keeps_each_scopes_count_and_takes_it_again_after_an_older_rele
     does not keep the counts is noticed (the log's highest rowid) and counted."""
     book = BudgetBook(lambda: open_state(tmp_path / "state.db"))
     try:
-        book.transact(lambda rows: [rows.add_send("write", START + i) for i in range(3)])
+
+        def three(rows: BudgetRows) -> None:
+            for i in range(3):
+                rows.add_send("write", START + i)
+
+        book.transact(three)
         book.transact(lambda rows: rows.add_send("read", START))
         assert book.transact(lambda rows: (rows.logged("write"), rows.logged("read"))) == (3, 1)
         book.transact(lambda rows: rows.add_send("write", START + 3))

@@ -288,9 +288,12 @@ def test_a_marked_backlog_write_waits_on_its_mark_not_on_the_ledger(tmp_path: Pa
         for _ in range(108):  # the backlog's share of the window: the next waits ~54 s
             budget.acquire("write")
         mark, done = priority.Mark(), threading.Event()
-        waiting = threading.Thread(
-            target=priority.with_mark(lambda: (budget.acquire("write"), done.set()), mark)
-        )
+
+        def backlog_write() -> None:
+            budget.acquire("write")
+            done.set()
+
+        waiting = threading.Thread(target=priority.with_mark(backlog_write, mark))
         before = book.transactions
         waiting.start()
         assert not done.wait(1.5), "a backlog write waits its turn"

@@ -3,9 +3,10 @@
 As vdirsyncer's actions each apply themselves, a ``Write`` is one product's write with
 its whole life; the writer only runs writes in its pool and counts what they leave open.
 
-1. ``send``, on the writer's thread: the journal is committed to the mirror, then the
-   request is handed back for a worker. The request does not exist before its journal
-   is durable, so a crash or a lost answer always finds the journal. A write that needs
+1. ``send``, on the writer's thread: the journal is written to the mirror (with the
+   others of its batch, in one transaction), then the request is handed back for a
+   worker once that transaction committed. The request does not leave before its
+   journal is durable, so a crash or a lost answer always finds the journal. A write that needs
    no request (nothing owned changed, updates are off) records its outcome at once.
 2. The request runs on a worker: HTTP only, the mirror untouched.
 3. ``applied`` (the answer came) or ``failed`` (an error), back on the writer's thread,

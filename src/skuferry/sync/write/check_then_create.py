@@ -99,13 +99,14 @@ def walk_proven(
     return index, walked
 
 
-def in_doubt(mirror: Mirror, settings: Settings, now: float) -> InDoubt:
+def in_doubt(mirror: Mirror, settings: Settings, now: float, run_id: int | None) -> InDoubt:
     """Creates left in doubt by an earlier run: settled by absence only once ``[api]
-    list_lag_s`` has passed since their answer was lost (no witness crosses runs)."""
+    list_lag_s`` has passed since their answer was lost (no witness crosses runs); one a
+    killed run left, since now (``Mirror.intent_lost_at``)."""
     bound = settings.api.list_lag_s
 
     def check(key: str) -> bool:
-        lost = mirror.intent_lost_at(key)
+        lost = mirror.intent_lost_at(key, now=now, run_id=run_id)
         return lost is not None and now - lost < bound
 
     return check
@@ -118,8 +119,9 @@ def handed_over(doubt: InDoubt, writer: Writer, mirror: Mirror) -> Defer:
     def defer(product: Product) -> bool:
         if not doubt(product.key):
             return False
-        lost = mirror.intent_lost_at(product.key)
-        writer.doubts.in_doubt(product.key, lost=lost if lost is not None else writer.clock())
+        now = writer.clock()
+        lost = mirror.intent_lost_at(product.key, now=now, run_id=writer.context.run_id)
+        writer.doubts.in_doubt(product.key, lost=lost if lost is not None else now)
         writer.unknown.append(product)
         log.info("sync.create.in_doubt", key=product.key, lost_at=lost)
         return True

@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, cast
+from typing import Any
 
 from skuferry import errors, logs
 from skuferry.models import Action, Kind
@@ -132,6 +132,7 @@ class TrackingWriter(Writer):
         self._flying: Counter[str] = Counter()
         self._flying_lock = threading.Lock()
         self._marks: dict[str, priority.Mark] = {}  # the writes in flight, by key
+        self._write_marks: dict[int, priority.Mark] = {}  # each journalled write's mark
         self.lanes: Lanes | None = None  # the run's lanes: which writes are urgent
 
     def express(self) -> list[Action]:
@@ -141,53 +142,65 @@ class TrackingWriter(Writer):
             return []
         return self.lanes.express()
 
+    def tail(self) -> list[Action]:
+        return self.lanes.drain() if self.lanes is not None else []
+
+    def _ended(self) -> None:
+        if self.lanes is not None:
+            self.lanes.close()
+
     def superseded(self, action: Action) -> bool:
-        """The run's own write held while the lane sent that key: older, dropped."""
-        return self.lanes is not None and self.lanes.superseded(action.key)
+        """The run's own write, handed out before the lane took its key: older, dropped."""
+        lanes = self.lanes
+        return lanes is not None and not lanes.is_lane(action) and lanes.superseded(action.key)
 
     def in_flight(self, key: str) -> bool:
+        """Whether a write of ``key`` is journalled and not yet answered (or in the pool)."""
         with self._flying_lock:
             return self._flying[key] > 0
 
     def hasten(self, key: str) -> None:
-        """The lane waits for ``key``'s write in flight: that write is urgent now."""
+        """The lane waits for ``key``'s write: one that is on its way turns urgent; one that
+        is only journalled, its request not yet handed to a worker, is older than what the
+        lane will read, and is dropped (never sent), so the lane plans the key at once."""
         with self._flying_lock:
             mark = self._marks.get(key)
         if mark is not None:
             mark.raise_()
+        held = [(w, r) for w, r in self._ready if w.action.key == key]
+        if held:
+            for item in held:
+                self._ready.remove(item)
+            self._unsend(held)
 
-    def _submit(self, pool: ThreadPoolExecutor, write: Write[Any]) -> Future[Any] | None:
+    def _journalled(self, write: Write[Any]) -> None:
         action = write.action
         mark = priority.Mark(self.lanes is not None and self.lanes.is_urgent(action))
-        submitted = super()._submit(cast(ThreadPoolExecutor, _MarkedPool(pool, mark)), write)
-        if submitted is not None and action.key is not None:
+        self._write_marks[id(write)] = mark
+        if action.key is not None:
             with self._flying_lock:
                 self._flying[action.key] += 1
                 self._marks[action.key] = mark
-        return submitted
 
-    def _finish(self, write: Write[Any], fut: Future[Any]) -> None:
-        action = write.action
-        try:
-            super()._finish(write, fut)
-        finally:
-            if action.key is not None:
-                with self._flying_lock:
-                    self._flying[action.key] -= 1
-                    if self._flying[action.key] <= 0:
-                        del self._flying[action.key]
-                        self._marks.pop(action.key, None)
+    def _urgent(self, write: Write[Any]) -> bool:
+        mark = self._write_marks.get(id(write))
+        return mark is not None and mark.urgent
 
+    def _dispatch(
+        self, pool: ThreadPoolExecutor, write: Write[Any], request: Callable[[], Any]
+    ) -> Future[Any]:
+        mark = self._write_marks.get(id(write)) or priority.Mark()
+        return pool.submit(priority.with_mark(request, mark))
 
-class _MarkedPool:
-    """The pool as one write sees it: its call runs under its budget mark."""
-
-    def __init__(self, pool: ThreadPoolExecutor, mark: priority.Mark) -> None:
-        self._pool = pool
-        self._mark = mark
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        return self._pool.submit(priority.with_mark(fn, self._mark), *args, **kwargs)
+    def _released(self, write: Write[Any]) -> None:
+        self._write_marks.pop(id(write), None)
+        key = write.action.key
+        if key is not None:
+            with self._flying_lock:
+                self._flying[key] -= 1
+                if self._flying[key] <= 0:
+                    del self._flying[key]
+                    self._marks.pop(key, None)
 
 
 class Lanes:
@@ -221,7 +234,6 @@ class Lanes:
         self._waiting: dict[str, None] = {}  # taken, but in flight: planned once answered
         self._ready: list[Action] = []  # read and planned, not handed out yet
         self._urgent_ids: set[int] = set()  # the lane's actions (by identity): urgent sends
-        self._last_own: str | None = None  # key of the run's own write handed out last
         self.leftover: list[str] = []  # for a targeted run after this one
         self.sent = 0  # lane actions handed to the writer
 
@@ -230,10 +242,19 @@ class Lanes:
             yield from self._urgent()
             if action.key is not None and action.key in self._handled:
                 continue  # superseded by what the lane read
-            self._last_own = action.key
             yield action
         yield from self._urgent()
-        self.leftover.extend(self._waiting)  # still in flight at the end: after this run
+
+    def drain(self) -> list[Action]:
+        """Once the run's own writes are all handed out: the lane's writes ready now, of
+        every kind (keys whose writes were in flight at the end come here once answered)."""
+        self._collect()
+        ready, self._ready = self._ready, []
+        return ready
+
+    def close(self) -> None:
+        """The writer is done: keys still waiting are for a run after this one."""
+        self.leftover.extend(self._waiting)
         self._waiting.clear()
 
     def is_urgent(self, action: Action) -> bool:
@@ -257,16 +278,19 @@ class Lanes:
         return now
 
     def superseded(self, key: str | None) -> bool:
-        """Whether the run's own write handed out last (the writer may still hold it,
-        waiting for room) is of a key the lane took since: the lane's write is newer."""
-        return key is not None and key == self._last_own and key in self._handled
+        """Whether a write of the run's own that was handed out (the writer may still hold
+        it, not yet journalled) is of a key the lane took since: the lane's is newer. The
+        run's own writes handed out after a take are skipped here already."""
+        return key is not None and key in self._handled
+
+    def is_lane(self, action: Action) -> bool:
+        """Whether ``action`` is the lane's, not yet sent (``is_urgent`` not yet asked)."""
+        return id(action) in self._urgent_ids
 
     def _urgent(self) -> Iterator[Action]:
         self._collect()
         ready, self._ready = self._ready, []
-        for action in ready:
-            self._last_own = None
-            yield action
+        yield from ready
 
     def _collect(self) -> None:
         """Take the keys that arrived; read and plan those not in flight into ``_ready``."""
@@ -276,10 +300,12 @@ class Lanes:
             self._handled.add(key)
         if not self._waiting:
             return
-        ready = [k for k in self._waiting if not self._in_flight(k)]
         for key in arrived:
-            if key in self._waiting and key not in ready:
-                self._hasten(key)  # its answer first, then the lane's write: both soon
+            if key in self._waiting and self._in_flight(key):
+                # its answer first, then the lane's write: both soon (a write only
+                # journalled, not yet on its way, is dropped: the lane's is newer)
+                self._hasten(key)
+        ready = [k for k in self._waiting if not self._in_flight(k)]
         if not ready:
             return
         for key in ready:

@@ -67,7 +67,7 @@ def write(
     before = sum(client.requests.values())  # requests so far: an injected client counts on
     index: RemoteIndex | None = None
     orphans = check_then_create.orphan_intents(store, mirror)
-    doubt = check_then_create.in_doubt(mirror, run.settings, run.clock())
+    doubt = check_then_create.in_doubt(mirror, run.settings, run.clock(), run.run_id)
     if options.verify or orphans or store.needs_lookup():
         index, _walked = check_then_create.walk_proven(
             client,

@@ -104,6 +104,8 @@ def test_what_the_lane_cannot_send_is_left_over_for_a_run_after() -> None:
         can_send=lambda a: a.kind is not Kind.CREATE,
     )
     assert list(lanes) == []
+    assert lanes.leftover == ["NEW"], "STUCK may still be answered while the writer drains"
+    lanes.close()  # the writer is done
     assert sorted(lanes.leftover) == ["NEW", "STUCK"]
 
 
