@@ -66,6 +66,17 @@ urgent write until the first window is over. A process that cannot hear an urgen
 therefore keeps none until one shows up; its first urgent write is first in line (the
 backlog leaves it the next free slot) but may wait for the window.
 
+Tokens ahead (a lease). A decision that finds its scopes far from their limits charges
+up to ``LEASE`` sends at once (at most a quarter of the room left after the room kept
+for the urgent, and no more than the rate allows in ``LEASE_S``: none below 240 a
+minute), and this process spends them without another transaction for ``LEASE_S``
+seconds; those not spent by then are lost (at most a quarter second's budget), never
+handed back. The sends a
+lease charges are logged ``LEASE_S`` in the future, when the last of them may leave at
+the latest, so each stays in the log at least as long as it stays in the server's
+window: the limits hold as before, and a budget raised out of the way costs one
+transaction per lease, not one per request. A 429 ends the leases.
+
 A 429 ``RATE_LIMITED`` (``penalize``) blocks that key's tier for every process
 until ``Retry-After`` (plus a small guard) has passed. When another key of the
 tier is still blocked, the workspace is what refused: the workspace tier is
@@ -111,6 +122,8 @@ _MIN_WAIT_S = 0.001  # float rounding can leave a hair of shortfall: never spin 
 _LOG_WAIT_FROM_S = 1.0
 # A marked send waits on its mark; a stop is looked at this often meanwhile.
 STOP_LOOK_S = 0.25
+LEASE = 16  # sends one decision may charge ahead, far from the limits
+LEASE_S = 0.25  # ... to be spent within this long
 _EPS = 1e-9
 
 Wait = Callable[[float, threading.Event | None], None]
@@ -209,6 +222,9 @@ class Budget:
         # matter (``_keeps_room``).
         self._hears_urgent = hears_urgent
         self._urgent_at = -math.inf
+        # Sends charged ahead: per tiers, (key, how many left, until when).
+        self._leases: dict[tuple[str, ...], tuple[str, int, float]] = {}
+        self._lease_lock = threading.Lock()
 
     def _scope(self, name: str, tier: str, n: int, *, charged: bool = True) -> Scope:
         allowance, capacity = window_allowance(n), bucket_capacity(n, self._skew)
@@ -273,6 +289,9 @@ class Budget:
         whether to start new work.
         """
         tiers = self._tiers_for(tier)
+        leased = self._from_lease(tiers)
+        if leased is not None:
+            return leased or None
         mark = priority.current() if urgent is None else None
         waiting = False
         logged: bool | None = None  # the urgency last logged as waiting
@@ -281,10 +300,13 @@ class Budget:
                 now_urgent = (mark is not None and mark.urgent) if urgent is None else urgent
                 if now_urgent:
                     self._urgent_at = self._clock()  # demand: the room is kept a window
-                seconds, got = self._store.transact(
+                seconds, got, ahead = self._store.transact(
                     functools.partial(self._try_charge, tiers=tiers, urgent=now_urgent), stop=stop
                 )
                 if seconds <= 0:
+                    if ahead:
+                        with self._lease_lock:
+                            self._leases[tiers] = (got, ahead, self._clock() + LEASE_S)
                     return got or None
                 if stop is not None and stop.is_set():
                     raise Interrupted(f"stopped while waiting for the {got} budget")
@@ -306,6 +328,22 @@ class Budget:
             if waiting:
                 self._count_waiting(-1)
 
+    def _from_lease(self, tiers: tuple[str, ...]) -> str | None:
+        """A send charged ahead for ``tiers``, still good: its key (None: none left)."""
+        with self._lease_lock:
+            lease = self._leases.get(tiers)
+            if lease is None:
+                return None
+            fp, left, until = lease
+            if self._clock() >= until:
+                del self._leases[tiers]
+                return None
+            if left <= 1:
+                del self._leases[tiers]
+            else:
+                self._leases[tiers] = (fp, left - 1, until)
+            return fp
+
     def _count_waiting(self, step: int) -> None:
         with self._waiting_lock:
             self._urgent_waiting += step
@@ -318,13 +356,18 @@ class Budget:
         """
         fp = key if key in self.keys else self.keys[0]
         scope = self._key_scopes[(fp, tier)]
+        with self._lease_lock:  # refused: nothing more goes on what was charged ahead
+            unspent = sum(
+                left for on, (k, left, _) in self._leases.items() if k == fp and tier in on
+            )
+            self._leases.clear()
 
         def apply(rows: BudgetRows) -> tuple[float, Pace | None, bool]:
             now = self._clock()
             until = now + max(0.0, seconds) + PENALTY_GUARD_S
             row = rows.bucket(scope.name)
             new_episode = row is None or row[2] <= now
-            learnt = self._learn(rows, scope, now, until) if new_episode else None
+            learnt = self._learn(rows, scope, now, until, unspent) if new_episode else None
             self._block(rows, scope, until, now)
             others = [s for (k, t), s in self._key_scopes.items() if t == tier and k != fp]
             workspace = self._workspace.get(tier)
@@ -437,10 +480,11 @@ class Budget:
 
     def _try_charge(
         self, rows: BudgetRows, tiers: tuple[str, ...], *, urgent: bool = True
-    ) -> tuple[float, str]:
-        """Charge a key's scopes (and the workspace's) and return ``(0, key)``, or
-        charge nothing and return how long to wait and for which tier.
-        All-or-nothing, so egress is never spent on a request that did not go."""
+    ) -> tuple[float, str, int]:
+        """Charge a key's scopes (and the workspace's) and return ``(0, key, ahead)``
+        (``ahead``: sends charged ahead, a lease), or charge nothing and return how long to
+        wait and for which tier. All-or-nothing, so egress is never spent on a request
+        that did not go."""
         now = self._clock()
         leave = 0 if urgent else self._urgent_waiting
         keep = not urgent and self._keeps_room(now, leave)
@@ -451,7 +495,7 @@ class Budget:
             }
             blocker = max(waits, key=lambda t: waits[t])
             if waits[blocker] > 0:
-                return max(waits[blocker], _MIN_WAIT_S), blocker
+                return max(waits[blocker], _MIN_WAIT_S), blocker, 0
         paces = self._paces(rows, now)
         best: tuple[float, str] | None = None  # (headroom, key) of the best free key
         soonest: tuple[float, str] = (math.inf, tiers[0])
@@ -479,17 +523,41 @@ class Budget:
             if best is None or headroom > best[0]:
                 best = (headroom, fp)
         if best is None:
-            return max(soonest[0], _MIN_WAIT_S), soonest[1]
+            return max(soonest[0], _MIN_WAIT_S), soonest[1], 0
         fp = best[1]
         self._turn += 1
-        for s in [*(self._key_scopes[(fp, t)] for t in tiers), *workspace]:
+        charged = [*(self._key_scopes[(fp, t)] for t in tiers), *workspace]
+        for s in charged:
             if s.charged:
                 self._charge(rows, s, now)
             learnt = paces.get(s.name)
             if learnt is not None:
                 tokens, as_of = self._pace_bucket(rows, s, learnt, now)
                 rows.put_tokens(f"{s.name}~pace", tokens - 1, as_of)
-        return 0.0, fp
+        ahead = 0 if paces else self._ahead(rows, charged, now, keep=keep, leave=leave)
+        for s in charged:
+            if s.charged and ahead:
+                self._charge(rows, s, now, n=ahead, logged_at=now + LEASE_S)
+        return 0.0, fp, ahead
+
+    def _ahead(
+        self, rows: BudgetRows, scopes: list[Scope], now: float, *, keep: bool, leave: int
+    ) -> int:
+        """How many sends to charge ahead (a lease) on ``scopes``, just charged one: a
+        quarter of the room each has left after the room kept, no more than its rate
+        sends in ``LEASE_S`` (what a lease unspent may waste), at most ``LEASE`` - 1."""
+        ahead = LEASE - 1
+        for s in scopes:
+            if not s.charged:
+                continue
+            ahead = min(ahead, math.floor(s.per_minute / WINDOW_S * LEASE_S))
+            kept = (s.reserve if keep else 0) + leave
+            if self._limiter == "window":
+                room = s.allowance - kept - rows.logged(s.name)  # this one is logged
+            else:
+                room = math.floor(self._bucket_at(rows.bucket(s.name), s, now)[0]) - kept
+            ahead = min(ahead, room // 4)
+        return max(0, ahead)
 
     def _keeps_room(self, now: float, waiting: int) -> bool:
         """Whether a non-urgent send leaves the room kept for the urgent now: in a process
@@ -535,12 +603,22 @@ class Budget:
         short = (as_of - now) + (need - tokens) / scope.rate if tokens < need else 0.0
         return max(blocked, short)
 
-    def _charge(self, rows: BudgetRows, scope: Scope, now: float) -> None:
+    def _charge(
+        self,
+        rows: BudgetRows,
+        scope: Scope,
+        now: float,
+        *,
+        n: int = 1,
+        logged_at: float | None = None,
+    ) -> None:
+        """Charge ``n`` sends; the window logs them at ``logged_at`` (default ``now``)."""
         if self._limiter == "window":
-            rows.add_send(scope.name, now)
+            for _ in range(n):
+                rows.add_send(scope.name, now if logged_at is None else logged_at)
         else:
             tokens, as_of = self._bucket_at(rows.bucket(scope.name), scope, now)
-            rows.put_tokens(scope.name, tokens - 1, as_of)
+            rows.put_tokens(scope.name, tokens - n, as_of)
 
     def _available(
         self,
@@ -576,11 +654,14 @@ class Budget:
                 out[scope] = learnt
         return out
 
-    def _learn(self, rows: BudgetRows, scope: Scope, now: float, until: float) -> Pace:
+    def _learn(
+        self, rows: BudgetRows, scope: Scope, now: float, until: float, unspent: int = 0
+    ) -> Pace:
+        """The pace after a 429 (``unspent``: sends this process charged ahead, not sent)."""
         previous = self._paces(rows, now).get(scope.name)
         tokens = self._pace_bucket(rows, scope, previous, now)[0] if previous else None
         if self._limiter == "window":
-            recent = rows.count_sends(scope.name, now - pacing.RECENT_S)
+            recent = rows.count_sends(scope.name, now - pacing.RECENT_S) - unspent
         else:
             recent = round(scope.capacity - self._bucket_at(rows.bucket(scope.name), scope, now)[0])
         learnt = pacing.learn(

@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
 from skuferry.config.schema import BudgetSettings
 from skuferry.errors import Interrupted
-from skuferry.remote.budget import Budget
+from skuferry.remote.budget import LEASE, LEASE_S, Budget
 from skuferry.remote.pace import Pace, learn, window_eta
 from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.schema import open_state
@@ -591,3 +592,76 @@ def test_learn_is_pure_and_bounded():
     assert (
         Pace.loads("{not json") is None and Pace.loads('{"burst": 0, "factor": 1, "at": 0}') is None
     )
+
+
+# -- tokens ahead (a lease) -------------------------------------------------------------
+
+
+class _Counting(BudgetBook):
+    transactions = 0
+
+    def transact(self, body: Callable[..., Any], **kw: Any) -> Any:
+        self.transactions += 1
+        return super().transact(body, **kw)
+
+
+def _counted(state: Path, clock: FakeClock, **kw: Any) -> tuple[Budget, _Counting]:
+    book = _Counting(lambda: open_state(state))
+    kw.setdefault("wait", clock.wait)
+    return Budget(book, clock=clock, **kw), book
+
+
+def test_a_raised_budget_charges_ahead_one_transaction_per_lease(state: Path, clock: FakeClock):
+    """Issue 41: far from its limits, a decision charges up to LEASE sends; the process
+    spends them without another transaction (a budget raised out of the way cost one
+    write transaction per request)."""
+    b, book = _counted(state, clock, limits={"read": 600_000, "write": 600_000})
+    with b:
+        for _ in range(1000):
+            b.acquire("write")
+        assert book.transactions <= 1000 // (LEASE - 1) + 1
+        assert b.snapshot()["write"]["available"] >= 600_000 - 1000 - LEASE
+
+
+def test_a_lease_is_spent_within_its_time_or_lost(state: Path, clock: FakeClock):
+    b, book = _counted(state, clock, limits={"read": 600_000, "write": 600_000})
+    with b:
+        b.acquire("write")
+        assert book.transactions == 1
+        b.acquire("write")
+        assert book.transactions == 1, "from the lease"
+        clock.now += LEASE_S
+        b.acquire("write")
+        assert book.transactions == 2, "the lease ran out: a decision again"
+
+
+def test_a_small_budget_charges_nothing_ahead(state: Path, clock: FakeClock):
+    """Below 240 a minute a quarter second holds less than one send: one decision each."""
+    b, book = _counted(state, clock, limits={"read": 300, "write": 60})
+    with b:
+        for _ in range(30):
+            b.acquire("write")
+        assert book.transactions == 30
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_leases_never_put_more_than_n_into_any_window(state: Path, clock: FakeClock, seed: int):
+    """The sends a lease charges are logged when the last of them may leave, so the log
+    holds each at least as long as the server's window does: at 1,200 a minute (5 ahead),
+    with idle gaps that waste leases, any 60 s (and any 60.5 s) holds at most N."""
+    b, _book = _counted(state, clock, limits={"read": 1200, "write": 1200}, urgent_share=0.0)
+    with b:
+        sent = drive(b, clock, "write", 150, seed)
+    assert max_in_window(sent, 60.0) <= 1200
+    assert max_in_window(sent, 60.5) <= 1200
+
+
+def test_a_429_ends_the_leases(state: Path, clock: FakeClock):
+    b, book = _counted(state, clock, limits={"read": 600_000, "write": 600_000})
+    with b:
+        b.acquire("write")
+        b.penalize("write", 1)
+        before = book.transactions
+        b.acquire("write")
+        assert book.transactions > before, "after a 429 the ledger decides again"
+        assert clock.now >= START + 1, "and the block is obeyed"
