@@ -343,6 +343,66 @@ def spec_budget(n: int, trees: list[tuple[str, Path]], tmp: Path) -> list[tuple[
         sandbox.close()
 
 
+def waits_worker(n: int) -> dict[str, Any]:
+    """In this process: ``n`` creates at the spec's 60 writes a minute (the sandbox in a
+    thread: it only waits), the budget book's transactions counted (issue 40 item 14)."""
+    from skuferry import logs
+    from skuferry.sandbox import Sandbox, SandboxConfig
+    from skuferry.state.budgetbook import BudgetBook
+    from skuferry.sync.engine import run_once
+
+    logs.configure(level="error", json=False)
+    counted = [0]
+    original = BudgetBook.transact
+
+    def transact(self: BudgetBook, *args: Any, **kw: Any) -> Any:
+        counted[0] += 1
+        return original(self, *args, **kw)
+
+    BudgetBook.transact = transact  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory(prefix="skuferry-bench-waits-") as name:
+        folder = Path(name)
+        with Sandbox(SandboxConfig(keys={KEY: WORKSPACE})) as sandbox:
+            write_csv(folder / "catalog.csv", n)
+            path = folder / "skuferry.toml"
+            path.write_text(
+                CONFIG.format(url=sandbox.url, key=KEY, reads=300, writes=60)
+                .replace("workspace_read_per_minute = 300\n", "")
+                .replace("workspace_write_per_minute = 60\n", ""),
+                encoding="utf-8",
+            )
+            from skuferry.config.load import load_settings
+
+            started, cpu = time.perf_counter(), time.process_time()
+            summary = run_once(load_settings(path))
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            held = sandbox.stats().products.get(WORKSPACE, 0)
+    return {
+        "created": summary.created,
+        "held": held,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 2),
+        "budget_transactions": counted[0],
+    }
+
+
+def waits(n: int, trees: list[tuple[str, Path]]) -> list[str]:
+    """``waits_worker`` for each tree, in child processes side by side (they wait)."""
+    procs = []
+    for who, src in trees:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}
+        args = [sys.executable, "-m", "bench.firstload", "--waits", str(n)]
+        procs.append(
+            (who, subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True))
+        )
+    lines = []
+    for who, proc in procs:
+        out, _ = proc.communicate()
+        found = [ln for ln in out.splitlines() if ln.startswith("{")]
+        lines.append(f"{who}: {found[-1] if found else 'failed'}")
+    return lines
+
+
 def measure(
     *, quick: bool, baseline: Path | None, sizes: list[int] | None = None
 ) -> tuple[list[str], bool]:
@@ -420,9 +480,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--baseline", type=Path, help="another checkout's src, side by side")
     parser.add_argument("--sizes", help="comma-separated product counts")
+    parser.add_argument(
+        "--waits",
+        type=int,
+        metavar="N",
+        help="only: N creates at 60/min, the budget's transactions counted, per tree",
+    )
     args = parser.parse_args(argv)
     if args.floor:
         print(json.dumps({"sent": floor(*args.floor)}))
+        return 0
+    if args.waits and os.environ.get("SKUFERRY_BENCH_WAITS_CHILD"):
+        print(json.dumps(waits_worker(args.waits)))
+        return 0
+    if args.waits:
+        trees = [("skuferry", ROOT / "src")]
+        if args.baseline is not None:
+            trees.append(("baseline", args.baseline))
+        os.environ["SKUFERRY_BENCH_WAITS_CHILD"] = "1"
+        print("\n".join(waits(args.waits, trees)))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     notes, ok = measure(quick=args.quick, baseline=args.baseline, sizes=sizes)
