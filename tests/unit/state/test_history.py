@@ -136,8 +136,8 @@ def test_a_create_killed_on_the_wire_stays_sent_then_the_lookup_closes_it(
     with pytest.raises(Crash):
         sync(settings, remote, catalog(3))
     # Group commit (issue 41): the three intents went in one batch; the first answer was
-    # not recorded yet, the second create died on the wire, the third never left. Each is
-    # in doubt ('sent', its intent open), none is known wrongly.
+    # not recorded yet, the second create died on the wire, the third never left (the
+    # writer sends nothing after a crash). Each is in doubt ('sent', its intent open).
     killed = [e for e in entries(settings) if e.outcome == "sent"]
     assert [(e.key, e.kind) for e in killed] == [
         ("SKU-0000", "create"),
@@ -147,11 +147,15 @@ def test_a_create_killed_on_the_wire_stays_sent_then_the_lookup_closes_it(
     assert all(e.landed is None for e in killed)
     remote.post = None
     sync(settings, remote, catalog(3))
-    for key in ("SKU-0000", "SKU-0001", "SKU-0002"):
+    for key in ("SKU-0000", "SKU-0001"):  # on the CMS: the lookup finds each, closes it
         story = entries(settings, key)
-        assert [(e.kind, e.outcome) for e in story] == [("create", "ok")]  # the lookup's
+        assert [(e.kind, e.outcome) for e in story] == [("create", "ok")]
         assert story[0].remote_id == remote.by_key(key)[0]["id"]
         assert len(remote.by_key(key)) == 1
+    # never sent: the lookup finds it absent (that create did not land), then it is made
+    story = entries(settings, "SKU-0002")
+    assert [(e.kind, e.outcome) for e in story] == [("create", "failed"), ("create", "ok")]
+    assert len(remote.by_key("SKU-0002")) == 1
 
 
 @pytest.mark.parametrize("n", range(1, 12))

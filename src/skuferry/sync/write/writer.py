@@ -381,6 +381,10 @@ class _Flight:
         if self.answered:
             poll = max(0.0, min(poll or FLUSH_S, self.since + FLUSH_S - time.monotonic()))
         done, self.pending = wait(self.pending, timeout=poll, return_when=FIRST_COMPLETED)
+        for fut in done:
+            exc = fut.exception()
+            if exc is not None and not isinstance(exc, errors.SkuferryError):
+                raise exc  # a crash or a programming error: nothing more is sent
         if done and not self.answered:
             self.since = time.monotonic()
         self.answered += [(self.jobs.pop(f), f) for f in done]
