@@ -61,6 +61,12 @@ class Shop:
     def waiting(self) -> int:
         return 0
 
+    def degraded(self) -> None:
+        return None
+
+    def waiting_for_slot_s(self) -> float | None:
+        return None
+
     def run_now(self) -> None:
         raise AssertionError("the bench only reads")
 

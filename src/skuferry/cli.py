@@ -371,6 +371,13 @@ def plan_cmd(
     metavar="NAME",
     help="With --listen: ... or from the environment variable NAME.",
 )
+@click.option(
+    "--max-runs",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="With --workspaces: at most N workspaces' runs at once; the others wait for a slot, "
+    "late but never skipped (default: twice the cores).",
+)
 @click.pass_context
 @guarded
 def run(ctx: click.Context, /, *, workspaces: Path | None, shard: str | None, **args: Any) -> None:

@@ -191,6 +191,13 @@ Problem = tuple[str | None, int | None, str]
 
 # What a run did to products, as every report of it lists them first (JSON, table, daemon).
 OUTCOME_COUNTS = ("created", "updated", "adopted", "unchanged", "rejected", "failed")
+_WOULD = frozenset({"created", "updated", "archived", "restored"})  # a dry run's writes
+
+
+def count_label(name: str, *, dry_run: bool) -> str:
+    """A count's name as a person reads it: a dry run wrote nothing, so what it counted
+    ``would be created``; every summary printed (``plan``, a workspace's line) says so."""
+    return f"would be {name}" if dry_run and name in _WOULD else name
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -345,7 +346,7 @@ def fleet_page(tmp_path: Path) -> Iterator[str]:
     from skuferry.service.http_server import HttpServer
 
     shops = fleet(tmp_path / "fleet", 100)
-    app = routes(_Board(), None, Console(lambda: shops, Gate(None)).mount)  # type: ignore[arg-type]
+    app = routes(_Board(), None, Console(lambda: shops, Gate(None)).mount)
     server = HttpServer("127.0.0.1:0", app).start()
     try:
         yield server.url
@@ -377,3 +378,111 @@ def test_a_fleet_s_front_page_in_the_browser(fleet_page: str, browser: Any) -> N
     ]
     assert names == [f"shop-0{i}0" for i in range(10)]
     assert browser.find_element(By.ID, "ws-count").text.startswith("10 of 100 shown")
+
+
+def test_a_fleet_s_page_shows_a_broken_reload_and_a_late_run(
+    tmp_path: Path, sandbox_factory: Callable[..., Sandbox], browser: Any
+) -> None:
+    """Issue 40 item 10, issue 41 item 4: a workspace whose reload failed keeps running on
+    its old config and the page says where the file is broken; with one run slot, a run
+    asked for while another holds it is late, and the page says so."""
+    from tests.integration.test_fleet import DAEMON, SHOPS, free_listen, workspace_config
+
+    sandbox = sandbox_factory(updates="patch", keys={key: name for name, key in SHOPS.items()})
+    folder = tmp_path / "workspaces"
+    for name in ("acme", "bolt"):
+        workspace_config(folder, name, sandbox.url, SHOPS[name], 40, extra=DAEMON)
+    token_file = tmp_path / "console_token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
+    listen = free_listen()
+    url = f"http://{listen}"
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    err = tmp_path / "fleet.log"
+    args = ["run", "--workspaces", str(folder), "--listen", listen, "--max-runs", "1"]
+    args += ["--console-token-file", str(token_file)]
+    with err.open("wb") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "skuferry", "--log-format", "json", *args],
+            cwd=tmp_path,
+            env=clean_env(),
+            stderr=err_f,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+
+            def health() -> dict[str, Any]:
+                try:
+                    body: dict[str, Any] = httpx.get(f"{url}/healthz", timeout=10).json()
+                except httpx.HTTPError:
+                    return {}
+                return body
+
+            def ran(name: str, runs: int) -> bool:
+                return (
+                    sum(
+                        1
+                        for e in events(err)
+                        if e.get("event") == "daemon.run.finished" and e.get("workspace") == name
+                    )
+                    >= runs
+                )
+
+            wait_until(lambda: ran("acme", 1) and ran("bolt", 1), "both first runs")
+
+            # bolt's file breaks (an unterminated string on line 2); SIGHUP keeps its old one
+            (folder / "bolt.toml").write_text('[api]\nbase_url = "http://127.0.0.1:9\n')
+            proc.send_signal(signal.SIGHUP)
+            wait_until(lambda: health().get("degraded") == ["bolt"], "bolt degraded")
+            body = health()
+            assert body["status"] == "degraded" and body["failing"] == []
+            (entry,) = body["workspaces"]["bolt"]["degraded"]
+            assert (entry["file"], entry["line"]) == (str(folder / "bolt.toml"), 2)
+            assert httpx.get(f"{url}/livez", timeout=10).status_code == 200
+            assert (
+                'skuferry_config_reload_failed{workspace="bolt"} 1.0'
+                in httpx.get(f"{url}/metrics", timeout=10).text
+            )
+
+            # acme's run holds the one slot (18 prices changed, a slow CMS); bolt's waits
+            changed = catalog_rows(18, version=1) + catalog_rows(40)[18:]
+            lines = ["SKU,Name,Price,Stock"] + [
+                f"{r['SKU']},{r['Name']},{r['Price']},{r['Stock']}" for r in changed
+            ]
+            (tmp_path / "acme.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            sandbox.config.latency_s = 4.0  # 18 updates, 4 at once: 20 s, until set back
+            assert httpx.post(f"{url}/workspaces/acme/run", headers=bearer).status_code == 202
+            wait_until(lambda: health().get("runs", {}).get("running") == 1, "acme's run")
+            assert httpx.post(f"{url}/workspaces/bolt/run", headers=bearer).status_code == 202
+            wait_until(lambda: health().get("late") == ["bolt"], "bolt's run late")
+
+            browser.get(url + "/")
+            assert console_errors(browser) == []
+            assert "1 run waiting for a slot" in shown(browser, "#runs").text
+            assert "bolt" in shown(browser, "#degraded").text
+            assert "line 2" in shown(browser, "#degraded").text
+            bolt = browser.find_element(By.CSS_SELECTOR, 'tr[data-workspace="bolt"]')
+            assert "late: waiting" in bolt.find_element(By.CSS_SELECTOR, ".late").text
+            assert "reload failed" in bolt.text
+            screenshot(browser, "console-fleet-late.png")
+            browser.get(url + "/workspaces/bolt")
+            assert console_errors(browser) == []
+            said = shown(browser, "#degraded").text
+            assert f"{folder / 'bolt.toml'} line 2" in said
+            assert "runs on the config it had" in said
+            assert "waited" in shown(browser, "#late").text
+
+            sandbox.config.latency_s = 0.0
+            wait_until(lambda: ran("bolt", 2), "bolt's run, late but not skipped")
+            assert health().get("late") == []
+            browser.get(url + "/workspaces/bolt")
+            assert browser.find_elements(By.CSS_SELECTOR, "#late") == []
+        finally:
+            sandbox.config.latency_s = 0.0
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert TOKEN not in err.read_text(), "the token is never logged"

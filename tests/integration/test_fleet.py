@@ -100,6 +100,20 @@ def test_a_directory_syncs_with_one_command_and_a_broken_workspace_is_named(
     assert done.returncode == 2  # the worst: a config that does not load
 
 
+def test_a_dry_run_of_a_directory_says_would_be_created_as_plan_does(
+    tmp_path: Path, shops: Sandbox, cli: Cli
+) -> None:
+    folder = tmp_path / "workspaces"
+    config = workspace_config(folder, "acme", shops.url, SHOPS["acme"], 30)
+    done = cli.run("sync", "--workspaces", str(folder), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "acme: success (dry run, exit 0): 30 would be created," in done.stdout
+    assert "30 created" not in done.stdout
+    assert shops.products("acme") == [], "nothing was written"
+    planned = cli.run("plan", "--config", str(config))
+    assert "would be created" in planned.stdout, "the same words as plan's"
+
+
 def test_two_shards_split_a_directory_without_overlap(tmp_path: Path, cli: Cli) -> None:
     folder = tmp_path / "workspaces"
     url = closed_port_url()
@@ -152,8 +166,13 @@ def test_the_fleet_daemon_lives_through_a_revoked_key_and_routes_hooks_per_works
 
     metrics = httpx.get(f"{base}/metrics", timeout=10).text
     samples = [line for line in metrics.splitlines() if line and not line.startswith("#")]
-    assert samples
-    assert all('workspace="' in line for line in samples), samples[:5]
+    pool = ("skuferry_run_slots ", "skuferry_runs_running ", "skuferry_runs_waiting ")
+    assert sorted(line.split()[0] for line in samples if line.startswith(pool)) == sorted(
+        name.strip() for name in pool
+    ), "the process's pool: no workspace label"
+    own = [line for line in samples if not line.startswith(pool)]
+    assert own
+    assert all('workspace="' in line for line in own), own[:5]
     assert {name for name in SHOPS if f'workspace="{name}"' in metrics} == set(SHOPS)
     types = [line for line in metrics.splitlines() if line.startswith("# TYPE ")]
     assert len(types) == len(set(types))  # each family once, all workspaces in it
@@ -235,6 +254,36 @@ def test_sighup_picks_up_added_changed_and_removed_files(
     assert proc.wait(timeout=30) == 0
 
 
+# TEST-NET-1 (RFC 5737): no host has it, so the bind fails and nothing listens; the
+# warning comes before the bind, as it does for an address this host has
+NOT_LOOPBACK = "192.0.2.1:9"
+
+
+@pytest.mark.parametrize("fleet", [False, True], ids=["one-workspace", "fleet"])
+def test_a_listen_address_others_can_reach_is_warned_about_by_both(
+    tmp_path: Path, shops: Sandbox, cli: Cli, fleet: bool
+) -> None:
+    folder = tmp_path / "workspaces"
+    if fleet:
+        folder.mkdir()
+        done = cli.run("run", "--workspaces", str(folder), "--listen", NOT_LOOPBACK)
+    else:
+        config = workspace_config(
+            folder,
+            "acme",
+            shops.url,
+            SHOPS["acme"],
+            1,
+            extra=f'[daemon]\nlisten = "{NOT_LOOPBACK}"\n',
+        )
+        done = cli.run("run", "--config", str(config))
+    logged = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    warned = [e for e in logged if e.get("event") == "daemon.listen.public"]
+    assert [e["listen"] for e in warned] == [NOT_LOOPBACK], done.stderr
+    assert "readable by anyone" in warned[0]["hint"]
+    assert done.returncode == 2 and f"cannot listen on {NOT_LOOPBACK}" in done.stderr
+
+
 @pytest.mark.parametrize("fleet", [False, True], ids=["one-workspace", "fleet"])
 def test_a_second_process_on_a_served_state_exits_75_between_runs(
     tmp_path: Path, shops: Sandbox, cli: Cli, fleet: bool
@@ -282,6 +331,8 @@ def test_a_second_process_on_a_served_state_exits_75_between_runs(
         (["run", "--console-token-env", "T", "--config", "x.toml"], "go with --workspaces"),
         (["run", "--workspaces", ".", "--console-token-env", "T"], "need --listen"),
         (["sync", "--workspaces", ".", "--shard", "3/3"], "K must be 0 to N-1"),
+        (["run", "--max-runs", "2", "--config", "x.toml"], "--max-runs goes with --workspaces"),
+        (["run", "--workspaces", ".", "--max-runs", "0"], "--max-runs"),
     ],
 )
 def test_the_fleet_options_refuse_what_does_not_go_together(

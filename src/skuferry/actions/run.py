@@ -21,18 +21,23 @@ def run(
     listen: str | None,
     console_token_file: Path | None,
     console_token_env: str | None,
+    max_runs: int | None = None,
 ) -> int:
     """Serve until stopped; 0 on a clean stop. ``shard`` comes with ``workspaces``."""
     if workspaces is not None and shard is not None:
         from skuferry.service import fleet
 
         console = console_settings(console_token_file, console_token_env, listen=listen)
-        return fleet.serve(workspaces, shard=shard, listen=listen, console=console)
+        return fleet.serve(
+            workspaces, shard=shard, listen=listen, console=console, max_runs=max_runs
+        )
     if listen is not None or console_token_file is not None or console_token_env is not None:
         raise errors.UsageError(
             "--listen and --console-token-* go with --workspaces; one workspace: [daemon] listen, "
             "console_token_file, console_token_env"
         )
+    if max_runs is not None:
+        raise errors.UsageError("--max-runs goes with --workspaces: one workspace runs alone")
     from skuferry.service import daemon
 
     return daemon.serve(config_path)

@@ -27,9 +27,12 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
 
 from skuferry import logs
 from skuferry.config.load import load_settings
@@ -38,13 +41,15 @@ from skuferry.config.schema import Settings
 from skuferry.errors import ConfigError, SkuferryError
 from skuferry.models import Progress, ProgressPoints, RunOptions, RunSummary
 from skuferry.service import hooks_http
+from skuferry.service.degraded import Degraded, of_failure
 from skuferry.service.handed_keys import HandedKeys
-from skuferry.service.http_endpoint import Board
+from skuferry.service.http_endpoint import Board, daemon_hooks
 from skuferry.service.listeners import Listeners
-from skuferry.service.memory import release_memory
+from skuferry.service.memory import forget_frames, release_memory
 from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.service.run_events import log_failure, log_finished
+from skuferry.service.run_slots import RunSlots
 from skuferry.service.run_threads import ThreadPerRunExecutor
 from skuferry.service.runner import run_watched
 from skuferry.service.scheduler import SyncSchedule
@@ -118,8 +123,9 @@ class Daemon:
         wall_clock: Callable[[], float] = time.time,
         lanes: bool = True,
         http: bool = True,
-        first_run_delay_s: float = 0.0,
         undo: UndoJob = _undo_run,
+        name: str | None = None,
+        slots: RunSlots | None = None,
     ) -> None:
         self._config_path = config_path
         self._job = job
@@ -156,9 +162,18 @@ class Daemon:
         self._listeners = Listeners(clock)  # the file watch and the HTTP side
         self._http = http  # False: the process serves HTTP for many daemons (the fleet)
         self._held: Held | None = None  # the state's lock, from start to shutdown
-        self._first_run_delay_s = first_run_delay_s  # a fleet staggers its first runs
+        self._name = name  # a fleet's workspace: on every event of its runs
+        self._slots = slots  # a fleet's pool: a full run waits for a slot
+        self._waiting_since: float | None = None  # the full run due, waiting for a slot
+        self.degraded: Degraded | None = None  # the last reload failed: the old config runs
         self._handed = HandedKeys(clock)
-        self.board = Board(lambda: self.settings, self.schedule_problem, wall_clock=wall_clock)
+        self.board = Board(
+            lambda: self.settings,
+            self.schedule_problem,
+            wall_clock=wall_clock,
+            waiting_s=self.waiting_for_slot_s if slots is not None else None,
+            degraded=lambda: self.degraded,
+        )
 
     @property
     def settings(self) -> Settings:
@@ -168,7 +183,19 @@ class Daemon:
 
     @property
     def run_in_flight(self) -> bool:
+        """A run's thread is alive: running, or waiting for the gate or a slot."""
         return self._executor.busy()
+
+    def _going(self) -> bool:
+        """A run is going (or about to): not merely waiting for a slot of the fleet's pool.
+        Pushed keys and handed keys then wait for its urgent lane; else a targeted run,
+        which takes no slot, sends them now."""
+        return self._gate.locked() or (self._executor.busy() and self._waiting_since is None)
+
+    def waiting_for_slot_s(self) -> float | None:
+        """How long the full run due has waited for a slot (None: it does not wait)."""
+        since = self._waiting_since
+        return None if since is None else max(0.0, self._clock() - since)
 
     # commands: safe from signal handlers and other threads
     def request_stop(self) -> None:
@@ -205,7 +232,7 @@ class Daemon:
             self._run_scheduled,
             trigger,
             grace_s=settings.schedule.misfire_grace_s,
-            first_in_s=self._first_run_delay_s if settings.schedule.run_at_start else None,
+            first_in_s=0.0 if settings.schedule.run_at_start else None,
         )
         self._start_watchers(settings)  # a port already taken fails the start, before READY
         self._schedule.scheduler.start(paused=True)  # READY=1 goes out before the first run starts
@@ -226,7 +253,7 @@ class Daemon:
             try:
                 command = self._commands.get(timeout=self._idle_tick_s)
             except queue.Empty:
-                if not self._executor.busy():
+                if not self._going():
                     self._notify.keepalive()  # during a run, progress points do it
                     self._run_if_asked()
                     self._take_handed_keys()
@@ -254,13 +281,11 @@ class Daemon:
                 waited_s=self._stop_timeout_s,
                 hint="the open write is resolved by lookup on the next start",
             )
-            # the run still going keeps the lock until it ends, then lets it go: a process
-            # that serves on (the fleet) can start this workspace again
-            threading.Thread(
-                target=self._release_after_run, name="skuferry-release", daemon=True
-            ).start()
-        else:
-            self.release_lock()
+        # a run still going keeps the lock until it ends, then lets it go: a process that
+        # serves on (the fleet) can start this workspace again
+        held, self._held = self._held, None
+        if held is not None:
+            self._release_after_run(held)
         if self._settings is not None:
             # ``status`` then says "not running": no next run is promised by a stopped daemon
             self._publish(
@@ -270,7 +295,12 @@ class Daemon:
         return 0
 
     def reload(self) -> bool:
-        """Re-read the config; keep the old one (and say why) if the new one is bad."""
+        """Re-read the config; keep the old one (and say why: the log, ``/healthz``'s
+        ``degraded``, the page, a metric) if the new one is bad.
+
+        A new state path is locked at once; the old one's lock is let go when the run going
+        on it ends, without waiting here: a stop asked meanwhile is served at once.
+        """
         self._notify.send("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
         old = self.settings
         try:
@@ -284,19 +314,24 @@ class Daemon:
                 if moved and held is not None:
                     held.release()
                 raise
-        except ConfigError as exc:
-            log.error("daemon.reload.failed", problems=exc.problems, kept="old config")
-            self._notify.ready("config reload failed; running with the old config")
-            return False
         except SkuferryError as exc:
-            log.error("daemon.reload.failed", problems=[str(exc)], kept="old config")
+            self.degraded = of_failure(self._config_file(old), exc, self._wall_clock())
+            problems = exc.problems if isinstance(exc, ConfigError) else [str(exc)]
+            log.error(
+                "daemon.reload.failed",
+                problems=problems,
+                file=self.degraded.file,
+                line=self.degraded.line,
+                kept="old config",
+            )
             self._notify.ready("config reload failed; running with the old config")
             return False
-        self._settings = new
+        self.degraded = None
+        self._settings = new  # a run started from now on reads it (under the gate)
         if held is not self._held:
-            with self._gate:  # the run going on the old state ends first
-                self.release_lock()
-                self._held = held
+            previous, self._held = self._held, held
+            if previous is not None:  # the run going on the old state ends first
+                self._release_after_run(previous)
         self._listeners.reloaded(old, new, self._source_changed)
         rescheduled = new.schedule != old.schedule
         if rescheduled:
@@ -312,14 +347,64 @@ class Daemon:
         self._notify.ready(f"config reloaded; next run {self.next_run() or 'unknown'}")
         return True
 
-    def _run_scheduled(self) -> None:
-        self.run_now()
+    def _config_file(self, settings: Settings) -> Path | None:
+        found = self._config_path or settings.config_path
+        return Path(found) if found else None
 
-    def run_now(self, keys: list[str] | None = None, *, resend: bool = False) -> RunOutcome:
+    def _run_scheduled(self) -> None:
+        """The sync job (the schedule, or a run asked for): a full run, after a slot of the
+        fleet's pool if there is one; a stop while it waits means no run at all."""
+        with self._named(), self._slot() as waited:
+            if waited is None:
+                log.info("daemon.run.not_started", reason="the daemon stopped while it waited")
+                return
+            self.run_now(waited_s=waited if self._slots is not None else None)
+
+    def run_now(
+        self,
+        keys: list[str] | None = None,
+        *,
+        resend: bool = False,
+        waited_s: float | None = None,
+    ) -> RunOutcome:
         """One run with everything around it; never raises. ``keys`` None: the scheduled
-        run of the whole source (every ``verify_every``-th one verifies); else a targeted
-        run of ``keys`` only (pushed by a hook; ``resend``: refused data sent again, as
-        ``skuferry retry`` does)."""
+        run of the whole source (every ``verify_every``-th one verifies; ``waited_s``: how
+        long it waited for a slot); else a targeted run of ``keys`` only (pushed by a hook;
+        ``resend``: refused data sent again, as ``skuferry retry`` does), which takes no
+        slot."""
+        with self._named(), self._gate:  # one run at a time: scheduled, asked or targeted
+            return self._run(keys, resend=resend, waited_s=waited_s)
+
+    def _named(self) -> AbstractContextManager[object]:
+        """A fleet's workspace on every event of its runs (their threads are their own)."""
+        if self._name is None:
+            return nullcontext()
+        return structlog.contextvars.bound_contextvars(workspace=self._name)
+
+    @contextmanager
+    def _slot(self) -> Iterator[float | None]:
+        """A slot of the fleet's pool for a full run (the seconds waited, None if the daemon
+        stopped first); 0.0 at once when there is no pool."""
+        if self._slots is None:
+            yield 0.0
+            return
+        self._waiting_since = self._clock()
+        try:
+            with self._slots.slot(
+                self._name or "", stop=self.stop_event, urgent=self._urgent
+            ) as waited:
+                self._waiting_since = None
+                yield waited
+        finally:
+            self._waiting_since = None
+
+    def _urgent(self) -> bool:
+        """A run was asked for (a hook, the page, a watched file) or keys were pushed:
+        this workspace's run goes first when a slot frees."""
+        return self._run_asked or bool(len(self.inbox))
+
+    def _run(self, keys: list[str] | None, *, resend: bool, waited_s: float | None) -> RunOutcome:
+        """The run itself, the gate held: the settings read now are the ones it uses."""
         settings = self.settings
         progress = ProgressPoints(self._progress)
         if keys is None:
@@ -327,7 +412,9 @@ class Daemon:
             number, fields = self._runs, {"run": self._runs}
             every = settings.schedule.verify_every
             verify = every > 0 and number % every == 0
-            log.info("daemon.run.started", run=number, verify=verify)
+            self._run_asked = False  # asked before it started: this run reads the source
+            late = {"waited_for_slot_s": round(waited_s, 1)} if waited_s is not None else {}
+            log.info("daemon.run.started", run=number, verify=verify, **late)
             self._notify.status(f"run {number} started")
             # the inbox: keys pushed by hooks, and word of a watched file that changed mid-run
             heard = self._hooks or (settings.schedule.watch and bool(watched_files(settings)))
@@ -354,16 +441,15 @@ class Daemon:
 
         # hooks, timing and the outcome (run_watched); a failed run never ends the
         # schedule: run_watched hands back what the job raised instead of raising it
-        with self._gate:
-            if keys is None:
-                self.inbox.take_changed()  # word for an earlier run: this one reads the source
-            outcome = run_watched(
-                settings,
-                job,
-                stopping=self.stop_event.is_set,
-                clock=self._clock,
-                wall_clock=self._wall_clock,
-            )
+        if keys is None:
+            self.inbox.take_changed()  # word for an earlier run: this one reads the source
+        outcome = run_watched(
+            settings,
+            job,
+            stopping=self.stop_event.is_set,
+            clock=self._clock,
+            wall_clock=self._wall_clock,
+        )
         if outcome.exception is not None:
             log_failure(number, outcome.exception, outcome)
         elif outcome.summary is not None:
@@ -372,6 +458,8 @@ class Daemon:
         return outcome
 
     def _after_run(self, settings: Settings, outcome: RunOutcome) -> None:
+        if outcome.exception is not None:  # logged: the run's frames need not outlive it
+            forget_frames(outcome.exception)
         release_memory()
         if len(self.inbox):
             self._commands.put(_KEYS)  # pushed while it ran, not taken: a targeted run next
@@ -396,19 +484,18 @@ class Daemon:
             self.board.seed(settings.metrics.textfile)
             secret = hooks_http.load_secret(settings.daemon)
             desk = self.hook_desk(secret) if secret is not None else None
+            path = self._config_file(settings)
+            name = path.stem if path else "default"
+            from skuferry.service.console.app import page  # jinja2: when a page is served
+
             self._listeners.listen(
-                settings.daemon.listen, settings, self.board, desk, self._console()
+                settings.daemon.listen,
+                settings,
+                self.board,
+                daemon_hooks(desk),
+                page(settings.daemon, lambda: {name: self}),
             )
         self._listeners.watch(settings, self._source_changed)
-
-    def _console(self) -> Callable[[Any], object]:
-        """The operator's page over this daemon's one workspace."""
-        from skuferry.service.console.app import Console
-        from skuferry.service.console.workspace import DaemonWorkspace
-
-        path = self._config_path or self.settings.config_path
-        workspace = DaemonWorkspace(self, Path(path).stem if path else "default")
-        return Console.of(self.settings.daemon, lambda: [workspace]).mount
 
     def waiting(self) -> int:
         """Keys pushed (hooks, the page) and not yet taken by a run."""
@@ -428,9 +515,10 @@ class Daemon:
         self._schedule.once(self.undo_now, "skuferry undo", run)
 
     def undo_now(self, run: int) -> UndoReport | None:
-        """Undo run ``run`` now, one run at a time; never raises (None: it could not)."""
-        settings = self.settings
-        with self._gate:
+        """Undo run ``run`` now, one run at a time; never raises (None: it could not). It
+        takes no slot of a fleet's pool: an operator asked for it."""
+        with self._gate:  # the settings read under the gate, as a run's (a reload may move
+            settings = self.settings  # the state while a run holds the gate)
             try:
                 report = self._undo(settings, run, stop=self.stop_event)
             except SkuferryError as exc:
@@ -445,7 +533,7 @@ class Daemon:
     def _source_changed(self) -> None:
         """A watched file went quiet in a new version: a run after the one going (if any),
         and the run going reads it again for its urgent fields."""
-        if self._lanes and self._executor.busy():
+        if self._lanes and self._going():
             self.inbox.source_changed()
         self.request_run()
 
@@ -460,8 +548,9 @@ class Daemon:
             self._schedule.run_soon()
 
     def _run_keys_if_waiting(self) -> None:
-        """Pushed keys and no run going: a targeted run of them, now."""
-        if not len(self.inbox) or self._executor.busy() or self.stop_event.is_set():
+        """Pushed keys and no run going (one waiting for a slot is not): a targeted run of
+        them, now."""
+        if not len(self.inbox) or self._going() or self.stop_event.is_set():
             return
         keys = self.inbox.take()
         log.info("daemon.run.targeted", keys=len(keys))
@@ -476,9 +565,21 @@ class Daemon:
             on_run=lambda: self.request_run("POST /hooks/run"),
         )
 
-    def _release_after_run(self) -> None:
-        with self._gate:  # the run going holds the gate until it ends
-            self.release_lock()
+    def _release_after_run(self, held: Held) -> None:
+        """Let ``held`` go once no run is going: now if none is, else when it ends (the
+        run going holds the gate until then), without waiting here."""
+        if self._gate.acquire(blocking=False):
+            try:
+                held.release()
+            finally:
+                self._gate.release()
+            return
+
+        def later() -> None:
+            with self._gate:
+                held.release()
+
+        threading.Thread(target=later, name="skuferry-release", daemon=True).start()
 
     def release_lock(self) -> None:
         """Let another process write the state (the daemon stopped serving it)."""

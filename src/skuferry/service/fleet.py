@@ -2,25 +2,24 @@
 
 ``run`` composes one ``Daemon`` per workspace: its own
 scheduler, budgets, state lock and run threads, so one never waits for another's
-budget, and one that is slow, failing or refused stalls no other. The process
-serves one HTTP side for all of them (``--listen``): ``/livez``, ``/healthz``,
-``/metrics`` with ``workspace="<name>"`` on every sample, and the hooks routed per
-workspace, each checked with that workspace's own secret. SIGHUP re-reads DIR:
-an added file starts a workspace, a changed one reloads it, a removed one stops it.
+budget, and one that is slow, failing or refused stalls no other. Their full runs share
+one pool (``--max-runs``, ``run_slots``): at most N at once, the others late and saying
+so, never skipped. The process serves one HTTP side for all of them (``--listen``, the
+daemon's ``Endpoint``): ``/livez``, ``/healthz``, ``/metrics`` with
+``workspace="<name>"`` on every sample, the page, and the hooks routed per workspace,
+each checked with that workspace's own secret. SIGHUP re-reads DIR: an added file
+starts a workspace, a changed one reloads it, a removed one stops it.
 """
 
 from __future__ import annotations
 
 import queue
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import structlog
@@ -28,22 +27,21 @@ import structlog
 from skuferry import errors, logs
 from skuferry.config.load import load_settings
 from skuferry.config.schema import DaemonSettings, Settings
-from skuferry.service import hooks_http
+from skuferry.service import hooks_http, metrics
 from skuferry.service.daemon import STOP_TIMEOUT_S, Daemon, Job
 from skuferry.service.failures import describe
-from skuferry.service.http_app import Request, Response, Router
-from skuferry.service.http_endpoint import CONTENT_TYPE
-from skuferry.service.http_server import HttpServer, Limits
+from skuferry.service.http_app import Request, Response
+from skuferry.service.http_endpoint import Endpoint, hook_answer
+from skuferry.service.http_server import Limits
 from skuferry.service.notify import Notifier
+from skuferry.service.run_slots import RunSlots, default_size
+from skuferry.service.signals import stop_and_reload_on_signals
 from skuferry.service.workspaces import Shard, load_workspace, workspace_files
 
 log = logs.get(__name__)
 
 JOIN_S = STOP_TIMEOUT_S + 1.0  # a workspace's daemon stops within its own deadline
-# The first runs at start are spread over up to STAGGER_S (STEP_S apart): a hundred
-# first runs at once would each hold its rows and pages at the same moment (about 5 MiB
-# per 3,000 products), and on a few cores they would not finish sooner anyway.
-STAGGER_S, STEP_S = 60.0, 0.5
+START_THREADS = 16  # workspaces opened side by side at start (their state files)
 
 
 # --- run: one daemon per workspace -------------------------------------------------------
@@ -74,16 +72,6 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 _STOP, _RESCAN = "stop", "rescan"
 
 
-def _named_job(name: str, job: Job) -> Job:
-    """``job`` with ``workspace=<name>`` on every log event of its run (its own thread)."""
-
-    def named(*args: Any, **kwargs: Any) -> Any:
-        with structlog.contextvars.bound_contextvars(workspace=name):
-            return job(*args, **kwargs)
-
-    return named
-
-
 @dataclass
 class Fleet:
     """The daemons of DIR's workspaces in one process, and their one HTTP side."""
@@ -100,12 +88,14 @@ class Fleet:
     # The operator's page over every running workspace: its token, as [daemon] names it
     # for one workspace (console_token_file / _env), given to the process by flags.
     console: DaemonSettings | None = None
+    max_runs: int = field(default_factory=default_size)  # --max-runs
 
     def __post_init__(self) -> None:
         self._commands: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._guard = threading.Lock()  # members, between the main loop and HTTP threads
-        self._server: HttpServer | None = None
+        self._endpoint: Endpoint | None = None
         self._stopping = False
+        self.slots = RunSlots(self.max_runs)
 
     # commands: safe from signal handlers and other threads
     def request_stop(self) -> None:
@@ -116,21 +106,22 @@ class Fleet:
 
     @property
     def url(self) -> str | None:
-        return self._server.url if self._server is not None else None
+        return self._endpoint.url if self._endpoint is not None else None
 
     def start(self) -> None:
         """Start every workspace (a broken one is named, the rest start), then the HTTP side."""
         found = workspace_files(self.directory, self.shard)
-        self._start_all(found, stagger=True)
+        self._start_all(found)
         if self.listen:
-            router = routes(self)
-            self._page().mount(router)
-            self._server = HttpServer(
+            from skuferry.service.console.app import page  # jinja2: when a page is served
+
+            self._endpoint = Endpoint(
                 self.listen,
-                router,
-                Limits(max_body_bytes=hooks_http.MAX_BODY_BYTES),
+                self,
+                [("/hooks/<name>/<verb>", self.hook)],
+                limits=Limits(max_body_bytes=hooks_http.MAX_BODY_BYTES),
+                console=page(self.console or DaemonSettings(), self.running, slots=self.slots),
             ).start()
-            log.info("fleet.listen.started", url=self._server.url)
         running = sum(1 for m in self.members.values() if m.daemon is not None)
         log.info(
             "fleet.started",
@@ -138,48 +129,34 @@ class Fleet:
             running=running,
             failed=sorted(n for n, m in self.members.items() if m.daemon is None),
             shard=str(self.shard),
+            max_runs=self.slots.size,
         )
         self.notifier.ready(f"{running} of {len(self.members)} workspace(s) running")
 
-    def _page(self) -> Any:
-        """The operator's page (the console) over the workspaces running now."""
-        from skuferry.service.console.app import Console
-        from skuferry.service.console.workspace import DaemonWorkspace
-
-        def running() -> list[DaemonWorkspace]:
-            with self._guard:
-                members = sorted(self.members.items())
-            return [DaemonWorkspace(m.daemon, name) for name, m in members if m.daemon]
-
-        return Console.of(self.console or DaemonSettings(), running)
-
-    def _start_all(self, found: Mapping[str, Path], *, stagger: bool = False) -> None:
-        """Start ``found`` side by side: one slow to open its state delays no other."""
+    def _start_all(self, found: Mapping[str, Path]) -> None:
+        """Start ``found`` side by side: one slow to open its state delays no other. Their
+        first runs all come due now; the pool lets ``max_runs`` go at once, in name order."""
         if not found:
             return
-        step = min(STEP_S, STAGGER_S / len(found)) if stagger else 0.0
-        with ThreadPoolExecutor(min(len(found), 16), thread_name_prefix="skuferry-start") as pool:
-            started = list(
-                pool.map(
-                    lambda item: self._start_member(item[1][0], item[1][1], item[0] * step),
-                    enumerate(found.items()),
-                )
-            )
+        threads = min(len(found), START_THREADS)
+        with ThreadPoolExecutor(threads, thread_name_prefix="skuferry-start") as pool:
+            started = list(pool.map(lambda item: self._start_member(*item), found.items()))
         with self._guard:
             for member in started:
                 self.members[member.name] = member
 
-    def _start_member(self, name: str, path: Path, delay_s: float = 0.0) -> Member:
+    def _start_member(self, name: str, path: Path) -> Member:
         member = Member(name, path, _stamp(path))
         daemon = Daemon(
             path,
-            job=_named_job(name, self.job),
+            job=self.job,
             load=lambda p: load_workspace(name, p, self.load),
             notifier=Notifier(None),  # the process tells systemd, not each workspace
             interval_s=self.interval_s,
             idle_tick_s=self.idle_tick_s,
             http=False,  # the process's one HTTP side serves every workspace
-            first_run_delay_s=delay_s,
+            name=name,
+            slots=self.slots,
         )
         try:
             with structlog.contextvars.bound_contextvars(workspace=name):
@@ -279,8 +256,8 @@ class Fleet:
         with self._guard:
             members = list(self.members.values())
         self._stop_members(members)
-        if self._server is not None:
-            self._server.stop()
+        if self._endpoint is not None:
+            self._endpoint.stop()
         log.info("fleet.stopped", workspaces=len(members))
         return 0
 
@@ -304,7 +281,9 @@ class Fleet:
         return 200, {"status": "alive", "problems": {}}
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        """200 while no workspace's last run failed; else 503 naming them (no messages)."""
+        """200 while no workspace's last run failed; else 503 naming them (no messages).
+        Workspaces on an older config (a failed reload) and runs waiting for a slot are
+        named too, and fail nothing."""
         with self._guard:
             members = dict(sorted(self.members.items()))
         workspaces: dict[str, Any] = {}
@@ -316,17 +295,33 @@ class Fleet:
                 }
             else:
                 workspaces[name] = member.daemon.board.health()[1]
-        failing = sorted(n for n, body in workspaces.items() if body["status"] != "ok")
+        failing = sorted(n for n, body in workspaces.items() if body["status"] == "failing")
+        degraded = sorted(n for n, body in workspaces.items() if body["status"] == "degraded")
+        waiting = self.slots.waiting()
         body = {
-            "status": "failing" if failing else "ok",
+            "status": "failing" if failing else "degraded" if degraded else "ok",
             "failing": failing,
+            "degraded": degraded,
+            "runs": {
+                "slots": self.slots.size,
+                "running": self.slots.running(),
+                "waiting": len(waiting),
+            },
+            "late": sorted(waiting),
             "workspaces": workspaces,
         }
         return (503 if failing else 200), body
 
-    def metrics_text(self) -> bytes:
-        """Every workspace's samples, each with its ``workspace`` label, in one exposition."""
-        return merge_expositions(daemon.board.metrics_text() for daemon in self.running().values())
+    def metrics_text(self) -> str:
+        """Every workspace's families (each sample with its ``workspace`` label) and the
+        pool's, in one exposition rendered once."""
+        parts = [daemon.board.families() for daemon in self.running().values()]
+        pool = metrics.pool_families(
+            slots=self.slots.size,
+            running=self.slots.running(),
+            waiting=self.slots.waiting_count(),
+        )
+        return metrics.exposition(*parts, pool)
 
     def hook(self, request: Request) -> Response:
         name, verb = request.params["name"], request.params["verb"]
@@ -336,71 +331,8 @@ class Fleet:
             return Response.json(404, {"error": "no such workspace hook"})
         if member.desk is None:
             return Response.json(404, {"error": "this workspace has no hook secret"})
-        length = request.headers.get("content-length", "")
-        if not length.isdigit() or int(length) > hooks_http.MAX_BODY_BYTES:
-            return Response.json(413, {"error": "send a Content-Length up to 1 MiB"})
         with structlog.contextvars.bound_contextvars(workspace=name):
-            return Response.json(
-                *member.desk.handle(f"/hooks/{verb}", request.headers, request.body)
-            )
-
-
-def merge_expositions(texts: Iterable[str]) -> bytes:
-    """One exposition of many: each family's samples together under one HELP and TYPE.
-
-    Each text is ``generate_latest``'s: a family is its ``# HELP`` and ``# TYPE`` lines,
-    then its samples. The same family from two workspaces twice would be an invalid
-    exposition (a scraper rejects a second TYPE line for one name).
-    """
-    heads: dict[str, list[str]] = {}
-    samples: dict[str, list[str]] = {}
-    for text in texts:
-        name: str | None = None
-        for line in text.splitlines():
-            if line.startswith(("# HELP ", "# TYPE ")):
-                found = line.split(" ", 3)[2]
-                if found != name:
-                    name = found
-                    heads.setdefault(name, [])
-                    samples.setdefault(name, [])
-                if len(heads[name]) < 2 and line not in heads[name]:
-                    heads[name].append(line)
-            elif line and not line.startswith("#") and name is not None:
-                samples[name].append(line)
-    lines = [line for name in heads for line in (*heads[name], *samples[name])]
-    return ("\n".join(lines) + "\n").encode() if lines else b""
-
-
-def routes(fleet: Fleet) -> Router:
-    router = Router(Response.json(404, {"error": "not found; try /metrics or /healthz"}))
-    router.add("GET", "/metrics", lambda _r: Response(200, fleet.metrics_text(), CONTENT_TYPE))
-    router.add("GET", "/healthz", lambda _r: Response.json(*fleet.health()))
-    router.add("GET", "/livez", lambda _r: Response.json(*fleet.liveness()))
-    router.add("POST", "/hooks/<name>/<verb>", fleet.hook)
-    return router
-
-
-@contextmanager
-def _signals(fleet: Fleet) -> Iterator[None]:
-    def on_stop(_signum: int, _frame: FrameType | None) -> None:
-        fleet.request_stop()
-
-    def on_hup(_signum: int, _frame: FrameType | None) -> None:
-        fleet.request_rescan()
-
-    previous = {
-        signum: signal.signal(signum, handler)
-        for signum, handler in (
-            (signal.SIGTERM, on_stop),
-            (signal.SIGINT, on_stop),
-            (signal.SIGHUP, on_hup),
-        )
-    }
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            return hook_answer(member.desk, f"/hooks/{verb}", request)
 
 
 def serve(
@@ -409,6 +341,7 @@ def serve(
     shard: Shard = Shard(),
     listen: str | None = None,
     console: DaemonSettings | None = None,
+    max_runs: int | None = None,
     job: Job | None = None,
     install_signals: bool = True,
 ) -> int:
@@ -417,11 +350,17 @@ def serve(
         from skuferry.sync.engine import run_once  # the whole sync stack, when used
 
         job = run_once
-    fleet = Fleet(directory, job, shard=shard, listen=listen, console=console)
-    if not install_signals:
-        fleet.start()
-        return fleet.serve_forever()
-    with _signals(fleet):
+    fleet = Fleet(
+        directory,
+        job,
+        shard=shard,
+        listen=listen,
+        console=console,
+        max_runs=max_runs or default_size(),
+    )
+    with stop_and_reload_on_signals(
+        fleet.request_stop, fleet.request_rescan, install=install_signals
+    ):
         try:
             fleet.start()
         except BaseException:

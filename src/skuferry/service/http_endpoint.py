@@ -22,18 +22,23 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from ipaddress import ip_address
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skuferry import logs
 from skuferry.config.schema import Settings
 from skuferry.errors import AuthError
 from skuferry.service import freshness, hooks, hooks_http, metrics
-from skuferry.service.http_app import Request, Response, Router
+from skuferry.service.degraded import Degraded
+from skuferry.service.http_app import Handler, Request, Response, Router
 from skuferry.service.http_server import HttpServer, Limits
 from skuferry.service.metrics import RunOutcome
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
 
 log = logs.get(__name__)
 
@@ -49,10 +54,14 @@ class Board:
         schedule_problem: Callable[[], str | None],
         *,
         wall_clock: Callable[[], float] = time.time,
+        waiting_s: Callable[[], float | None] | None = None,
+        degraded: Callable[[], Degraded | None] = lambda: None,
     ) -> None:
         self._settings = settings
         self._schedule_problem = schedule_problem
         self._wall_clock = wall_clock
+        self._waiting_s = waiting_s  # a fleet's: how long the run due has waited for a slot
+        self._degraded = degraded  # the reload that failed, while it is the last one
         self._lock = threading.Lock()
         self._base: Mapping[tuple[str, str | None], float] = {}  # counters before ``_last``
         self._last: RunOutcome | None = None
@@ -73,19 +82,29 @@ class Board:
             self._last = outcome
 
     def metrics_text(self) -> str:
+        return metrics.exposition(self.families())
+
+    def families(self) -> list[Metric]:
+        """This workspace's metric families, each sample with its ``[metrics] labels``."""
         settings = self._settings()
         products = hooks.product_counts(settings.state.path)
         fresh = freshness.read(settings)
         with self._lock:
-            return metrics.render(
+            found = metrics.families(
                 self._base,
                 self._last,
                 products,
-                fresh,
-                hooks.budget_per_minute(settings),
+                freshness=fresh,
+                budget=hooks.budget_per_minute(settings),
                 labels=settings.metrics.labels,
                 dead_letters=hooks.dead_letter_counts(settings.state.path),
             )
+        return found + metrics.daemon_families(
+            reload_failed=self._degraded() is not None,
+            waiting_s=self._waiting_s() if self._waiting_s is not None else None,
+            pooled=self._waiting_s is not None,
+            labels=settings.metrics.labels,
+        )
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body)."""
@@ -106,7 +125,14 @@ class Board:
         schedule = self._schedule_problem()
         if schedule:
             problems.append(schedule)
-        body: dict[str, Any] = {"status": "failing" if problems else "ok", "problems": problems}
+        degraded = self._degraded()
+        status = "failing" if problems else "degraded" if degraded else "ok"
+        body: dict[str, Any] = {"status": status, "problems": problems}
+        if degraded is not None:  # it runs, on the config it had: a 200 all the same
+            body["degraded"] = [degraded.as_json()]
+        waited = self._waiting_s() if self._waiting_s is not None else None
+        if waited is not None:  # late, never skipped: it starts when a slot frees
+            body["late"] = {"waiting_for_slot_s": round(waited, 1)}
         if last is not None:
             body["last_run"] = {
                 "result": last.result,
@@ -128,30 +154,38 @@ class Board:
         return 200, {"status": "alive", "problems": []}
 
 
+class Side(Protocol):
+    """What an HTTP side reports: one daemon's board, or a fleet's."""
+
+    def metrics_text(self) -> str: ...
+
+    def health(self) -> tuple[int, dict[str, Any]]: ...
+
+    def liveness(self) -> tuple[int, dict[str, Any]]: ...
+
+
+Hook = tuple[str, Handler]  # a POST route: its pattern, its handler
+
+
 class Endpoint:
-    """``/metrics``, ``/healthz`` and the hooks of a ``Board`` on ``host:port`` (port 0
-    picks a free one), served within ``limits`` (``http_server``)."""
+    """``/metrics``, ``/healthz``, ``/livez``, the hooks and the page of a ``Side`` on
+    ``host:port`` (port 0 picks a free one), served within ``limits`` (``http_server``):
+    the one HTTP side of a daemon and of a fleet."""
 
     def __init__(
         self,
         listen: str,
-        board: Board,
-        hooks: hooks_http.Desk | None = None,
+        side: Side,
+        hooks: Sequence[Hook] = (),
         *,
         limits: Limits | None = None,
         open_files: int | None = None,
         console: Callable[[Router], object] | None = None,
     ) -> None:
+        warn_if_public(listen)
         self._server = HttpServer(
-            listen, routes(board, hooks, console), limits or Limits(), open_files=open_files
+            listen, routes(side, hooks, console), limits or Limits(), open_files=open_files
         )
-        host = listen.rpartition(":")[0].strip("[]")
-        if not _is_loopback(host):
-            log.warning(
-                "daemon.listen.public",
-                listen=listen,
-                hint="metrics and health are readable by anyone who can reach it",
-            )
 
     @property
     def url(self) -> str:
@@ -176,6 +210,19 @@ class Endpoint:
         self._server.stop()
 
 
+def warn_if_public(listen: str) -> bool:
+    """Say so when ``listen`` is reachable from other hosts; True if it is."""
+    host = listen.rpartition(":")[0].strip("[]")
+    if _is_loopback(host):
+        return False
+    log.warning(
+        "daemon.listen.public",
+        listen=listen,
+        hint="metrics, health and the page are readable by anyone who can reach it",
+    )
+    return True
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -186,32 +233,43 @@ def _is_loopback(host: str) -> bool:
 
 
 def routes(
-    board: Board,
-    desk: hooks_http.Desk | None,
+    side: Side,
+    hooks: Sequence[Hook] | None = None,
     console: Callable[[Router], object] | None = None,
 ) -> Router:
-    """The WSGI application: health and metrics, the hooks when a secret is set, and the
-    operator's page when ``console`` mounts it (``console.app.Console.mount``)."""
+    """The WSGI application: health and metrics, the hooks (POST), and the operator's
+    page when ``console`` mounts it (``console.app.page``)."""
     router = Router(Response.json(404, {"error": "not found; try /metrics or /healthz"}))
     router.add(
-        "GET", "/metrics", lambda _r: Response(200, board.metrics_text().encode(), CONTENT_TYPE)
+        "GET", "/metrics", lambda _r: Response(200, side.metrics_text().encode(), CONTENT_TYPE)
     )
-    router.add("GET", "/healthz", lambda _r: Response.json(*board.health()))
-    router.add("GET", "/livez", lambda _r: Response.json(*board.liveness()))
-    if desk is not None:
-        for path in hooks_http.PATHS:
-            router.add("POST", path, _hook(desk))
+    router.add("GET", "/healthz", lambda _r: Response.json(*side.health()))
+    router.add("GET", "/livez", lambda _r: Response.json(*side.liveness()))
+    for pattern, handler in hooks or ():
+        router.add("POST", pattern, handler)
     if console is not None:
         console(router)
     return router
 
 
-def _hook(desk: hooks_http.Desk) -> Callable[[Request], Response]:
-    def answer(request: Request) -> Response:  # never logs the body
-        # A longer body never gets here: the server answers 413 from its headers alone.
-        length = request.headers.get("content-length", "")
-        if not length.isdigit() or int(length) > hooks_http.MAX_BODY_BYTES:
-            return Response.json(413, {"error": "send a Content-Length up to 1 MiB"})
-        return Response.json(*desk.handle(request.path, request.headers, request.body))
+def daemon_hooks(desk: hooks_http.Desk | None) -> list[Hook]:
+    """One daemon's hook routes (``/hooks/sync``, ``/hooks/run``), when it has a secret."""
+    if desk is None:
+        return []
 
-    return answer
+    def answer(request: Request) -> Response:
+        return hook_answer(desk, request.path, request)
+
+    return [(path, answer) for path in hooks_http.PATHS]
+
+
+def hook_answer(desk: hooks_http.Desk, path: str, request: Request) -> Response:
+    """A hook's answer: its size checked, then ``desk`` (the body is never logged).
+
+    The server answers 413 to a declared length over the limit from the headers alone;
+    this refuses what gets past it without a usable ``Content-Length``.
+    """
+    length = request.headers.get("content-length", "")
+    if not length.isdigit() or int(length) > hooks_http.MAX_BODY_BYTES:
+        return Response.json(413, {"error": "send a Content-Length up to 1 MiB"})
+    return Response.json(*desk.handle(path, request.headers, request.body))

@@ -9,13 +9,13 @@ what it was started with until a restart.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from skuferry import logs
 from skuferry.config.schema import Settings
 from skuferry.service import hooks_http
-from skuferry.service.http_endpoint import Board, Endpoint
+from skuferry.service.http_app import Router
+from skuferry.service.http_endpoint import Board, Endpoint, Hook
 from skuferry.service.http_server import Limits
 from skuferry.service.watch import FileWatch, watched_files
 
@@ -42,11 +42,11 @@ class Listeners:
         listen: str,
         settings: Settings,
         board: Board,
-        desk: hooks_http.Desk | None,
-        console: Callable[[Any], object],
+        hooks: Sequence[Hook],
+        console: Callable[[Router], object],
     ) -> None:
         _listen, limits = http_side(settings)
-        self._endpoint = Endpoint(listen, board, desk, limits=limits, console=console).start()
+        self._endpoint = Endpoint(listen, board, hooks, limits=limits, console=console).start()
 
     def watch(self, settings: Settings, on_change: Callable[[], None]) -> None:
         """(Re)start the watch of the source's file and the joins' files, if one is asked."""

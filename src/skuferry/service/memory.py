@@ -1,4 +1,11 @@
-"""Memory a finished run freed, handed back to the operating system between runs."""
+"""Memory a finished run held, let go and handed back to the operating system between runs.
+
+A daemon keeps its last run's outcome (for ``/healthz``, the board, the page). An outcome
+that failed carries the exception, and an exception's traceback holds every frame of the
+run it unwound: its rows, its plan, its client, alive until the next run. ``forget_frames``
+lets them go once the failure has been logged; ``release_memory`` then hands back what
+the run freed.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +32,17 @@ def release_memory() -> bool:
         return False
     trim(0)
     return True
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of its causes: the run's frames are freed; the
+    exception's class and message (what the outcome reports) stay."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        found.__traceback__ = None
+        found = found.__cause__ or found.__context__
 
 
 @functools.cache

@@ -40,7 +40,7 @@ from skuferry.errors import (
     SourceNotReady,
     exit_code_of,
 )
-from skuferry.models import METRIC_LABELS, RunSummary
+from skuferry.models import METRIC_LABELS, OUTCOME_COUNTS, RunSummary, count_label
 from skuferry.service.freshness import Freshness
 
 if TYPE_CHECKING:
@@ -109,11 +109,12 @@ class RunOutcome:
         """A human summary for systemd's STATUS= and logs."""
         if self.summary is not None:
             s = self.summary
-            counts = (
-                f"{s.created} created, {s.updated} updated, {s.adopted} adopted, "
-                f"{s.unchanged} unchanged, {s.rejected} rejected, {s.failed} failed"
+            counts = ", ".join(
+                f"{getattr(s, name)} {count_label(name, dry_run=s.dry_run)}"
+                for name in OUTCOME_COUNTS
             )
-            return f"{self.result} (exit {self.exit_code}): {counts} in {self.duration_s:.1f}s"
+            how = "dry run, " if s.dry_run else ""
+            return f"{self.result} ({how}exit {self.exit_code}): {counts} in {self.duration_s:.1f}s"
         first_line = (self.error or "").splitlines()[0] if self.error else "no details"
         return f"{self.result} (exit {self.exit_code}): {first_line}"
 
@@ -174,9 +175,6 @@ def render(
     ``outcome`` None (``/metrics`` before the daemon's first run): the counters as
     they were, no last-run gauges. ``labels`` are added to every sample.
     """
-    from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.registry import Collector
-
     found = families(
         previous,
         outcome,
@@ -186,16 +184,54 @@ def render(
         labels=labels,
         dead_letters=dead_letters,
     )
+    return exposition(found)
 
-    class Snapshot(Collector):
-        """The families computed once: the registry of one textfile or scrape."""
+
+def exposition(*parts: Iterable[Metric]) -> str:
+    """The text exposition of ``parts`` (one workspace's families, or each workspace's and
+    the fleet's), rendered once by prometheus_client from one registry.
+
+    Each part is a collector; a family two parts share (every workspace has
+    ``skuferry_runs_total``) is one family with every part's samples, under one HELP and
+    TYPE: a second TYPE line for a name would make the exposition invalid.
+    """
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.registry import Collector
+
+    class Part(Collector):
+        def __init__(self, found: Iterable[Metric]) -> None:
+            self.found = found
 
         def collect(self) -> Iterable[Metric]:
-            return found
+            return self.found
 
+    class Together(Collector):
+        """The registry's collectors' families, merged by name in first-seen order."""
+
+        def __init__(self) -> None:
+            self.parts: list[Collector] = []
+
+        def collect(self) -> Iterable[Metric]:
+            merged: dict[str, Metric] = {}
+            for part in self.parts:
+                for family in part.collect():
+                    known = merged.get(family.name)
+                    if known is None:
+                        merged[family.name] = known = _empty_like(family)
+                    known.samples.extend(family.samples)
+            return list(merged.values())
+
+    together = Together()
+    together.parts = [Part(part) for part in parts]
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Snapshot())
+    registry.register(together)
     return generate_latest(registry).decode("utf-8")
+
+
+def _empty_like(family: Metric) -> Metric:
+    from prometheus_client.core import Metric
+
+    return Metric(family.name, family.documentation, family.type, family.unit)
 
 
 def families(
@@ -340,6 +376,46 @@ def families(
             None,
             float(outcome.exit_code),
         )
+    return out.families
+
+
+def daemon_families(
+    *,
+    reload_failed: bool,
+    waiting_s: float | None,
+    pooled: bool,
+    labels: Mapping[str, str] | None,
+) -> list[Metric]:
+    """What a daemon says of itself besides its runs: a failed reload; in a fleet
+    (``pooled``), how long its run due has waited for a slot."""
+    out = _Families(labels or {})
+    out.gauge(
+        "skuferry_config_reload_failed",
+        "1 while the last config reload failed (the daemon runs on the config it had).",
+        None,
+        float(reload_failed),
+    )
+    if pooled:
+        out.gauge(
+            "skuferry_run_waiting_seconds",
+            "How long the run due has waited for a slot of the fleet's pool (0: none waits).",
+            None,
+            waiting_s or 0.0,
+        )
+    return out.families
+
+
+def pool_families(*, slots: int, running: int, waiting: int) -> list[Metric]:
+    """The fleet's pool of runs (``run --workspaces``): no workspace label."""
+    out = _Families({})
+    out.gauge("skuferry_run_slots", "Runs the process lets go at once (--max-runs).", None, slots)
+    out.gauge("skuferry_runs_running", "Runs holding a slot now.", None, running)
+    out.gauge(
+        "skuferry_runs_waiting",
+        "Runs due and waiting for a slot: late, never skipped.",
+        None,
+        waiting,
+    )
     return out.families
 
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 from skuferry import logs
-from skuferry.models import OUTCOME_COUNTS, RunSummary
+from skuferry.models import OUTCOME_COUNTS, RunSummary, count_label
 from skuferry.models import Progress as ProgressFn
 
 if TYPE_CHECKING:  # the verbs import their machinery lazily (fast --help); the quick
@@ -53,12 +53,7 @@ def print_summary(summary: RunSummary, *, stream: IO[str] | None = None) -> None
     more = ("drift", "duplicates", "gone", "archived", "restored", "skipped")
     for name in (*OUTCOME_COUNTS, *more):
         if data[name] or name in ("created", "updated", "unchanged"):
-            label = (
-                f"would be {name}"
-                if summary.dry_run and name in ("created", "updated", "archived", "restored")
-                else name
-            )
-            table.add_row(label, f"{data[name]:,}")
+            table.add_row(count_label(name, dry_run=summary.dry_run), f"{data[name]:,}")
     if summary.joins:  # [[join]]: read this run, or its unchanged index reused
         table.add_row("joins", ", ".join(f"{k} {v}" for k, v in sorted(summary.joins.items())))
     reqs = ", ".join(f"{k} {v}" for k, v in sorted(summary.requests.items()))

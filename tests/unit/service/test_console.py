@@ -20,6 +20,7 @@ from skuferry.service.console import app as app_mod
 from skuferry.service.console import auth, chart, views
 from skuferry.service.console.app import Console
 from skuferry.service.console.auth import Gate
+from skuferry.service.degraded import Degraded
 from skuferry.service.http_app import Request, Response, Router
 from skuferry.state.mirror import Mirror
 from tests.unit.service.test_daemon import make_settings
@@ -36,12 +37,20 @@ class FakeWorkspace:
         self.retried: list[list[str]] = []
         self.undone: list[int] = []
         self.problems: dict[int, str] = {}
+        self.reload_failed: Degraded | None = None
+        self.late_s: float | None = None
 
     def next_run(self) -> str | None:
         return "2026-11-27T02:00:00+00:00"
 
     def waiting(self) -> int:
         return 2
+
+    def degraded(self) -> Degraded | None:
+        return self.reload_failed
+
+    def waiting_for_slot_s(self) -> float | None:
+        return self.late_s
 
     def run_now(self) -> None:
         self.runs += 1
@@ -648,7 +657,7 @@ def test_sign_in_answers_429_after_ten_wrong_tokens_and_health_is_untouched(
         def metrics_text(self) -> str:
             return ""
 
-    app = routes(Board(), None, console.mount)  # type: ignore[arg-type]
+    app = routes(Board(), None, console.mount)
 
     def attempt(token: str, peer: str = "192.0.2.7") -> Response:
         form = app.answer(Request("GET", "/login", "", {}, b"", peer=peer))

@@ -89,6 +89,11 @@ def test_a_daemon_workspace_is_named_and_hands_on_to_its_daemon(tmp_path: Path) 
         def waiting(self) -> int:
             return 3
 
+        degraded = None
+
+        def waiting_for_slot_s(self) -> float | None:
+            return None
+
         def request_run(self, reason: str = "") -> None:
             self.asked.append(("run", reason))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import platform
 import signal
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,11 +26,11 @@ from skuferry.config.schedule import build_trigger, crontab_weekdays, describe_s
 from skuferry.config.schema import ScheduleSettings, Settings
 from skuferry.errors import AuthError, ConfigError, LockHeld, SourceError
 from skuferry.models import RunOptions, RunSummary
-from skuferry.service.daemon import Daemon
+from skuferry.service.daemon import STOP_TIMEOUT_S, Daemon
 from skuferry.service.metrics import parse_samples
 from skuferry.service.notify import Notifier
 from skuferry.service.report import collect_status, print_status
-from skuferry.state import schema
+from skuferry.state import lock, schema
 from skuferry.state.mirror import Mirror
 from skuferry.sync.context import Adapters
 from skuferry.sync.write.lanes import UrgentInbox
@@ -511,6 +513,63 @@ def test_real_process_signals_and_notify(tmp_path: Path) -> None:
     assert any(m.startswith("STATUS=last run success") for m in messages)
 
 
+LONG_RUN = r"""
+import sys, time, tomllib
+from pathlib import Path
+from skuferry import logs
+from skuferry.service import daemon
+from skuferry.models import RunSummary
+from skuferry.config.schema import Settings
+
+def load(path):
+    return Settings.model_validate(tomllib.loads(path.read_text()))
+
+def job(settings, options=None, *, stop=None, on_progress=None, adapters=None):
+    with open(sys.argv[2], "a") as f:
+        f.write(str(settings.state.path) + "\n")
+    until = time.monotonic() + 60  # a long run: it ends when stopped
+    while time.monotonic() < until and not stop.is_set():
+        time.sleep(0.05)
+    return RunSummary()
+
+logs.configure(json=True)
+sys.exit(daemon.serve(Path(sys.argv[1]), job=job, load=load, interval_s=3600))
+"""
+
+
+@pytest.mark.integration
+def test_a_sigterm_while_a_reload_moves_the_state_stops_within_the_grace_period(
+    tmp_path: Path,
+) -> None:
+    """The reload locks the new state at once and lets the old one go when the run on it
+    ends, without waiting for it: a SIGTERM meanwhile stops the run and the process."""
+    config, runs, err = tmp_path / "config.toml", tmp_path / "runs.txt", tmp_path / "stderr"
+    text = config_text(tmp_path, "http://127.0.0.1:9/a")
+    config.write_text(text)
+    runs.touch()
+    with err.open("wb") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LONG_RUN, str(config), str(runs)], stderr=err_f
+        )
+        try:
+            wait_until(lambda: runs.read_text() != "", "the first run, in flight")
+            moved = tmp_path / "moved.db"
+            config.write_text(text.replace(str(tmp_path / "state.db"), str(moved)))
+            proc.send_signal(signal.SIGHUP)
+            wait_until(lambda: b"daemon.reload.done" in err.read_bytes(), "the reload, at once")
+            with pytest.raises(LockHeld), lock.run_lock(moved):  # the daemon's already
+                pass
+            asked = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=10) == 0
+            assert time.monotonic() - asked < STOP_TIMEOUT_S + 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert runs.read_text().splitlines() == [str(tmp_path / "state.db")], "one run, the old state"
+
+
 def test_overlapping_fire_times_are_logged_as_skipped(tmp_path: Path, started: Any) -> None:
     release = threading.Event()
 
@@ -548,6 +607,33 @@ def test_after_every_run_the_daemon_hands_freed_memory_back(
     started(make_settings(tmp_path), job)
     wait_until(lambda: len(job.calls) >= 2 and len(released) >= 2, "two runs")
     assert len(released) >= 2  # after a success and after a failure alike
+
+
+def test_a_failed_run_s_rows_do_not_outlive_it(tmp_path: Path, started: Any) -> None:
+    """The outcome the daemon keeps (health, the page) holds the error's class and words,
+    not the frames it unwound: what the run held is freed when it ends, not next run."""
+
+    class Rows(list[int]):
+        pass
+
+    held: list[weakref.ref[Rows]] = []
+
+    def failing(*, stop: Any, on_progress: Any) -> RunSummary:
+        rows = Rows(range(1000))  # what a run holds: its rows, its plan
+        held.append(weakref.ref(rows))
+        raise SourceError(f"the export broke after {len(rows)} rows")
+
+    daemon, _n, result = started(
+        make_settings(tmp_path, schedule={"interval_minutes": 600}), FakeJob(failing)
+    )
+    wait_until(lambda: daemon.last_outcome is not None, "the failed run")
+    outcome = daemon.last_outcome
+    assert outcome is not None and outcome.error_type == "SourceError"
+    assert outcome.exception is not None and outcome.exception.__traceback__ is None
+    gc.collect()
+    assert held[0]() is None, "the run's rows were freed"
+    assert daemon.board.health()[1]["problems"] == ["the last run failed (exit 3, SourceError)"]
+    stop(daemon, result)
 
 
 @pytest.mark.skipif(

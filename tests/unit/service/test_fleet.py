@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime
-from itertools import pairwise
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,10 +15,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from skuferry import errors
 from skuferry.config.schema import Settings
-from skuferry.service import fleet, fleet_sync, workspaces
+from skuferry.models import RunSummary
+from skuferry.service import fleet, fleet_sync, metrics, workspaces
 from skuferry.service.daemon import Daemon
+from skuferry.service.metrics import RunOutcome
 from skuferry.service.notify import Notifier
 from skuferry.state import lock
+from tests.fakes import wait_until
 from tests.unit.service.test_daemon import FakeJob, make_settings
 
 NAMES = st.lists(
@@ -75,20 +78,36 @@ def test_the_worst_exit_code_wins(codes: list[int], worst: int) -> None:
     assert fleet_sync.worst(codes) == worst
 
 
-def test_merged_metrics_have_one_family_each_and_every_workspace_label() -> None:
-    one = (
-        "# HELP skuferry_runs_total Runs.\n# TYPE skuferry_runs_total counter\n"
-        'skuferry_runs_total{result="success",workspace="acme"} 2.0\n'
-        "# HELP skuferry_products Products.\n# TYPE skuferry_products gauge\n"
-        'skuferry_products{workspace="acme"} 5.0\n'
-    )
-    two = one.replace("acme", "bolt").replace("2.0", "3.0")
-    text = fleet.merge_expositions([one, two]).decode()
+def test_one_exposition_of_every_workspace_has_one_family_each_and_every_label() -> None:
+    """Each workspace's families are a collector; the registry renders them once, a family
+    two workspaces share under one HELP and TYPE (a second TYPE line is invalid)."""
+    outcome = RunOutcome(0, 1.0, 1_790_000_000.0, summary=RunSummary(created=2))
+    parts = [
+        metrics.families(
+            {},
+            outcome,
+            {"synced": n},
+            freshness=None,
+            budget=None,
+            labels={"workspace": name},
+            dead_letters=None,
+        )
+        for name, n in (("acme", 5), ("bolt", 7))
+    ]
+    pool = metrics.pool_families(slots=4, running=1, waiting=2)
+    text = metrics.exposition(*parts, pool)
     assert text.count("# TYPE skuferry_runs_total counter") == 1
-    assert text.count("# HELP skuferry_products Products.") == 1
+    assert text.count("# HELP skuferry_products ") == 1
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    runs = {s.labels["workspace"]: s.value for s in families["skuferry_runs"].samples}
-    assert runs == {"acme": 2.0, "bolt": 3.0}
+    products = {s.labels["workspace"]: s.value for s in families["skuferry_products"].samples}
+    assert products == {"acme": 5.0, "bolt": 7.0}
+    runs = families["skuferry_runs"].samples
+    assert {(s.labels["workspace"], s.labels["result"]) for s in runs if s.value} == {
+        ("acme", "success"),
+        ("bolt", "success"),
+    }
+    assert families["skuferry_runs_waiting"].samples[0].value == 2
+    assert "workspace" not in families["skuferry_run_slots"].samples[0].labels
 
 
 def test_a_held_lock_refuses_another_process_and_lets_the_holders_runs_through(
@@ -140,10 +159,11 @@ def test_a_daemon_holds_its_state_from_start_to_shutdown_and_a_reload_moves_it(
     assert not lock.held_here(moved.state.path)
 
 
-def test_the_fleet_spreads_its_first_runs_and_names_a_workspace_that_does_not_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_fleet_runs_its_workspaces_through_its_pool_and_names_one_that_does_not_load(
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(fleet, "STEP_S", 10.0)  # whole seconds: next_run() shows seconds
+    """Every first run is due at start; two go at once (``max_runs``); the others are late,
+    say so in /healthz and /metrics, and run when a slot frees."""
     names = ["a", "b", "c", "d"]
     for name in [*names, "broken"]:
         (tmp_path / f"{name}.toml").write_text("")
@@ -156,18 +176,52 @@ def test_the_fleet_spreads_its_first_runs_and_names_a_workspace_that_does_not_lo
         folder.mkdir(exist_ok=True)
         return make_settings(folder, schedule={"interval_minutes": 600})
 
-    fleet_ = fleet.Fleet(tmp_path, FakeJob(), load=load, notifier=Notifier(None))
+    release = threading.Event()
+    started: list[str] = []
+
+    def held(
+        *, stop: threading.Event | None, on_progress: object, settings: Settings
+    ) -> RunSummary:
+        started.append(settings.metrics.labels["workspace"])
+        release.wait(30)
+        return RunSummary()
+
+    fleet_ = fleet.Fleet(tmp_path, HeldJob(held), load=load, notifier=Notifier(None), max_runs=2)
     fleet_.start()
     try:
         running = fleet_.running()
         assert sorted(running) == names
-        # in name order, 10 s apart ("broken" is the third file); "a" ran at once
-        due = [datetime.fromisoformat(running[n].next_run() or "") for n in names[1:]]
-        gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(due)]
-        assert 19 <= gaps[0] <= 21 and 9 <= gaps[1] <= 11, gaps  # next_run() in whole seconds
         assert running["a"].settings.metrics.labels == {"workspace": "a"}
+        wait_until(lambda: fleet_.slots.waiting_count() == 2, "two runs waiting for a slot")
+        assert len(started) == 2, "two at once"
+        late = sorted(set(names) - set(started))
         status, health = fleet_.health()
         assert (status, health["failing"]) == (503, ["broken"])
-        assert fleet_.liveness()[0] == 200
+        assert health["runs"] == {"slots": 2, "running": 2, "waiting": 2}
+        assert health["late"] == late
+        assert health["workspaces"][late[0]]["late"]["waiting_for_slot_s"] >= 0
+        assert "late" not in health["workspaces"][started[0]]
+        families = {f.name: f for f in text_string_to_metric_families(fleet_.metrics_text())}
+        assert families["skuferry_runs_waiting"].samples[0].value == 2
+        waiting = {
+            s.labels["workspace"]: s.value for s in families["skuferry_run_waiting_seconds"].samples
+        }
+        assert waiting[started[0]] == 0 and waiting[late[0]] >= 0
+        assert fleet_.liveness()[0] == 200, "a late run is no reason to restart"
+        release.set()
+        wait_until(lambda: sorted(started) == names, "every workspace's first run")
+        wait_until(lambda: fleet_.slots.running() == 0, "the pool to empty")
+        assert fleet_.health()[1]["late"] == []
     finally:
+        release.set()
         fleet_.shutdown()
+
+
+class HeldJob(FakeJob):
+    """A fake job that hands its step the settings (which workspace runs)."""
+
+    def __call__(self, settings: Settings, options: Any = None, **kw: Any) -> RunSummary:
+        step = self.script[0]
+        assert callable(step)
+        self.calls.append({"settings": settings})
+        return step(stop=kw.get("stop"), on_progress=kw.get("on_progress"), settings=settings)

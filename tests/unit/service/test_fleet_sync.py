@@ -61,3 +61,22 @@ def test_each_workspace_runs_once_and_a_failure_is_its_own_result(tmp_path: Path
     assert {(e["workspace"], e["logger"]) for e in finished} == {
         (name, "skuferry.service.fleet") for name in ("acme", "bolt", "broken")
     }
+
+
+def test_a_dry_run_s_line_says_what_would_be_written_as_plan_does(tmp_path: Path) -> None:
+    (tmp_path / "acme.toml").write_text("")
+
+    def run(settings: Settings, options: RunOptions, stop: threading.Event) -> RunSummary:
+        assert options.dry_run
+        return RunSummary(created=30, updated=2, unchanged=5, dry_run=True)
+
+    (result,) = fleet_sync.sync_all(
+        tmp_path,
+        RunOptions(dry_run=True),
+        run=run,
+        load=lambda _p: make_settings(tmp_path / "acme"),
+    )
+    line = result.line()
+    assert line.startswith("acme: success (dry run, exit 0): 30 would be created, 2 would be ")
+    assert "30 created" not in line
+    assert "5 unchanged" in line, "what is not written keeps its name"

@@ -24,7 +24,7 @@ import structlog
 from skuferry import logs
 from skuferry.service import hooks_http
 from skuferry.service.http_app import Request, Response, Router
-from skuferry.service.http_endpoint import Endpoint
+from skuferry.service.http_endpoint import Endpoint, daemon_hooks
 from skuferry.service.http_server import (
     FD_RESERVE,
     HttpServer,
@@ -109,7 +109,7 @@ def still_open(client: socket.socket) -> bool:
 
 
 def served(board: Any, *, desk: hooks_http.Desk | None = None, **limits: Any) -> Endpoint:
-    return Endpoint("127.0.0.1:0", board, desk, limits=Limits(**limits)).start()
+    return Endpoint("127.0.0.1:0", board, daemon_hooks(desk), limits=Limits(**limits)).start()
 
 
 # --- the limits' config ---------------------------------------------------------------

@@ -16,12 +16,12 @@ changes nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from http.cookies import CookieError, SimpleCookie
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
 import jinja2
@@ -32,8 +32,11 @@ from skuferry.errors import SkuferryError
 from skuferry.models import STAGES
 from skuferry.service.console import auth, chart, planned, views
 from skuferry.service.console.auth import Gate, Session
-from skuferry.service.console.workspace import Workspace
+from skuferry.service.console.workspace import Daemon, DaemonWorkspace, Workspace
 from skuferry.service.http_app import Request, Response, Router
+
+if TYPE_CHECKING:
+    from skuferry.service.run_slots import RunSlots
 
 log = logs.get(__name__)
 
@@ -90,11 +93,13 @@ class Console:
         gate: Gate,
         *,
         wall_clock: Callable[[], float] = time.time,
+        slots: RunSlots | None = None,
     ) -> None:
         self._workspaces = workspaces
         self._gate = gate
         self._brake = auth.Brake()
         self._wall_clock = wall_clock
+        self._slots = slots  # a fleet's pool of runs: the front page says who waits
         self._env = jinja2.Environment(
             loader=jinja2.PackageLoader("skuferry.service.console", "templates"),
             autoescape=True,
@@ -109,9 +114,11 @@ class Console:
         self._css = (resources.files(__package__) / "static" / "console.css").read_bytes()
 
     @classmethod
-    def of(cls, daemon: DaemonSettings, workspaces: Workspaces) -> Console:
+    def of(
+        cls, daemon: DaemonSettings, workspaces: Workspaces, *, slots: RunSlots | None = None
+    ) -> Console:
         """The page for ``workspaces``, its token from ``[daemon]``. Raises ConfigError."""
-        return cls(workspaces, Gate(auth.load_token(daemon)))
+        return cls(workspaces, Gate(auth.load_token(daemon)), slots=slots)
 
     def mount(self, router: Router) -> Router:
         router.add("GET", "/", self.index)
@@ -145,6 +152,12 @@ class Console:
             for o in rows
             if text.casefold() in o.name.casefold() and (not state or o.state == state)
         ]
+        slots = self._slots
+        runs = (
+            None
+            if slots is None
+            else {"slots": slots.size, "running": slots.running(), "waiting": slots.waiting_count()}
+        )
         return self._page(
             "index.html",
             viewer,
@@ -154,6 +167,8 @@ class Console:
             here={"q": text, "state": state},
             title="skuferry",
             refresh=REFRESH_INDEX_S,
+            runs=runs,
+            degraded=[o for o in rows if o.degraded is not None],
         )
 
     def workspace(self, request: Request) -> Response:
@@ -393,6 +408,22 @@ class Console:
             **context,
         )
         return Response(status, body.encode(), HTML, SECURITY_HEADERS)
+
+
+def page(
+    settings: DaemonSettings,
+    daemons: Callable[[], Mapping[str, Daemon]],
+    *,
+    slots: RunSlots | None = None,
+) -> Callable[[Router], object]:
+    """The page over ``daemons`` (``{name: daemon}``, asked per request: a fleet's may
+    change), its token from ``settings``, and a fleet's pool of runs: what the daemon's
+    and the fleet's HTTP sides both mount (``Endpoint(console=...)``)."""
+
+    def workspaces() -> list[DaemonWorkspace]:
+        return [DaemonWorkspace(daemon, name) for name, daemon in daemons().items()]
+
+    return Console.of(settings, workspaces, slots=slots).mount
 
 
 def ago(seconds: float | None) -> str:

@@ -21,6 +21,7 @@ from skuferry.config.schedule import DEFAULT_INTERVAL_MINUTES
 from skuferry.errors import StateError
 from skuferry.service import freshness
 from skuferry.service.console.workspace import Workspace
+from skuferry.service.degraded import Degraded
 from skuferry.state import deadletters
 from skuferry.state.deadletters import DeadLetter
 from skuferry.state.mirror import Mirror
@@ -171,6 +172,8 @@ class Overview:
     products: dict[str, int] = field(default_factory=dict)
     now: float = 0.0
     stale_after_s: float = STALE_DEFAULT_S
+    degraded: Degraded | None = None  # the last config reload failed: the old one runs
+    late_s: float | None = None  # its run due has waited this long for a slot (a fleet)
 
     @property
     def since_good_s(self) -> float | None:
@@ -261,6 +264,8 @@ def overview(ws: Workspace, *, wall_clock: float | None = None) -> Overview:
             refused=0,
             now=now,
             stale_after_s=stale_after(settings),
+            degraded=ws.degraded(),
+            late_s=ws.waiting_for_slot_s(),
         )
     mirror = Mirror(path, readonly=True)
     try:
@@ -291,6 +296,8 @@ def overview(ws: Workspace, *, wall_clock: float | None = None) -> Overview:
         products=products,
         now=now,
         stale_after_s=stale_after(settings),
+        degraded=ws.degraded(),
+        late_s=ws.waiting_for_slot_s(),
     )
 
 

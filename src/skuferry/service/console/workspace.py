@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from skuferry.config.schema import Settings
 
 if TYPE_CHECKING:
+    from skuferry.service.degraded import Degraded
     from skuferry.service.http_endpoint import Board
 
 
@@ -42,6 +43,14 @@ class Workspace(Protocol):
 
     def waiting(self) -> int:
         """Keys queued for it in memory (pushed by hooks or the page), not yet taken."""
+        ...
+
+    def degraded(self) -> Degraded | None:
+        """The config reload that failed (it runs on the config it had), if the last did."""
+        ...
+
+    def waiting_for_slot_s(self) -> float | None:
+        """How long its run due has waited for a slot of the fleet's pool (None: no wait)."""
         ...
 
     def run_now(self) -> None:
@@ -83,6 +92,11 @@ class Daemon(Protocol):
 
     def waiting(self) -> int: ...
 
+    @property
+    def degraded(self) -> Degraded | None: ...
+
+    def waiting_for_slot_s(self) -> float | None: ...
+
 
 class DaemonWorkspace:
     """The one workspace of ``skuferry run -c FILE``, named after its config file."""
@@ -108,6 +122,12 @@ class DaemonWorkspace:
 
     def waiting(self) -> int:
         return self._daemon.waiting()
+
+    def degraded(self) -> Degraded | None:
+        return self._daemon.degraded
+
+    def waiting_for_slot_s(self) -> float | None:
+        return self._daemon.waiting_for_slot_s()
 
     def run_now(self) -> None:
         self._daemon.request_run("the operator's page")

@@ -1,0 +1,144 @@
+"""The fleet's pool of runs: at most N workspaces' full runs at once in one process.
+
+A run holds what it reads and plans (about 5 MiB for 3,000 products) and a share of
+the cores while it goes. A fleet of hundreds would otherwise run them all at once when
+their schedules meet (at start, after an outage) and hold all of that at the same
+moment, finishing no sooner on a few cores. So a full run (scheduled, or asked for by a
+hook, the page or a watched file) takes a slot first, and waits for one when all are
+taken: it is late, never skipped, and ``/healthz``, the page and
+``skuferry_runs_waiting`` say so.
+
+Who goes next when a slot frees: a workspace whose run was asked for (a hook, the page,
+a watched file) or that has pushed keys waiting, then the one that has waited longest.
+Runs of named keys (hooks' keys, the page's retry, a handed ``sync --only``) take no
+slot: they are small and an operator is waiting for them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from skuferry import logs
+
+# The daemon's logger: a run's start and wait are the daemon's events.
+log = logs.get("skuferry.service.daemon")
+
+POLL_S = 0.5  # how often a waiting run looks at its stop event
+
+
+def default_size(cores: int | None = None) -> int:
+    """Twice the cores (at least 2): runs wait on the network and the CMS half the time."""
+    return max(2, 2 * (cores if cores is not None else (os.cpu_count() or 1)))
+
+
+@dataclass(eq=False)
+class _Waiter:
+    name: str
+    since: float  # monotonic
+    ticket: int
+    urgent: Callable[[], bool]
+    granted: threading.Event = field(default_factory=threading.Event)
+
+
+class RunSlots:
+    """At most ``size`` runs at once; the others wait in order (urgent first). Thread-safe."""
+
+    def __init__(self, size: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if size < 1:
+            raise ValueError("a pool needs at least one slot")
+        self.size = size
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running: dict[str, int] = {}  # name -> runs holding a slot (one at most)
+        self._waiting: list[_Waiter] = []
+        self._tickets = itertools.count()
+
+    @contextmanager
+    def slot(
+        self,
+        name: str,
+        *,
+        stop: threading.Event,
+        urgent: Callable[[], bool] = lambda: False,
+    ) -> Iterator[float | None]:
+        """Hold a slot for the block; yields the seconds waited, or None when ``stop`` was
+        set before one came (the run does not start)."""
+        waited = self._take(name, stop, urgent)
+        if waited is None:
+            yield None
+            return
+        try:
+            yield waited
+        finally:
+            self._give_back(name)
+
+    def _take(self, name: str, stop: threading.Event, urgent: Callable[[], bool]) -> float | None:
+        with self._lock:
+            waiter = _Waiter(name, self._clock(), next(self._tickets), urgent)
+            self._waiting.append(waiter)
+            self._grant()
+        if not waiter.granted.is_set():
+            log.info(
+                "daemon.run.waiting",
+                reason="every run slot is taken",
+                slots=self.size,
+                others_waiting=self.waiting_count() - 1,
+            )
+        while not waiter.granted.wait(POLL_S):
+            if stop.is_set():
+                with self._lock:
+                    if not waiter.granted.is_set():
+                        self._waiting.remove(waiter)
+                        return None
+                # granted as the stop came: hand the slot on
+                self._give_back(name)
+                return None
+        return self._clock() - waiter.since
+
+    def _give_back(self, name: str) -> None:
+        with self._lock:
+            left = self._running.get(name, 0) - 1
+            if left > 0:
+                self._running[name] = left
+            else:
+                self._running.pop(name, None)
+            self._grant()
+
+    def _grant(self) -> None:
+        """Hand free slots to the waiters first in line (the lock is held)."""
+        while self._waiting and sum(self._running.values()) < self.size:
+            first = min(self._waiting, key=_order)
+            self._waiting.remove(first)
+            self._running[first.name] = self._running.get(first.name, 0) + 1
+            first.granted.set()
+
+    # --- what health, metrics and the page read --------------------------------------
+
+    def waiting(self) -> dict[str, float]:
+        """``{name: seconds waited}`` of the runs waiting for a slot, longest first."""
+        now = self._clock()
+        with self._lock:
+            found = sorted(self._waiting, key=lambda w: w.since)
+            return {w.name: now - w.since for w in found}
+
+    def waiting_count(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def running(self) -> int:
+        with self._lock:
+            return sum(self._running.values())
+
+
+def _order(waiter: _Waiter) -> tuple[bool, int]:
+    try:
+        urgent = bool(waiter.urgent())
+    except Exception:  # noqa: BLE001 - a predicate that breaks loses its place, not the pool
+        urgent = False
+    return (not urgent, waiter.ticket)
