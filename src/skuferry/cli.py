@@ -495,8 +495,8 @@ def retry(ctx: click.Context, /, **args: Any) -> None:
     "origin",
     required=True,
     metavar="PATH_OR_URL",
-    help="The export (CSV, TSV, XLSX, JSON Lines, XML/BMEcat; .gz and .zip too) or a JSON "
-    "API's URL; only a sample is read.",
+    help="The export (CSV, TSV, XLSX, JSON Lines, XML/BMEcat; .gz and .zip too), as a file "
+    "or at an https:// or sftp:// URL, or a JSON API's URL; only a sample is read.",
 )
 @click.option(
     "--preset",
@@ -517,6 +517,15 @@ def retry(ctx: click.Context, /, **args: Any) -> None:
     default=Path("skuferry.toml"),
     show_default=True,
     help="Where to write the config (0600).",
+)
+@click.option(
+    "--source",
+    "source",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A key a file at an https:// or sftp:// URL is read with (sftp_known_hosts, "
+    "sftp_key_file, sftp_password_env, ca_bundle, allowed_origins, ...), written into the "
+    "config; repeat it. Secret headers: SKUFERRY_SOURCE__HEADERS.",
 )
 @click.option("--yes", "-y", is_flag=True, help="Take the proposal as it is: ask nothing.")
 @click.option("--force", is_flag=True, help="Replace --output if it exists.")
@@ -547,10 +556,11 @@ def _command_line(verb: str, args: dict[str, Any]) -> str:
 
     words = ["skuferry", verb]
     for name, value in args.items():
-        if value is None or value is False:
+        if value is None or value is False or value == ():
             continue
         flag = "--" + ("from" if name == "origin" else name.replace("_", "-"))
-        words += [flag] if value is True else [flag, shlex.quote(str(value))]
+        for one in value if isinstance(value, tuple) else (value,):
+            words += [flag] if one is True else [flag, shlex.quote(str(one))]
     return " ".join(words)
 
 

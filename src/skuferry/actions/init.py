@@ -8,7 +8,8 @@ The work is ``skuferry.discover``'s; this verb reads the sample, asks on a termi
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,7 @@ import click
 from skuferry import errors, files
 
 if TYPE_CHECKING:  # the discovery loads when the verb runs
-    from skuferry.discover.model import Proposal
+    from skuferry.discover.model import Proposal, Sample
 
 
 def init(
@@ -30,22 +31,48 @@ def init(
     force: bool,
     interactive: bool,
     command: str,
+    source: Sequence[str] = (),
 ) -> int:
-    """Propose, show, ask (``interactive`` and not ``yes``), write; the exit code."""
+    """Propose, show, ask (``interactive`` and not ``yes``), write; the exit code.
+
+    ``source``: ``KEY=VALUE`` keys a remote file is read with (``--source``), given to
+    the loader as ``SKUFERRY_SOURCE__<KEY>`` is.
+    """
     from skuferry.discover import read
-    from skuferry.discover.draft import Draft
-    from skuferry.discover.propose import propose
-    from skuferry.discover.session import ClickTerminal, converse
 
     if output.exists() and not force:
         raise errors.UsageError(f"{output} exists: pass --force to replace it (nothing written)")
     if not output.parent.absolute().is_dir():
         raise errors.UsageError(f"--output {output}: no folder {output.parent}")
-    env = read.environment()
+    env = {**read.environment(), **_source_keys(source)}
     asking = interactive and not yes
     given = _preset_keys(preset, origin, env) if asking and preset else None
     folder = output.parent.absolute()
-    sample = read.sample(origin, folder=folder, env=env, preset=preset, given=given)
+    with tempfile.TemporaryDirectory(prefix="skuferry-init-") as scratch:  # 0700
+        sample = read.sample(
+            origin, folder=folder, env=env, preset=preset, given=given, scratch=Path(scratch)
+        )
+        return _propose(sample, origin, output=output, base_url=base_url, command=command,
+                        env=env, preset=preset, asking=asking, yes=yes, force=force)  # fmt: skip
+
+
+def _propose(
+    sample: Sample,
+    origin: str,
+    *,
+    output: Path,
+    base_url: str | None,
+    command: str,
+    env: Mapping[str, str],
+    preset: str | None,
+    asking: bool,
+    yes: bool,
+    force: bool,
+) -> int:
+    from skuferry.discover.draft import Draft
+    from skuferry.discover.propose import propose
+    from skuferry.discover.session import ClickTerminal, converse
+
     proposal = propose(sample, preset=preset)
     if proposal.key is None:
         raise errors.UsageError(
@@ -69,6 +96,28 @@ def init(
         show(proposal)
     _next(output, base_url=base_url, env=env)
     return errors.EXIT_OK
+
+
+def _source_keys(pairs: Sequence[str]) -> dict[str, str]:
+    """``--source KEY=VALUE`` as the environment gives [source] keys to the loader."""
+    from skuferry.discover.read import CONNECTION_KEYS, PATH_KEYS
+
+    keys = [k for k in CONNECTION_KEYS if k != "headers"]
+    found: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        key = key.strip().lower()
+        if key == "headers":
+            raise errors.UsageError(
+                "--source headers: give headers in SKUFERRY_SOURCE__HEADERS (JSON), not on "
+                "the command line, where every user of the machine can read them"
+            )
+        if not equals or key not in keys:
+            raise errors.UsageError(f"--source {pair}: KEY=VALUE, KEY one of {', '.join(keys)}")
+        if key in PATH_KEYS:  # a path on the command line is the working directory's
+            value = str(Path(value).expanduser().absolute())
+        found[f"SKUFERRY_SOURCE__{key.upper()}"] = value
+    return found
 
 
 def _preset_keys(preset: str, origin: str, env: Mapping[str, str]) -> dict[str, object]:

@@ -50,13 +50,22 @@ class Draft:
         )
 
     def show(self, proposal: Proposal) -> list[str]:
-        """The proposal, then the preview of its config (a CMS asked only with its key)."""
+        """The proposal, then the preview of its config (a CMS asked only with its key).
+
+        A remote file's preview reads the sample's local copy of its start in place of
+        the URL (the loaded config is the one written; only where it reads differs).
+        """
         settings = read.load(
             tomllib.loads(self.text(proposal)),
             folder=self.folder,
             env=self.env,
             origin=str(self.output),
         )
+        if self.sample.stand_in is not None:
+            copy = settings.source.model_copy(update={"path": Path(self.sample.stand_in)})
+            settings = settings.model_copy(update={"source": copy})
         ask_cms = bool(self.base_url) and bool(self.env.get("SKUFERRY_API_KEY", "").strip())
         shown = preview(settings, limit=max(len(self.sample.records), 1), cms=ask_cms)
+        if self.sample.stand_in is not None and not self.sample.complete:
+            shown.whole = False  # the copy ends where the download stopped, not the file
         return [*summary(proposal), *lines(shown, whole_known=self.sample.complete)]

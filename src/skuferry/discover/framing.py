@@ -8,12 +8,14 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from skuferry.discover import cut
 from skuferry.discover.model import Finding, Sure
 from skuferry.discover.values import present
 
@@ -96,11 +98,9 @@ class Dialect:
 
 
 def whole_lines(text: str, *, complete: bool) -> str:
-    """``text`` without its last line when that line may be cut short (a sample's end)."""
-    if complete:
-        return text
-    cut = max(text.rfind("\n"), text.rfind("\r"))
-    return text[: cut + 1] if cut >= 0 else text
+    """``text`` without its last record when that may be cut short (a sample's end): up to
+    the last line break outside quotes (``cut.csv_text``)."""
+    return text if complete else cut.csv_text(text)
 
 
 def _rows(text: str, delimiter: str, limit: int = 200) -> list[list[str]] | None:
@@ -513,3 +513,113 @@ def format_of(name: str, head: bytes) -> tuple[str, Finding]:
         why = f"named {suffix} but its first bytes look like {by_content}"
         return by_content, Finding("format", by_content, "likely", why)
     return found, Finding("format", found, "sure", f"named {suffix}, and its content agrees")
+
+
+# --- what answers at a URL: an export file or a JSON API -------------------------------
+
+Served = Literal["file", "api", "page"]
+
+_JSON_LINES_TYPES = frozenset({
+    "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonl",
+    "application/jsonlines", "application/x-jsonlines", "application/json-lines",
+})  # fmt: skip
+_FILE_TYPES = frozenset({
+    "application/gzip", "application/x-gzip", "application/zip", "application/x-zip-compressed",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "application/vnd.ms-excel", "application/xml", "application/csv", "application/x-csv",
+})  # fmt: skip
+_SAYS_NOTHING = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+_PACKED_NAMES = (".gz", ".zip")
+_KIND_WORDS = {"file": "an export file", "api": "a JSON API", "page": "an HTML page"}
+_PAGE = re.compile(rb"<(!doctype\s+html|html[\s>]|head[\s>]|body[\s>])", re.IGNORECASE)
+
+
+def served_as(
+    name: str, content_type: str | None, head: bytes, *, packed: str
+) -> tuple[Served, Finding]:
+    """What answers at a URL: an export ``file``, a JSON ``api``, or an HTML ``page`` (a
+    sign-in or download page), and how sure.
+
+    ``name`` is the URL's last path segment, ``content_type`` the answer's Content-Type
+    (None over SFTP), ``head`` the content's first bytes (decompressed), ``packed`` what
+    its own first bytes are (``gzip``, ``zip`` or ``plain``). The content decides; the
+    Content-Type and the name make it sure when they agree, and are said when they do not.
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    by_content, seen = _by_content(head, packed)
+    by_type = _by_type(media)
+    by_name = _by_name(name)
+    lines_named = media in _JSON_LINES_TYPES or name.lower().endswith((".jsonl", ".ndjson"))
+    if by_content == "api" and lines_named and _one_object_line(head):
+        # one JSON object on its one line: a JSON Lines file the type or name announces
+        by_content, seen = "file", "one JSON object on a line"
+    votes = ((f"its Content-Type {media}", by_type), (f"its name {name!r}", by_name))
+    agree = [what for what, kind in votes if kind == by_content]
+    disagree = [(what, kind) for what, kind in votes if kind is not None and kind != by_content]
+    if disagree:
+        sure: Sure = "likely" if agree else "unsure"
+        what, kind = disagree[0]
+        why = f"its first bytes are {seen}, though {what} says {_KIND_WORDS[kind]}"
+    elif agree:
+        sure = "sure"
+        says = "say" if len(agree) > 1 else "says"
+        why = f"{' and '.join(agree)} {says} so, and its first bytes are {seen}"
+    else:
+        sure = "likely"
+        why = f"its first bytes are {seen} (nothing else says what it is)"
+    return by_content, Finding("served as", _KIND_WORDS[by_content], sure, why)
+
+
+def _by_content(head: bytes, packed: str) -> tuple[Served, str]:
+    if packed in ("gzip", "zip"):
+        return "file", f"a {packed} archive's"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if _PAGE.match(text):
+        return "page", "HTML"
+    if text.startswith(b"<"):
+        return "file", "XML"
+    if text.startswith(b"["):
+        return "api", "one JSON document (a list)"
+    if text.startswith(b"{"):
+        if _json_lines(text):
+            return "file", "JSON Lines (one object per line)"
+        return "api", "one JSON document (an object)"
+    return "file", "text (not JSON, not markup)"
+
+
+def _by_type(media: str) -> Served | None:
+    if media in _SAYS_NOTHING:
+        return None
+    if media in _JSON_LINES_TYPES:
+        return "file"
+    if media in ("application/json", "text/json") or media.endswith("+json"):
+        return "api"
+    if media in ("text/html", "application/xhtml+xml"):
+        return "page"
+    if media in _FILE_TYPES or media.startswith("text/") or media.endswith("+xml"):
+        return "file"
+    return None
+
+
+def _by_name(name: str) -> Served | None:
+    lower = name.lower()
+    for packing in _PACKED_NAMES:
+        if lower.endswith(packing):
+            return "file"
+    suffix = lower[lower.rfind(".") :] if "." in lower else ""
+    found = _EXTENSIONS.get(suffix)
+    return "file" if found not in (None, "json") else None
+
+
+def _json_lines(text: bytes) -> bool:
+    """Two or more lines, the first one JSON object, the next starting another."""
+    first, newline, rest = text.partition(b"\n")
+    return bool(newline) and _one_object_line(first) and rest.lstrip(b"\r\n \t")[:1] == b"{"
+
+
+def _one_object_line(text: bytes) -> bool:
+    line = text.split(b"\n", 1)[0].strip()
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False

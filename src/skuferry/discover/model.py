@@ -58,6 +58,9 @@ class Sample:
     unreadable: tuple[str, ...] = ()  # the source's own rejections in the sample, as said
     origin: str = ""  # what was read, for messages (a path or a URL without secrets)
     kind: str = ""  # the source type as loaded (a preset's table names none)
+    # a local copy of a remote file's start (cut at its last whole record): the preview
+    # reads it in place of the URL, so nothing reads the whole of a big remote file
+    stand_in: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,15 @@ from decimal import Decimal
 from typing import Any
 
 from skuferry.discover.model import FieldChoice, Proposal
+from skuferry.net.paths import is_remote
 
 SANDBOX_URL = "http://127.0.0.1:8765"
 WIDTH = 100
 
 _SOURCE_ORDER = (
-    "type", "preset", "url", "path", "encoding", "delimiter", "final_newline", "sheet",
+    "type", "preset", "url", "path", "headers", "allowed_origins", "allow_insecure_http",
+    "ca_bundle", "timeout_s", "sftp_known_hosts", "sftp_key_file", "sftp_password_file",
+    "sftp_password_env", "encoding", "delimiter", "final_newline", "sheet",
     "header_row", "record", "items_path", "pagination", "next_path", "total_path",
     "total_pages_path", "skip_if_empty", "where",
 )  # fmt: skip
@@ -170,7 +173,7 @@ def render(
     out.append("")
     out.append("[source]")
     for name, value in data["source"].items():
-        out += _entry(name, value, _SOURCE_COMMENTS.get(name, ""))
+        out += _entry(name, value, _source_comment(name, value))
     out.append("")
     out.append("[mapping]")
     out += _entry(
@@ -217,6 +220,12 @@ _SOURCE_COMMENTS = {
     "skip_if_empty": "rows without one carry no product: skipped, not refused",
     "where": "only the rows this holds for are read",
 }
+
+
+def _source_comment(name: str, value: Any) -> str:
+    if name == "path" and is_remote(value):
+        return "a remote file, downloaded whole by each sync"
+    return _SOURCE_COMMENTS.get(name, "")
 
 
 def summary(proposal: Proposal) -> list[str]:

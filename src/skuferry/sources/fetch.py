@@ -5,6 +5,9 @@ file ``0600``) before its first record is read, then read by the same adapter
 as a local file (compressed or not) and removed. A download that fails or is
 cut short raises ``SourceError`` before any record exists, so the engine plans
 nothing: no product is written and none is marked gone.
+
+``read_start`` reads only the start of the file, through the same clients (``skuferry
+init`` samples an export so): chunk by chunk until the caller has enough, never more.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from skuferry.config.schema import FileSourceSettings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import Source
+from skuferry.sources.file_start import Start, Take
 from skuferry.sources.http import safe_url
 
 log = logs.get(__name__)
@@ -81,6 +85,19 @@ class RemoteFileSource(Source):
             seconds=round(time.monotonic() - started, 3),
         )
         return size
+
+    def read_start(self, take: Take, *, window: int) -> Start:
+        """Hand the file's bytes, from its start, to ``take`` until it returns False or
+        the file ends; the rest is never read. Over HTTP each request asks for ``window``
+        bytes (a Range request; a server that ignores it streams, and the connection is
+        closed as soon as ``take`` has enough)."""
+        if self.settings.remote_scheme() == "sftp":
+            from skuferry.sources.fetch_sftp import read_start_sftp
+
+            return read_start_sftp(self.settings, take, env=self._env)
+        from skuferry.sources.fetch_http import read_start_http
+
+        return read_start_http(self.settings, take, window=window, transport=self._transport)
 
     def _fetch(self, dest: BinaryIO) -> int:
         if self.settings.remote_scheme() == "sftp":

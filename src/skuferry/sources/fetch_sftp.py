@@ -9,13 +9,17 @@ so what the config says is all that is tried.
 ERPs often rewrite the file in place: the size and modification time are read
 before and after the download, and a file that changed meanwhile (or arrived
 shorter than its size) fails the pull, to be read whole on the next run.
+
+``read_start_sftp`` reads only the start of the file (``skuferry init``'s sample), with
+the same login.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine, Mapping
+import contextlib
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -25,6 +29,7 @@ from skuferry import logs
 from skuferry.config.schema import FileSourceSettings
 from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
+from skuferry.sources.file_start import Start, Take
 
 log = logs.get(__name__)
 
@@ -36,6 +41,27 @@ def download_sftp(
     settings: FileSourceSettings, dest: BinaryIO, *, env: Mapping[str, str] | None = None
 ) -> int:
     """Write the file at ``settings.path`` to ``dest``; the number of bytes written."""
+    host, path, options, where = _login(settings, env)
+    with _failures(where, settings):
+        return _run(_download(host, path, options, dest, settings.timeout_s))
+
+
+def read_start_sftp(
+    settings: FileSourceSettings, take: Take, *, env: Mapping[str, str] | None = None
+) -> Start:
+    """Hand the file at ``settings.path`` to ``take`` from its first byte until ``take``
+    returns False or the file ends (``RemoteFileSource.read_start``): SFTP reads a file
+    by offset, so nothing past what ``take`` wanted is asked of the server."""
+    host, path, options, where = _login(settings, env)
+    with _failures(where, settings):
+        return _run(_read_start(host, path, options, take, settings.timeout_s))
+
+
+def _login(
+    settings: FileSourceSettings, env: Mapping[str, str] | None
+) -> tuple[str, str, dict[str, Any], str]:
+    """The host, the file's path, asyncssh's options (only what the config names), and
+    the URL as messages name it (no secret)."""
     parts = urlsplit(str(settings.path))
     where = f"sftp://{parts.username}@{parts.hostname}:{parts.port or 22}{parts.path}"
     known_hosts = settings.sftp_known_hosts
@@ -60,10 +86,15 @@ def download_sftp(
         "connect_timeout": settings.timeout_s,
         "login_timeout": settings.timeout_s,
     }
+    return parts.hostname or "", unquote(parts.path), options, where
+
+
+@contextlib.contextmanager
+def _failures(where: str, settings: FileSourceSettings) -> Iterator[None]:
+    """asyncssh's errors as skuferry's, naming the URL and never a secret."""
+    known_hosts = settings.sftp_known_hosts
     try:
-        return _run(
-            _download(parts.hostname or "", unquote(parts.path), options, dest, settings.timeout_s)
-        )
+        yield
     except asyncssh.HostKeyNotVerifiable as exc:
         raise SourceError(
             f"{where}: the server's host key is not the one in sftp_known_hosts "
@@ -80,6 +111,23 @@ def download_sftp(
     except (asyncssh.Error, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
         raise SourceError(f"{where}: download failed: {reason}") from None
+
+
+async def _read_start(
+    host: str, path: str, options: dict[str, Any], take: Take, timeout_s: float
+) -> Start:
+    async with asyncssh.connect(host, **options) as conn, conn.start_sftp_client() as sftp:
+        size = (await sftp.stat(path)).size
+        received = 0
+        async with sftp.open(path, "rb") as remote:
+            while True:
+                chunk: bytes = await asyncio.wait_for(remote.read(_CHUNK), timeout_s)
+                if not chunk:
+                    return Start(received, size, ended=True, ranged=True)
+                received += len(chunk)
+                if not take(chunk):
+                    ended = size is not None and received >= size
+                    return Start(received, size, ended=ended, ranged=True)
 
 
 async def _download(
