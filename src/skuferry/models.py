@@ -62,6 +62,8 @@ class BadRecord:
     with more fields than its header): the key read from them is held, yet the
     row's own product is not known for sure. A bad record whose product is not
     known for sure keeps a full pull from deciding anything gone (``plan``).
+    ``no_product``: the row is known to be no product at all (a line repeating the
+    header): reported, and it stops no gone decision.
     """
 
     line: int
@@ -70,6 +72,7 @@ class BadRecord:
     # What the reader could read for sure, for the key alone; not part of equality.
     fields: Mapping[str, Any] | None = field(default=None, compare=False)
     guessed: bool = field(default=False, compare=False)
+    no_product: bool = field(default=False, compare=False)
     # Which stage refused it (``skuferry rejected``): "read", the source could not read
     # the record; "map", the mapping refused its values (see ``STAGES``).
     stage: str = "read"
@@ -387,3 +390,5 @@ class RunOptions:
     # nothing is decided gone and the incremental watermark stays where it was
     only: tuple[str, ...] | None = None
     resend: frozenset[str] = frozenset()  # retry: data the API refused are sent again
+    accept_shape: bool = False  # the source's shape now is accepted first (``sync.accept``)
+    moved_cms: bool = False  # the CMS workspace moved: the state is bound to this one

@@ -16,9 +16,16 @@ def known_encoding(name: str) -> str:
     return name
 
 
-def require_encoding(name: str) -> None:
-    """``known_encoding`` for a source built by hand: a ``ConfigError`` at 'source.encoding'."""
+def text_encoding(name: str) -> str:
+    """``known_encoding``, or ``"auto"``: the encoding a text file's bytes show (a BOM,
+    else valid UTF-8, else cp1252; ``sources.encodings``)."""
+    return name if name.lower() == "auto" else known_encoding(name)
+
+
+def require_encoding(name: str, *, auto: bool = False) -> None:
+    """``known_encoding`` for a source built by hand: a ``ConfigError`` at 'source.encoding'.
+    ``auto``: the source reads ``"auto"`` too."""
     try:
-        known_encoding(name)
+        text_encoding(name) if auto else known_encoding(name)
     except ValueError as exc:
         raise ConfigError([f"at 'source.encoding': {exc}"]) from None

@@ -50,6 +50,13 @@ class Source(ABC):
         """
         return self.describe()
 
+    @property
+    def header(self) -> tuple[str, ...] | None:
+        """The column names of the last reading, once its header was read (a CSV's first
+        row, a sheet's header row): what the source's shape is judged by. None: the
+        records have no header (JSON, an API, XML), or none was read yet."""
+        return None
+
 
 class WrappedSource(Source):
     """A source that changes how ``inner``'s records are read, not where they come from:
@@ -67,6 +74,10 @@ class WrappedSource(Source):
 
     def change_token(self, previous: str | None = None) -> str | None:
         return self.inner.change_token(previous)
+
+    @property
+    def header(self) -> tuple[str, ...] | None:
+        return self.inner.header
 
 
 class IncrementalSource(Source):

@@ -21,13 +21,13 @@ import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
 
 from skuferry.config.encoding import require_encoding
 from skuferry.config.schema import CsvSourceSettings, FinalNewline, ShortRows
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawLines, RawRecord
 from skuferry.sources.base import Source
+from skuferry.sources.encodings import AUTO, TextLines
 from skuferry.sources.file import FileSource
 from skuferry.sources.torn import check_end
 
@@ -44,12 +44,12 @@ class CsvSource(FileSource):
         self,
         path: Path | str,
         *,
-        encoding: str = "utf-8",
+        encoding: str = AUTO,
         delimiter: str = ",",
         final_newline: FinalNewline = "required",
         short_rows: ShortRows = "error",
     ) -> None:
-        require_encoding(encoding)
+        require_encoding(encoding, auto=True)
         if len(delimiter) != 1 or delimiter in '"\r\n':
             raise ConfigError(
                 [
@@ -62,6 +62,14 @@ class CsvSource(FileSource):
         self.delimiter = delimiter
         self.final_newline: FinalNewline = final_newline
         self.short_rows: ShortRows = short_rows
+        self._header_read: tuple[str, ...] | None = None
+        # the encoding the last reading decoded in (``"auto"``: the one its bytes showed)
+        self.encoding_read = "utf-8" if encoding.lower() == AUTO else encoding
+
+    @property
+    def header(self) -> tuple[str, ...] | None:
+        """The header of the last reading (``records()`` or ``lines()``), once read."""
+        return self._header_read
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         # read as text with newline="": the csv module sees quoted line breaks (and
@@ -73,7 +81,8 @@ class CsvSource(FileSource):
         record without a quote left as text, in ``RawLines`` blocks (see ``CsvLines``)."""
         return CsvLines(self, block=block)
 
-    def _rows(self, handle: TextIO) -> Iterator[RawRecord | BadRecord]:
+    def _rows(self, handle: TextLines) -> Iterator[RawRecord | BadRecord]:
+        self.encoding_read = handle.encoding
         # strict: a stray quote is reported as an error for its row instead of silently
         # swallowing the lines after it into one field. ``lag`` trails the reader by one
         # record (a C-level tee): it hands over the physical lines of a record that went
@@ -82,6 +91,7 @@ class CsvSource(FileSource):
         reader = csv.reader(feed, delimiter=self.delimiter, strict=True)
         header: list[str] | None = None
         width = 0
+        first_name = ""  # the header's first name: a row starting so may repeat the header
         consumed = 0  # physical lines the reader has taken so far
         last: str | None = None  # the last physical line read: a torn end has no line break
         first: str | None = None  # the header's last line
@@ -95,7 +105,12 @@ class CsvSource(FileSource):
                     for row in reader:
                         end = reader.line_num
                         text = next(lag) if end == start else None
-                        if text is not None and len(row) == width > 1 and text.isascii():
+                        if (
+                            text is not None
+                            and len(row) == width > 1
+                            and text.isascii()
+                            and row[0] != first_name
+                        ):
                             last = text
                             # zip without keywords: passing strict= costs 0.25 us a row,
                             # and the lengths are equal here
@@ -126,6 +141,7 @@ class CsvSource(FileSource):
                     continue  # a blank line
                 header = self._header(row, start)
                 width = len(header)
+                first_name = header[0]
                 first = lines[-1]  # its line break is the file's
                 continue
             if error is not None:
@@ -148,6 +164,14 @@ class CsvSource(FileSource):
             return
         if not row or (len(row) == 1 and not row[0].strip()):
             return  # a blank line
+        if _repeats(header, row):
+            yield BadRecord(
+                start,
+                f"{name} line {start}: the line repeats the header (two exports joined "
+                "into one file?); it is no product",
+                no_product=True,
+            )
+            return
         if len(row) > width:
             # Misplaced fields: which ones moved is unknown, so the key read by
             # position is held but the row's own product is not known for sure.
@@ -165,7 +189,7 @@ class CsvSource(FileSource):
             where = f"{name} line {start}, column {column!r}"
             yield BadRecord(
                 start,
-                f"{where}: invalid {self.encoding} (byte 0x{byte:02x})",
+                f"{where}: invalid {self.encoding_read} (byte 0x{byte:02x})",
                 fields=dict(zip(header, row, strict=False)),  # in place: the key is sure
             )
             return
@@ -252,6 +276,7 @@ class CsvSource(FileSource):
         return BadRecord(line, reason, fields=fields, guessed=unsure or len(cells) > len(header))
 
     def _header(self, row: list[str], line: int) -> list[str]:
+        self._header_read = None
         names = [cell.strip() for cell in row]
         if names[0].startswith(_BOM):
             names[0] = names[0][len(_BOM) :].strip()
@@ -259,12 +284,13 @@ class CsvSource(FileSource):
         seen: set[str] = set()
         for position, column in enumerate(names, start=1):
             if _ESCAPED_BYTE.search(column):
-                raise SourceError(f"{where} {position} is not valid {self.encoding}")
+                raise SourceError(f"{where} {position} is not valid {self.encoding_read}")
             if not column:
                 raise SourceError(f"{where} {position} has no name")
             if column in seen:
                 raise SourceError(f"{where} {column!r} appears twice")
             seen.add(column)
+        self._header_read = tuple(names)
         return names
 
 
@@ -332,10 +358,12 @@ class CsvLines:
         # short_rows decides how a line reads; "error" (the default) adds nothing, so that
         # the line digests learnt before the key existed still hold
         reading = [] if source.short_rows == "error" else [f"short_rows={source.short_rows}"]
-        return "|".join(["csv", source.encoding, source.delimiter, *reading, header_line])
+        # the encoding read in: "auto" that read UTF-8 reads as "utf-8" did
+        return "|".join(["csv", source.encoding_read, source.delimiter, *reading, header_line])
 
-    def _read(self, handle: TextIO) -> Iterator[RawRecord | BadRecord | RawLines]:
+    def _read(self, handle: TextLines) -> Iterator[RawRecord | BadRecord | RawLines]:
         source = self.source
+        source.encoding_read = handle.encoding
         lines = iter(handle)
         feed = _Feed(lines)  # the csv reader's lines: the one pushed, then more as it asks
         reader = csv.reader(feed, delimiter=source.delimiter, strict=True)
@@ -407,6 +435,16 @@ class _Feed:
             self.pending = None
         self.taken.append(text)
         return text
+
+
+def _repeats(header: list[str], row: list[str]) -> bool:
+    """``row`` is the header again: the same names in the same places (a BOM and blanks
+    around a name aside)."""
+    return (
+        len(row) == len(header) > 1
+        and row[0].strip().lstrip(_BOM).strip() == header[0]
+        and [cell.strip() for cell in row[1:]] == header[1:]
+    )
 
 
 def _escaped_byte(header: list[str], row: list[str]) -> tuple[str, int]:

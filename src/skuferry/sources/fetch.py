@@ -50,6 +50,11 @@ class RemoteFileSource(Source):
         self._open_local = open_local
         self._transport = transport
         self._env = env
+        self._inner: Source | None = None  # the local adapter of the last reading
+
+    @property
+    def header(self) -> tuple[str, ...] | None:
+        return None if self._inner is None else self._inner.header
 
     def describe(self) -> str:
         return safe_url(str(self.settings.path))
@@ -67,6 +72,7 @@ class RemoteFileSource(Source):
             local = Path(scratch) / local_name(str(self.settings.path))
             self.download(local)
             inner = self._open_local(self.settings.model_copy(update={"path": local}))
+            self._inner = inner
             try:
                 yield from inner.records()
             except SourceError as exc:  # name the URL, not the temporary copy

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import BinaryIO, TextIO, TypeVar
+from typing import BinaryIO, TypeVar
 
 from skuferry.errors import SourceError
 from skuferry.sources.base import Source
 from skuferry.sources.change_token import file_change_token
-from skuferry.sources.compression import open_binary, open_text
+from skuferry.sources.compression import open_binary
+from skuferry.sources.encodings import TextLines
 
 _Handle = TypeVar("_Handle", bound=AbstractContextManager[object])
 _Item = TypeVar("_Item")
@@ -46,16 +47,19 @@ class FileSource(Source):
         return self._opened(open_binary, read)
 
     def read_text(
-        self, read: Callable[[TextIO], Iterator[_Item]], *, encoding: str
+        self, read: Callable[[TextLines], Iterator[_Item]], *, encoding: str
     ) -> Iterator[_Item]:
-        """``read`` over the file's content as text, decompressed.
+        """``read`` over the file's lines as text, decompressed.
 
         Undecodable bytes are escaped (``surrogateescape``), so that only the record
-        holding one is rejected; ``newline=""`` leaves line breaks as the file has them.
+        holding one is rejected; line breaks stay as the file has them. ``encoding``
+        ``"auto"`` reads the encoding the bytes show, and a file read in a single-byte
+        encoding whose bytes are UTF-8 is refused (``sources.encodings``); the lines say
+        which encoding they are read in (``TextLines.encoding``).
         """
 
-        def open_(path: Path) -> TextIO:
-            return open_text(path, encoding=encoding, errors="surrogateescape", newline="")
+        def open_(path: Path) -> TextLines:
+            return TextLines(open_binary(path), encoding, path=str(path))
 
         return self._opened(open_, read)
 

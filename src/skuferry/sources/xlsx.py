@@ -39,7 +39,7 @@ from skuferry.sources.base import Source
 from skuferry.sources.compression import as_plain_file
 from skuferry.sources.file import FileSource
 from skuferry.sources.xlsx_cells import ERRORS as _ERRORS
-from skuferry.sources.xlsx_cells import AmbiguousRow, cell_value, column_letter
+from skuferry.sources.xlsx_cells import AmbiguousRow, cell_value, column_letter, repeats_header
 from skuferry.sources.xlsx_cells import filled as _filled
 
 log = logs.get(__name__)
@@ -61,6 +61,12 @@ class XlsxSource(FileSource):
         self.reader = reader
         self.sheet = sheet
         self.header_row = header_row
+        self._header_read: tuple[str, ...] | None = None
+
+    @property
+    def header(self) -> tuple[str, ...] | None:
+        """The header row's names of the last reading, once read."""
+        return self._header_read
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
         # a workbook is a zip read by random access: a compressed one is first
@@ -136,6 +142,9 @@ class XlsxSource(FileSource):
                 }
                 if not values:
                     continue  # an empty row
+                if repeats_header(values):
+                    yield self._repeated_header(number)
+                    continue
                 if not _ERRORS.isdisjoint(values.values()):
                     yield self._error_row(number, values, ambiguous)
                     continue
@@ -159,6 +168,15 @@ class XlsxSource(FileSource):
             f"{self.name} line {number}, column {column!r}: the cell shows the Excel error "
             f"{code} (a formula that failed)",
             fields=AmbiguousRow(sure, ambiguous) if ambiguous else sure,
+        )
+
+    def _repeated_header(self, number: int) -> BadRecord:
+        """A row holding the header's names again: reported with its line, no product."""
+        return BadRecord(
+            number,
+            f"{self.name} line {number}: the row repeats the header (two exports in one "
+            "sheet?); it is no product",
+            no_product=True,
         )
 
     def _sheet(self, book: Any) -> Any:
@@ -212,6 +230,7 @@ class XlsxSource(FileSource):
                     columns=letters,
                 )
         columns.sort()
+        self._header_read = tuple(positions)
         return columns, ambiguous
 
 

@@ -53,7 +53,14 @@ import python_calamine
 from skuferry import logs
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.xlsx_cells import ERRORS, AmbiguousRow, SheetSource, cell_value, filled
+from skuferry.sources.xlsx_cells import (
+    ERRORS,
+    AmbiguousRow,
+    SheetSource,
+    cell_value,
+    filled,
+    repeats_header,
+)
 from skuferry.sources.xml import hardened_parser
 
 log = logs.get(__name__)
@@ -173,7 +180,9 @@ def _block(
         holes |= holed
         errors |= erred
     lines = range(line, line + len(block))
-    if not holes and not errors and names:
+    # the header's first name in its own column: a row may repeat the header (checked by row)
+    again = bool(names) and names[0] in columns[0]
+    if not holes and not errors and not again and names:
         fields = map(as_dict, zip(*columns, strict=True))
         if ambiguous:
             shared = repeat(ambiguous, len(block))
@@ -185,6 +194,9 @@ def _block(
         values = {k: v for k, v in zip(names, row, strict=True) if v is not _EMPTY}
         if not values:
             continue  # an empty row
+        if again and repeats_header(values):
+            out.append(source._repeated_header(number))
+            continue
         if errors and not ERRORS.isdisjoint(values.values()):  # a text reading "#N/A"
             out.append(source._error_row(number, values, ambiguous))
             continue

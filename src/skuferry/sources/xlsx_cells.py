@@ -155,3 +155,11 @@ class SheetSource(Protocol):
     def _error_row(
         self, number: int, values: dict[str, Any], ambiguous: dict[str, str]
     ) -> BadRecord: ...
+
+    def _repeated_header(self, number: int) -> BadRecord: ...
+
+
+def repeats_header(values: dict[str, Any]) -> bool:
+    """Every filled cell of a row (two or more) holds its own column's name: the header
+    again (two sheets pasted one under the other), no product."""
+    return len(values) >= 2 and all(type(v) is str and v.strip() == k for k, v in values.items())

@@ -29,7 +29,7 @@ from pydantic_core import PydanticKnownError, core_schema
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from skuferry.config import presets
-from skuferry.config.encoding import known_encoding
+from skuferry.config.encoding import known_encoding, text_encoding
 from skuferry.config.expressions import jmespath_check
 from skuferry.config.masking import masked
 from skuferry.config.schema import reading
@@ -406,9 +406,13 @@ class CsvSourceSettings(FileSourceSettings):  # path: a file or an http(s)/sftp 
     """A CSV file whose first row is the header."""
 
     type: Literal["csv"]
-    encoding: Annotated[str, AfterValidator(known_encoding)] = Field(
-        "utf-8",
-        description="Any codec Python knows, e.g. `cp1252` for Windows exports; a BOM is skipped.",
+    encoding: Annotated[str, AfterValidator(text_encoding)] = Field(
+        "auto",
+        description="`auto` (default): the file's bytes decide, a byte-order mark first, "
+        "then UTF-8 when its non-ASCII lines are valid UTF-8, else `cp1252`; or any codec "
+        "Python knows, e.g. `cp1252` for Windows exports (a BOM is skipped). A file read in "
+        "a single-byte encoding whose non-ASCII lines are all valid UTF-8 is refused, "
+        "naming the line: its names would reach the CMS as mojibake (`Ã¼` for `ü`).",
     )
     delimiter: str = Field(",", description='Exactly one character, e.g. `";"` or `"\\t"`.')
     final_newline: FinalNewline = _final_newline()

@@ -120,7 +120,7 @@ def plan(
     for record, row, slot in pair(records, rows, mapper, marks, lines=lines, learn=learn):
         if isinstance(record, BadRecord):
             reason = record.reason
-            if record.key is None or record.guessed:
+            if not record.no_product and (record.key is None or record.guessed):
                 tally.unsure += 1
             if record.key is not None:
                 earlier = marks.get(record.key, slot)

@@ -104,6 +104,10 @@ class Pieces(Source):
     def name(self) -> str:
         return self.inner.name
 
+    @property
+    def header(self) -> tuple[str, ...] | None:
+        return self.inner.header
+
     def records(self) -> Records:
         return self._shape(self.inner.records())
 

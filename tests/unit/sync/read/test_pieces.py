@@ -281,9 +281,10 @@ def test_any_unreadable_join_record_holds_every_product_whose_partner_is_missing
     since a reader that lost one record may have lost others (D's)."""
     pim = tmp_path / "pim.csv"
     pim.write_bytes(b"sku,name\nA,Drill\nC,Caf\xe9 mug\n")  # C's name: not UTF-8
-    spec = JoinSettings.model_validate(
-        {"name": "pim", "type": "csv", "path": str(pim), "key": "sku", "on": "SKU"}
-    )
+    spec = JoinSettings.model_validate(  # declared UTF-8 ("auto" would read cp1252 here)
+        {"name": "pim", "type": "csv", "path": str(pim), "key": "sku", "on": "SKU",
+         "encoding": "utf-8"}
+    )  # fmt: skip
     (join,) = open_joins([spec], tmp_path)
     rows = _raw({"SKU": "A"}, {"SKU": "C"}, {"SKU": "D"})
     source = assemble(ListSource(rows), MappingSettings(), where=None, joins=[join])
