@@ -11,6 +11,7 @@ retry  send rejected or failed products again
 init   propose a config from an export or API, show it at work, write it
 explain  one product's story: where it is, what the CMS has, why, what next
 undo   put back on the CMS what one run changed
+accept-shape  the source's shape now is the contract (after a refused change of shape)
 """
 
 from __future__ import annotations
@@ -266,7 +267,19 @@ def _fleet_args(ctx: click.Context, workspaces: Path | None, shard: str | None) 
 @click.option(
     "--force",
     is_flag=True,
-    help="Write even when the change or gone guard ([safety]) would stop the run.",
+    help="Write even when the change, gone or replacement guard ([safety]) would stop the "
+    "run. Never accepts a change of the source's shape (see --accept-shape).",
+)
+@click.option(
+    "--accept-shape",
+    is_flag=True,
+    help="First accept the source's shape as it is now (as `skuferry accept-shape`), then run.",
+)
+@click.option(
+    "--moved-cms",
+    is_flag=True,
+    help="The CMS workspace moved (another base URL or keys): bind the state to this one "
+    "and walk it to find each product again (implies --verify).",
 )
 @click.option(
     "--allow-empty-source",
@@ -312,6 +325,8 @@ def sync(
     chosen = _fleet_args(ctx, workspaces, shard)
     if chosen is not None and named is not None:
         raise errors.UsageError("--only names keys of one workspace: use --config")
+    if flags["moved_cms"]:  # a moved workspace is walked: each product is found again
+        flags["verify"] = True
     options = RunOptions(**flags, only=named)  # --dry-run, --verify, --force, ...
     _configure_logs(ctx, quiet=quiet)
     if workspaces is not None and chosen is not None:
@@ -616,3 +631,21 @@ def explain(ctx: click.Context, /, *, config_path: Path | None, key: str, as_jso
 
     _configure_logs(ctx)
     sys.exit(action(config_path, key, as_json=as_json))
+
+
+@main.command("accept-shape")
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print what was accepted as one JSON object.")
+@click.pass_context
+@guarded
+def accept_shape(ctx: click.Context, /, **args: Any) -> None:
+    """Accept the source's shape as it is now: the next sync is held to it.
+
+    After a sync refused a change of shape (a column renamed or dropped, a field moved,
+    keys reformatted). A field the source no longer gives is then left alone on the CMS;
+    keys that came back reformatted keep their products. Sends nothing to the CMS.
+    """
+    from skuferry.actions.accept_shape import accept_shape as action
+
+    _configure_logs(ctx)
+    sys.exit(action(**args))

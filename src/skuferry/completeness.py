@@ -12,6 +12,15 @@ decisions rest on absence, and each asks this ledger first, never its reader:
 - a field gets its ``default`` (or null) for a missing join partner only when that
   join's pull is complete (``may_default``).
 
+Two more facts rest on the same verdicts, and are asked here too:
+
+- the pull read the whole source (``whole_pull``: a full pull read to its end, even
+  with rows whose product cannot be told): the guards' ratios and the expiry of the
+  plan's dead letters count only over such a pull;
+- the source's shape holds (``shape_holds``): the read stage reports its verdict on
+  the shape (``Reader.SHAPE``, see ``skuferry.shape``), and a pull whose shape broke
+  proves nothing absent.
+
 An incomplete verdict never guesses: the decision is not taken (the product is held,
 the create waits) and the run says why (``reasons``). A reader whose incompleteness
 must end the run (a torn export: exit 3, nothing written) raises its ``SourceError``
@@ -32,6 +41,8 @@ class Reader(StrEnum):
     """Which kind of read a verdict is about; ``where`` names the one read."""
 
     SOURCE = "source"  # the primary pull: decides gone and filtered-out
+    ROWS = "rows"  # rejected rows whose product cannot be told: any could be the absent one
+    SHAPE = "shape"  # the source's shape against the contract the state learnt
     JOIN = "join"  # a [[join]] partner file or API: decides defaults
     ITEMS = "items"  # item_url fetches of a pull
     WALK = "walk"  # a walk of the CMS's list pages: decides creates of the unseen
@@ -84,7 +95,21 @@ class Ledger:
 
     def may_mark_gone(self) -> bool:
         """A product absent from the pull may be marked gone or filtered out."""
-        return self._proven(Reader.SOURCE) and self._all_complete(Reader.ITEMS)
+        return (
+            self._proven(Reader.SOURCE)
+            and self._all_complete(Reader.ITEMS)
+            and self._all_complete(Reader.ROWS)
+            and self._all_complete(Reader.SHAPE)
+        )
+
+    def whole_pull(self) -> bool:
+        """The pull read the whole source: a full pull to its end (not incremental, not
+        named). The guards' ratios and the plan's dead-letter expiry count over it."""
+        return self._proven(Reader.SOURCE)
+
+    def shape_holds(self) -> bool:
+        """No shape verdict says the source broke its contract."""
+        return self._all_complete(Reader.SHAPE)
 
     def may_create_unseen(self) -> bool:
         """A product the walk of the CMS did not find may be created."""

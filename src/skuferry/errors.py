@@ -10,8 +10,13 @@ place. Nothing below prints or exits.
     ├── SafetyStop                      2   a guard refused the run, nothing written
     │   ├── EmptySourceRefused
     │   ├── ChangeGuardTripped
-    │   ├── GoneGuardTripped            too many products would be archived at once
-    │   └── UndoneFeedRefused           the source is a feed `skuferry undo` took back
+    │   ├── GoneGuardTripped            too many products would be archived or marked gone
+    │   ├── UndoneFeedRefused           the source is a feed `skuferry undo` took back
+    │   ├── ReplacementRefused          most of the catalog gone, as many new: a replacement
+    │   ├── ShapeChanged                the source's shape broke the contract (a column, a
+    │   │                               path, the key's format, the encoding); --force does
+    │   │                               not pass it, accepting the shape does
+    │   └── CmsMismatch                 the state mirrors another CMS workspace
     ├── LockHeld                        75  another run holds the state lock
     ├── Interrupted                     130 SIGTERM/SIGINT: in-flight work committed, run cut short
     ├── StateError                      3   the state file cannot be opened or is too new
@@ -88,7 +93,20 @@ class ChangeGuardTripped(SafetyStop):
 
 
 class GoneGuardTripped(SafetyStop):
-    """More than ``[safety] max_gone_ratio`` of the known products would be archived."""
+    """More than ``[safety] max_gone_ratio`` of the known products would be archived or
+    marked gone."""
+
+
+class ReplacementRefused(SafetyStop):
+    """A run would mark most of the catalog gone and create as many new products."""
+
+
+class ShapeChanged(SafetyStop):
+    """The source's shape broke the contract the state learnt (``skuferry.shape``)."""
+
+
+class CmsMismatch(SafetyStop):
+    """The config points the state file at another CMS than the one it mirrors."""
 
 
 class UndoneFeedRefused(SafetyStop):

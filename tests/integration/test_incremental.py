@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -34,14 +34,22 @@ from skuferry.sources.base import IncrementalSource
 from skuferry.state.mirror import Mirror
 from skuferry.sync import engine
 from skuferry.sync.read import incremental
+from tests.fakes import FakeRemote
 from tests.integration import test_postgres_source as pg
-from tests.integration.conftest import KEY, closed_port_url
+from tests.integration.conftest import KEY
 
 pytestmark = pytest.mark.integration
 
 postgres = pg.postgres  # the session's private PostgreSQL server (skips when not installed)
 
 LONG_AGO = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class _Down(FakeRemote):
+    """The CMS, down: every request fails before it reaches the server."""
+
+    def _count(self, tier: Literal["read", "write"]) -> None:
+        raise errors.Unreachable(f"{tier}: connection refused")
 
 
 def _settings(tmp_path: Path, api_url: str, source: dict[str, Any], **extra: Any) -> Settings:
@@ -213,10 +221,11 @@ def test_a_crash_after_the_pull_before_the_writes_repeats_the_window(
         catalog[4] = _product(5, datetime.now(UTC), name="Anchor bolt M5, long")
         pim.requests.clear()
 
-        # the API is gone: the run pulls, plans, then dies before any write lands
-        down = _settings(tmp_path, closed_port_url(), source)
+        # the API is gone: the run pulls, plans, then dies before any write lands (the
+        # same CMS, unreachable: a config pointed elsewhere would be another CMS, refused
+        # before anything is read, issue 37)
         with pytest.raises(errors.SkuferryError):
-            engine.run_once(down)
+            engine.run_once(settings, adapters=engine.Adapters(client=_Down()))
         assert _meta(settings, incremental.WATERMARK) == watermark, "the window is not skipped"
         assert _meta(settings, incremental.UNSYNCED_SINCE) is not None, "a change is waiting"
         waiting = report.collect_status(settings)["freshness"]

@@ -204,7 +204,11 @@ SHOPIFY_CSV_ROWS = [
 def test_shopify_csv_continuation_and_image_only_rows_with_the_shipped_example(
     sandbox: Sandbox, tmp_path: Path, run_cli: Run
 ) -> None:
-    _write_csv(tmp_path / "products_export.csv", SHOPIFY_CSV_HEADER, SHOPIFY_CSV_ROWS)
+    # every column the shipped example maps is in the export (a column a mapping reads and
+    # the header lacks stops the run: issue 37), as in a real Shopify export
+    header = [*SHOPIFY_CSV_HEADER, "Variant Compare At Price", "Variant Inventory Qty"]
+    rows = [[*row, "", "7" if row[6] else ""] for row in SHOPIFY_CSV_ROWS]
+    _write_csv(tmp_path / "products_export.csv", header, rows)
     example = (Path(__file__).parents[2] / "examples" / "shopify.toml").read_text("utf-8")
     example = example.replace('base_url = "http://127.0.0.1:8765"', f'base_url = "{sandbox.url}"')
     example = example.replace("[api]\n", f'[api]\napi_key = "{KEY}"  # the test\'s key\n', 1)

@@ -28,7 +28,7 @@ from skuferry import canonical
 from skuferry.sandbox import Sandbox
 from skuferry.sources.change_token import RACY_S
 from skuferry.state.lock import run_lock
-from tests.integration.conftest import KEY, catalog_rows
+from tests.integration.conftest import KEY, WORKSPACE, catalog_rows
 
 pytestmark = pytest.mark.integration
 
@@ -321,11 +321,12 @@ def test_the_metrics_textfile_is_written_as_the_full_start_writes_it(
 
 
 def test_no_secret_reaches_the_record(
-    sandbox: Sandbox,
+    sandbox_factory: Callable[..., Sandbox],
     write_catalog: Callable[..., Path],
     write_config: Callable[..., Path],
     run_cli: Run,
 ) -> None:
+    sandbox = sandbox_factory(updates="patch", keys={KEY: WORKSPACE, KEY + "-rotated": WORKSPACE})
     catalog = write_catalog(catalog_rows(5))
     inline = write_config(sandbox.url)
     _settle(catalog)
@@ -339,8 +340,16 @@ def test_no_secret_reaches_the_record(
     record = _meta(from_env, "quick.record")
     assert record is not None and KEY not in record
     assert _taken(run_cli("-vv", "sync", "--json", "--config", str(from_env), env=env))
-    rotated = {"SKUFERRY_API_KEY": KEY + "-rotated"}  # counts as set, as the engine masks it
+    # A rotated key is no change of the config (the record holds no secret, not even
+    # hashed), but it may name another CMS workspace (issue 37, item 9): the lane leaves
+    # that run to the full start, which finds the state's products by id under the new
+    # key, binds the state to it and skips; the next run takes the lane again.
+    rotated = {"SKUFERRY_API_KEY": KEY + "-rotated"}
+    first = run_cli("-vv", "sync", "--json", "--config", str(from_env), env=rotated)
+    assert first.returncode == 0 and not _taken(first), first.stderr
+    assert json.loads(first.stdout.splitlines()[-1])["pull"] == "unchanged"
     assert _taken(run_cli("-vv", "sync", "--json", "--config", str(from_env), env=rotated))
+    env = rotated
     unrelated = {**env, "TZ": "UTC"}  # a variable the config does not name
     assert _taken(run_cli("-vv", "sync", "--json", "--config", str(from_env), env=unrelated))
 

@@ -1,5 +1,9 @@
 """``skuferry check``: the config is valid, the state opens, the source reads, and each API
-key makes one authenticated read; the first records shown as read and as mapped."""
+key makes one authenticated read; the first records shown as read and as mapped.
+
+A source that yields no valid record, or whose shape breaks the contract the state learnt
+(``skuferry.shape``: a mapped column gone, the key's column missing), fails the check
+(exit 2) as it would fail a sync."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ if TYPE_CHECKING:  # rich, the source and the client load when the check runs
     from rich.console import Console
 
     from skuferry.config.schema import Settings
+    from skuferry.shape import Shape
     from skuferry.sources.base import Source
     from skuferry.sync.map.mapper import Mapper
 
@@ -47,8 +52,13 @@ def check_settings(settings: Settings, *, sample: int = 1) -> None:
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"config: ok ({settings.config_path})")
     path = settings.state.path
+    contract = None
     if path.exists():
-        Mirror(path).close()
+        mirror = Mirror(path)
+        try:
+            contract = mirror.learned_shape()  # the shape the source is held to
+        finally:
+            mirror.close()
         out.print(f"state: ok ({path})")
     else:  # a check leaves no state behind: the first sync makes it
         try:
@@ -65,8 +75,9 @@ def check_settings(settings: Settings, *, sample: int = 1) -> None:
             tables=tables,
             joins=joins,
             empty_values=settings.source.empty_values,
+            gone=contract.gone() if contract is not None else (),
         )
-        _check_source(out, source, mapper, sample)
+        _check_source(out, source, mapper, sample, settings=settings, contract=contract)
     _check_api(out, settings)
 
 
@@ -76,18 +87,43 @@ def _remove_new_state(path: Path) -> None:
         made.unlink(missing_ok=True)
 
 
-def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> None:
-    """Read the whole source (as the mapping sees it), print counts and the sample."""
+def _check_source(
+    out: Console,
+    source: Source,
+    mapper: Mapper,
+    sample: int,
+    *,
+    settings: Settings,
+    contract: Shape | None,
+) -> None:
+    """Read the whole source (as the mapping sees it) held to the shape the state learnt,
+    print counts and the sample; a source with no valid record fails the check."""
+    from skuferry.completeness import Ledger
     from skuferry.models import BadRecord
     from skuferry.service.sample import Sample, render, sampled
-    from skuferry.sync.read.incremental import WindowCheck
+    from skuferry.sync.read.incremental import Pull, WindowCheck
     from skuferry.sync.read.pieces import pieces_notes
+    from skuferry.sync.read.pulled import reported
+    from skuferry.sync.read.shape import ShapeWatch
+    from skuferry.sync.read.stage import accept_hint
 
-    window = WindowCheck(source, datetime.now(UTC))  # what the records say of their change times
+    now = datetime.now(UTC)
+    window = WindowCheck(source, now)  # what the records say of their change times
+    ledger = Ledger()
+    shape = ShapeWatch(
+        source,
+        mapper,
+        contract,
+        ledger,
+        accept=accept_hint(settings),
+        headed=settings.mapping.each is None,
+    )
+    pull = Pull(full=True, started_at=now, reason="check")
+    records = shape.watched(reported(window.records(), ledger, source.describe(), pull=pull))
     good = bad = 0
     first_bad: BadRecord | None = None
     samples: list[Sample] = []
-    for item in sampled(window.records(), mapper, keep=sample, into=samples):
+    for item in sampled(records, mapper, keep=sample, into=samples):
         if isinstance(item, BadRecord):
             bad += 1
             first_bad = first_bad or item
@@ -102,6 +138,12 @@ def _check_source(out: Console, source: Source, mapper: Mapper, sample: int) -> 
         out.print(f"  warning: {warning}", markup=False)
     for line in render(samples):
         out.print(line, markup=False, emoji=False)
+    if not good:
+        first = f"; the first rejection: {first_bad.reason}" if first_bad is not None else ""
+        raise errors.EmptySourceRefused(
+            f"the source yields no valid record ({bad:,} rejected){first}: a sync would "
+            "change nothing"
+        )
 
 
 def _check_api(out: Console, settings: Settings) -> None:

@@ -179,6 +179,8 @@ def _still_holds(mirror: Mirror, config: raw.RawConfig) -> dict[str, Any] | None
         record = None
     why = mismatch(record, config)
     if why is None:
+        why = _other_cms(mirror, config)
+    if why is None:
         parts = [file_change_token(Path(p)) for p in record["files"]]
         states = tuple(State(s) for s in record["states"])
         why = skip.must_read(  # the skip decision's own rule and words
@@ -206,6 +208,19 @@ def mismatch(record: Any, config: raw.RawConfig) -> str | None:
     if record.get("identity") != config.identity:
         return "the config or its environment changed"
     return None
+
+
+def _other_cms(mirror: Mirror, config: raw.RawConfig) -> str | None:
+    """Why the config's CMS may not be the one the state mirrors (the run's own rule,
+    ``state.binding.compare``); a state bound to none yet takes the full start, which
+    binds it."""
+    from skuferry.state import binding
+
+    bound = binding.recorded(mirror)
+    current = binding.Binding.of_reading(config.data)
+    if bound is None or current is None:
+        return "the state is bound to no CMS yet"
+    return binding.compare(bound, current)
 
 
 def _refused(record: dict[str, Any], config: raw.RawConfig) -> str | None:

@@ -106,6 +106,7 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
             "open_intents": [],
             "walked": False,
             "dead_letters": {"count": 0, "by_stage": {}, "oldest": None},
+            "shape": None,
         }
     mirror = Mirror(path, readonly=True)
     try:
@@ -129,12 +130,29 @@ def collect_status(settings: Settings, *, limit: int = 20) -> dict[str, Any]:
             "last_run_problems": last_problems[:limit],
             "open_intents": [{"key": k, "digest": d} for k, d in mirror.open_intents()],
             "dead_letters": _dead_letters(mirror),
+            "shape": _shape(mirror),
             "freshness": _freshness(settings, mirror),
             "keys": _keys(settings, mirror),
             "daemon": _daemon(mirror),
         }
     finally:
         mirror.close()
+
+
+def _shape(mirror: Mirror) -> dict[str, Any]:
+    """The source's shape as the state knows it (``state.shapes``): the run that learnt
+    (or accepted) it, and the refusal holding the sync back, when one does."""
+    status = mirror.shape_status()
+    refused = status.refused
+    return {
+        "learned_run": status.learned_run,
+        "learned_at": status.learned_at,
+        "accepted": status.accepted,
+        "held": status.held,
+        "refused_run": refused.run_id if refused is not None else None,
+        "refused_at": refused.at if refused is not None else None,
+        "changes": [c.text for c in refused.breaking] if refused is not None else [],
+    }
 
 
 def _dead_letters(mirror: Mirror) -> dict[str, Any]:
@@ -257,6 +275,17 @@ def print_status(data: dict[str, Any]) -> None:
             f"open write intents (looked up before any re-send): {len(data['open_intents'])}"
         )
     _print_dead_letters(console, data.get("dead_letters") or {})
+    shape = data.get("shape") or {}
+    if shape.get("held"):
+        run = f"run {shape['refused_run']}" if shape.get("refused_run") else "a run"
+        console.print(
+            f"shape: the source's shape changed ({run}, {_when(shape['refused_at'])}); "
+            "nothing is written until the export is fixed or `skuferry accept-shape` "
+            "accepts it:",
+            markup=False,
+        )
+        for change in shape.get("changes") or []:
+            console.print(f"  - {change}", markup=False)
     runs = Table(title="last runs", box=None, collapse_padding=True, pad_edge=False)
     for col in ("id", "started", "status", "exit", "created", "updated", "rejected", "failed", "s"):
         runs.add_column(col, no_wrap=col in ("started", "status"))  # a date on one line

@@ -10,6 +10,7 @@
 - ``StatusReads``: what a person and the metrics are shown (``status``, ``rejected``);
 - ``RunBook``: the runs opened and closed, and the ``meta`` names;
 - ``HistoryBook``: each product's history of writes (``history``), read and pruned;
+- ``ShapeBook``: the source's shape the runs learnt, accepted or refused (``shapes``);
 - ``StateFile``: the open file itself, and the one write transaction all of them use.
 
 Mixins rather than parts held by the mirror, so that each write still goes through the
@@ -57,6 +58,7 @@ from skuferry.state.reads import MirrorLookup, SeenTable
 from skuferry.state.remoteindex import RemoteIndex
 from skuferry.state.run_reads import RunReads
 from skuferry.state.runbook import API_CONTACT_META, RunBook
+from skuferry.state.shapes import ShapeBook
 from skuferry.state.status_reads import StatusReads
 
 # Callers take the meta names from the mirror, as before its jobs had modules of their own.
@@ -65,7 +67,7 @@ __all__ = ["API_CONTACT_META", "Mirror"]
 log = logs.get(__name__)
 
 
-class Mirror(WriteJournal, BulkMarks, RunReads, StatusReads, RunBook, HistoryBook):
+class Mirror(WriteJournal, BulkMarks, RunReads, StatusReads, RunBook, HistoryBook, ShapeBook):
     """The state file. See the module docstring for the contract of every write."""
 
     def __init__(

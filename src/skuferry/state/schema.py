@@ -347,6 +347,27 @@ def _m8_history(conn: sqlite3.Connection) -> None:
         runs.add_column("token", str)  # the skip token of the source this run read
 
 
+def _m9_shapes(conn: sqlite3.Connection) -> None:
+    # The source's shape (skuferry.shape): what each whole pull relied on ('learned'), a
+    # shape accepted on purpose ('accepted'), a pull refused for its shape ('refused', with
+    # the changes that broke the contract). The newest learned or accepted row is the
+    # contract the next pull is judged by.
+    database(conn).table("shapes").create(
+        {
+            "id": int,
+            "run_id": int,
+            "at": float,
+            "status": str,
+            "digest": str,
+            "shape": str,
+            "changes": str,
+        },
+        pk="id",
+        not_null={"at", "status", "shape"},
+        if_not_exists=True,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m1_initial,
     _m2_rejected_digest,
@@ -356,6 +377,7 @@ MIGRATIONS: list[Migration] = [
     _m6_source_line_digest,
     _m7_nfc_keys,
     _m8_history,
+    _m9_shapes,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -19,12 +20,13 @@ from typing import TYPE_CHECKING
 from skuferry.completeness import Ledger
 from skuferry.config.keys import fingerprint
 from skuferry.config.schema import Settings
-from skuferry.models import Progress, RunOptions, RunSummary, State
+from skuferry.models import Action, Progress, RunOptions, RunSummary, State
+from skuferry.shape import Shape
 from skuferry.sources.base import Source
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
 from skuferry.sync import skip
-from skuferry.sync.write import gone
+from skuferry.sync.write import fields, gone
 from skuferry.sync.write.doubt import Clock, WallClock
 from skuferry.sync.write.fields import Ownership
 from skuferry.sync.write.gone import GonePolicy
@@ -101,6 +103,12 @@ class RunContext:
         """Every pull and walk of the run reports its verdict here (the summary's)."""
         return self.summary.completeness
 
+    @functools.cached_property
+    def contract(self) -> Shape | None:
+        """The source's shape the state learnt (or was told to accept): the contract this
+        run's pull is held to; None before the first whole pull."""
+        return self.mirror.learned_shape()
+
     @property
     def source(self) -> Source | None:
         """An injected source (tests, benchmarks); None: opened from ``[source]``."""
@@ -111,11 +119,29 @@ class RunContext:
         """The daemon's inbox: keys pushed while this run writes."""
         return self.adapters.urgent
 
-    def guard_archives(self, archives: int, known: int) -> None:
-        """Refuse a plan that would archive too much of the catalog at once (unless forced)."""
+    def guard_gone(self, leaving: int, known: int) -> None:
+        """Refuse a plan that would archive or mark gone too much of the catalog at once
+        (unless forced), whatever the ``[gone]`` action."""
         gone.guard(
-            archives, known, max_ratio=self.settings.safety.max_gone_ratio, force=self.options.force
+            leaving,
+            known,
+            max_ratio=self.settings.safety.max_gone_ratio,
+            force=self.options.force,
+            archiving=self.archiving is not None,
         )
+
+    def sending(self, updates: Iterable[Action]) -> int:
+        """How many of the planned ``updates`` would send something (``fields.changes``
+        against what was last sent): one whose only difference is a field the source no
+        longer gives (accepted as gone) sends nothing, and changes nothing on the CMS."""
+        count = 0
+        for action in updates:
+            if action.product is None or action.key is None:
+                continue
+            sent = self.mirror.payload(action.key)
+            if sent is None or fields.changes(action.product.payload, sent, self.ownership):
+                count += 1
+        return count
 
     def client(self) -> RemoteApi:
         """The run's API client, built on first use (a skipped run may never send) with its

@@ -10,6 +10,10 @@
                                          ▼
                                      Writer (pool, journalled) ──▶ second look for lost creates
 
+Before anything is read: the CMS is the one the state file mirrors (``write.workspace``).
+While the records are read, their shape is held to the contract the state learnt
+(``read.shape``): a broken one ends the run before the plan is done, nothing written.
+
 The run's context is built once from the settings; each stage takes from it what it
 reads and fills its own part of the summary. Nothing is written, remote or local, before
 the whole source has been read and planned: a source that fails halfway changes nothing.
@@ -28,12 +32,14 @@ from skuferry.models import Kind, Progress, RunOptions, RunSummary
 from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
+from skuferry.sync.accept import accept
 from skuferry.sync.context import Adapters, RunContext
 from skuferry.sync.map import stage as map_stage
 from skuferry.sync.plan import stage as plan_stage
 from skuferry.sync.read import incremental
 from skuferry.sync.read import stage as read_stage
 from skuferry.sync.write import stage as write_stage
+from skuferry.sync.write import workspace
 
 __all__ = ["Adapters", "run_once"]
 
@@ -80,6 +86,11 @@ def run_once(
         )
         summary.run_id = run.run_id
         try:
+            if options.accept_shape and not dry_run:  # the new shape is the contract first
+                accepted = accept(
+                    settings, mirror, adapters, stack=stack, stop=run.stop, run_id=run.run_id
+                )
+                summary.notes.append(accepted.note())
             _run(run)
         except errors.SkuferryError as exc:
             summary.duration_s = time.monotonic() - started
@@ -104,6 +115,7 @@ def prune(mirror: Mirror, settings: Settings) -> None:
 
 def _run(run: RunContext) -> None:
     """Read, plan, write: nothing is written before the whole source was read and planned."""
+    workspace.bind(run)  # the CMS is the one the state mirrors, before anything is decided
     options = run.options
     base, source, mapper = map_stage.open_mapped(
         run,
@@ -122,7 +134,7 @@ def _run(run: RunContext) -> None:
     counts, tally = plan_stage.fill(run, store, read, mapper)
     plan_stage.report(summary, store, counts, tally)
     read_stage.report(summary, read)
-    plan_stage.guard(run, store, counts, full=read.full)
+    plan_stage.guard(run, store, counts, read)
     if run.dry_run:
         plan_stage.dry_run_report(run, store, counts)
         return

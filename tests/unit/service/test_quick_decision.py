@@ -3,8 +3,10 @@
 For generated pairs of (config, environment, key files), a run "before" commits, things
 change, and then both decide whether the next plain ``skuferry sync`` may skip:
 
-- the full start: ``load_settings`` (a config that does not load cannot skip) and the
-  engine's skip decision over the source it opens;
+- the full start: ``load_settings`` (a config that does not load cannot skip), the check
+  that the CMS is the one the state mirrors (another key or URL: the run looks the CMS
+  up first, issue 37, so it is no plain skip) and the engine's skip decision over the
+  source it opens;
 - the quick lane: its reading and its record.
 
 Every decision must be the same. Generated: the case of ``SKUFERRY_*`` names, ``$VAR`` and
@@ -34,6 +36,7 @@ from skuferry.models import RunOptions, RunSummary
 from skuferry.service import quick
 from skuferry.sources.change_token import RACY_S
 from skuferry.sources.dispatch import open_source
+from skuferry.state import binding
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
 
@@ -191,6 +194,9 @@ def _full_start(config: Path, env: dict[str, str]) -> str:
         return "read"
     mirror = Mirror(loaded.state.path)
     try:
+        current = binding.Binding.of(loaded.api.base_url, loaded.api_keys)
+        if binding.compare(binding.recorded(mirror), current) is not None:
+            return "bind"  # the run looks the CMS up before it may skip (write.workspace)
         found = skip.decide(
             loaded,
             mirror,
@@ -231,6 +237,9 @@ def _commit(config: Path, env: dict[str, str]) -> None:
             pending=lambda: False,
         )
         skip.remember(mirror, found.token, RunSummary())
+        # the CMS it ran against (write.workspace binds the state at every run's start)
+        current = binding.Binding.of(loaded.api.base_url, loaded.api_keys)
+        mirror.set_meta(binding.META, current.to_json())
     finally:
         mirror.close()
     prepared = quick.prepare(loaded)

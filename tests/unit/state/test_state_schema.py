@@ -101,7 +101,7 @@ def test_a_fresh_file_has_the_schema_main_created(tmp_path: Path) -> None:
     main = load(tmp_path / "main.db", fixture_sql(5))  # not opened by this code
     built = shape(fresh)
     # Migration 6 (after version 5) adds the line digest, migration 8 the history and the
-    # runs' kind, undone run and token: the rest is what main created.
+    # runs' kind, undone run and token, migration 9 the shapes: the rest is what main created.
     line_digest = ("source_line_digest", "BLOB", 0, None, 0)
     assert built["products"]["columns"][-1] == line_digest
     built["products"]["columns"].remove(line_digest)
@@ -110,6 +110,9 @@ def test_a_fresh_file_has_the_schema_main_created(tmp_path: Path) -> None:
     assert built["runs"]["columns"][-3:] == run_columns
     del built["runs"]["columns"][-3:]
     assert [i[0] for i in built.pop("history")["indexes"]] == ["history_key", "history_run"]
+    assert [c[0] for c in built.pop("shapes")["columns"]] == [
+        "id", "run_id", "at", "status", "digest", "shape", "changes"
+    ]  # fmt: skip
     assert built == shape(main)
     assert shape(fresh)["runs autoincrement"] is True
     assert set(shape(fresh)) >= {"products", "intents", "runs", "meta", "dead_letters"}
@@ -132,7 +135,7 @@ def test_main_s_file_keeps_its_rows_and_gets_the_line_digest(tmp_path: Path) -> 
     path = released(tmp_path, 5)
     m = Mirror(path, readonly=False)
     try:
-        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 8
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 9
         assert m.known()["SKU-1"] == MirrorRow("SKU-1", State.SYNCED, digest="d1", remote_id="101")
         assert m.payload("SKU-1") == {"name": "Kettle", "price": "19.90", "sku": "SKU-1"}
         assert m.open_intents() == [("SKU-3", "d3")]

@@ -49,10 +49,10 @@ def test_the_gone_policy_and_what_is_pending_are_derived_once(tmp_path: Path) ->
 def test_the_gone_guard_refuses_too_many_archives_unless_forced(tmp_path: Path) -> None:
     with ExitStack() as stack:
         run = context(tmp_path / "a", stack, safety={"max_gone_ratio": 0.1})
-        run.guard_archives(9, 20)  # below the guard's minimum
+        run.guard_gone(9, 20)  # below the guard's minimum
         with pytest.raises(errors.GoneGuardTripped):
-            run.guard_archives(50, 100)
+            run.guard_gone(50, 100)
         forced = context(
             tmp_path / "b", stack, options=RunOptions(force=True), safety={"max_gone_ratio": 0.1}
         )
-        forced.guard_archives(50, 100)
+        forced.guard_gone(50, 100)

@@ -376,8 +376,21 @@ def test_a_lost_create_of_a_product_then_dropped_from_the_source_is_settled(
 def test_a_source_with_no_valid_record_is_refused_like_an_empty_one(tmp_path: Path) -> None:
     settings, remote = make_settings(tmp_path), FakeRemote()
     sync(settings, remote, catalog(3))
-    renamed_key_column = [{"SKU": r["sku"], "name": r["name"]} for r in catalog(3)]
+    invalid = [{"sku": "", "name": r["name"], "price": r["price"]} for r in catalog(3)]
     with pytest.raises(errors.EmptySourceRefused, match="none of the source's 3 records"):
+        sync(settings, remote, invalid)
+    mirror = Mirror(settings.state.path)
+    assert mirror.counts_by_state() == {"synced": 3}, "nothing was marked gone"
+    mirror.close()
+
+
+def test_a_renamed_key_column_is_one_shape_error(tmp_path: Path) -> None:
+    """The key's column renamed: one error naming it (issue 37, item 7), not a row error
+    per record, and nothing marked gone."""
+    settings, remote = make_settings(tmp_path), FakeRemote()
+    sync(settings, remote, catalog(3))
+    renamed_key_column = [{"SKU": r["sku"], "name": r["name"]} for r in catalog(3)]
+    with pytest.raises(errors.ShapeChanged, match=r"the key 'sku' reads path 'sku'.*SKU"):
         sync(settings, remote, renamed_key_column)
     mirror = Mirror(settings.state.path)
     assert mirror.counts_by_state() == {"synced": 3}, "nothing was marked gone"

@@ -10,14 +10,18 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
+from skuferry.completeness import Ledger
+from skuferry.config.schema import MappingSettings
 from skuferry.models import Action, Kind, RunSummary
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
+from skuferry.sync.map.mapper import Mapper
 from skuferry.sync.plan import stage as plan_stage
 from skuferry.sync.plan.planner import Tally
 from skuferry.sync.read import incremental
 from skuferry.sync.read import stage as read_stage
 from skuferry.sync.read.named import NamedPull
+from skuferry.sync.read.shape import ShapeWatch
 from skuferry.sync.write import stage as write_stage
 from tests.fakes import FakeRemote, ListSource
 
@@ -76,7 +80,9 @@ def test_the_read_stage_fills_its_own_part() -> None:
     list(named.records(base))  # the plan reads them; B-2 is not there
     summary = RunSummary(pull="named")
     before = summary.as_json()
-    read_stage.report(summary, read_stage.Opened(base, base, None, named, skip.Decision(None)))
+    shape = ShapeWatch(base, Mapper(MappingSettings(key="sku")), None, Ledger())
+    opened = read_stage.Opened(base, base, None, named, skip.Decision(None), shape)
+    read_stage.report(summary, opened)
     after = summary.as_json()
     assert changed(before, after) - SHARED <= READ
     assert summary.missing == 1 and summary.status == "partial", "a named key not found: exit 1"
@@ -85,7 +91,7 @@ def test_the_read_stage_fills_its_own_part() -> None:
 
     pull = incremental.choose(base, {}, identity="i", force_full=False, now=datetime.now(UTC))
     full = RunSummary()
-    read_stage.report(full, read_stage.Opened(base, base, pull, None, skip.Decision(None)))
+    read_stage.report(full, read_stage.Opened(base, base, pull, None, skip.Decision(None), shape))
     assert (full.missing, full.problems, full.skipped, full.joins) == (0, [], 0, {})
 
 

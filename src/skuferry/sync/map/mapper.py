@@ -28,6 +28,7 @@ from skuferry import canonical
 from skuferry.config.schema import FieldSpec, MappingSettings
 from skuferry.errors import ConfigError
 from skuferry.models import BadRecord, Product, RawRecord
+from skuferry.shape import FieldRead
 from skuferry.sync.expressions.functions import Refused, Table, compiler
 from skuferry.sync.expressions.numbers import float_text
 from skuferry.sync.expressions.tables import load_tables
@@ -55,6 +56,8 @@ class _Absent:
 
 _MISSING_MARK = _Absent()
 _UNSET: Any = object()  # a field without a default
+_LEAVE: Any = object()  # a field accepted as gone: absent from a record, it is left out
+
 RECORD_DIGEST_VERSION = "skuferry-map-2"  # bump when map() changes what it makes of a value
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # an undecodable byte read with surrogateescape
@@ -103,10 +106,17 @@ class Mapper:
         tables: Mapping[str, Table] | None = None,
         joins: Iterable[str] = (),
         empty_values: Iterable[Any] = (),
+        gone: Iterable[str] = (),
     ) -> None:
         """``empty_values``: ``[source] empty_values``, values read like a missing one
         (Odoo's ``false``): the field's default and required apply. A field of type
-        ``boolean`` keeps them: ``false`` is a value there."""
+        ``boolean`` keeps them: ``false`` is a value there.
+
+        ``gone``: fields whose column or path the source no longer gives, a change of
+        shape accepted on purpose (``shape``). A record that gives them nothing leaves
+        them out of its product: the CMS keeps its value (``[mapping] send_nulls`` sends
+        null instead). Neither their ``default`` nor ``required`` applies: a default is
+        for an empty cell in a column that is there, never for a column that is gone."""
         self._key_field = settings.key
         tables = load_tables(settings.tables) if tables is None else tables
         compile_path = compiler(tables)
@@ -124,19 +134,12 @@ class Mapper:
         self._key_search: Callable[[Any], Any] | None = None
         self._key_where = f"column {settings.key!r}"
         self._key_convert: Converter = to_string
-        # Record digests cover the mapping itself, so a changed [mapping] re-maps every row.
-        # Unset options are left out: they mean their default, and an option added in a
-        # later release then does not re-map every row once.
-        # A file table counts by what it holds: a new label re-maps the rows that use it.
-        held = ",".join(f"{name}={table.digest()}" for name, table in sorted(tables.items()))
-        self._seed = (
-            f"{RECORD_DIGEST_VERSION}|{settings.model_dump_json(exclude_unset=True)}|{held}|"
-        )
+        empties = tuple(empty_values)
+        left = frozenset(gone)
+        self._seed = _seed(settings, tables, empties, left)
         self._seeded: hashlib.blake2b | None = None  # the seed hashed, at the first record digest
         self._key_checks: tuple[Check, ...] = (spreadsheet_mangled,)
-        empties = tuple(empty_values)
-        if empties:  # they change what map() makes of a value
-            self._seed += f"empty={canonical.dumps(list(empties))}|"
+        self._reads: list[FieldRead] = []
         self._columns: list[str] | None = None  # None: pass-through, every column counts
         self._pick: Callable[[Mapping[str, Any]], list[Any]] = _picker([])
         self._searches: list[Callable[[Any], Any]] = []  # path fields: their results count
@@ -159,7 +162,9 @@ class Mapper:
                 self._constants[target] = constant_of(target, spec, problems)
                 continue
             default = _UNSET if spec.default is None else default_of(target, spec, problems)
-            check = spec.required or default is not _UNSET
+            if target in left:
+                default = _LEAVE
+            check = (spec.required or default is not _UNSET) and default is not _LEAVE
             empty = () if spec.type == "boolean" else empties
             self._plan.append(
                 (
@@ -183,6 +188,16 @@ class Mapper:
         self._key_convert = converter_of(key_spec) or to_string
         self._key_checks = field_checks(key_spec) if key_spec.type == "string" else ()
         fields = [(key_spec.column, self._key_search)] + [(f[2], f[3]) for f in self._plan]
+        self._reads = [
+            FieldRead(
+                target,
+                *(("column", spec.column or "") if spec.path is None else ("path", spec.path)),
+                self._key_search if target == settings.key else search_of(spec),
+                join_of(spec, joined),
+            )
+            for target, spec in [(settings.key, key_spec), *specs.items()]
+            if spec.value is None  # a constant reads nothing
+        ]
         self._columns = [c for c, search in fields if search is None and c is not None]
         self._pick = _picker(self._columns)
         self._searches = [search for _, search in fields if search is not None]
@@ -192,6 +207,16 @@ class Mapper:
         """What every record digest hashes before a record's values: the mapping, the digests
         of its tables, ``empty_values`` (the line route binds line digests to it too)."""
         return self._seed
+
+    @property
+    def reads(self) -> list[FieldRead]:
+        """What each mapped field reads, the key first; empty for a pass-through mapping."""
+        return self._reads
+
+    @property
+    def passes_through(self) -> bool:
+        """No ``[mapping.fields]``: every column of a record as read."""
+        return self._plan is None
 
     @property
     def key_column(self) -> str:
@@ -344,6 +369,8 @@ class Mapper:
                 if empty and value is not None and _is_empty(value, empty):
                     value = None  # [source] empty_values: Odoo's false for "no barcode"
                 if value is None:  # absent, JSON null, or a path that finds nothing
+                    if default is _LEAVE:
+                        continue  # gone from the source: left alone on the CMS
                     if default is not _UNSET:
                         value = default
                     elif check:  # required
@@ -385,6 +412,29 @@ class Mapper:
         else:
             problem = f"the key {name!r} must be text or a number, not {kind_of(raw_key)}"
         return self._bad(line, self._key_where, problem, None, label)
+
+
+def _seed(
+    settings: MappingSettings,
+    tables: Mapping[str, Table],
+    empties: tuple[Any, ...],
+    gone: frozenset[str],
+) -> str:
+    """What every record digest hashes first (``Mapper.seed``).
+
+    Record digests cover the mapping itself, so a changed [mapping] re-maps every row.
+    Unset options are left out: they mean their default, and an option added in a later
+    release then does not re-map every row once. A file table counts by what it holds: a
+    new label re-maps the rows that use it. ``empty_values`` and the fields accepted as
+    gone change what map() makes of a record, so they count when set.
+    """
+    held = ",".join(f"{name}={table.digest()}" for name, table in sorted(tables.items()))
+    seed = f"{RECORD_DIGEST_VERSION}|{settings.model_dump_json(exclude_unset=True)}|{held}|"
+    if empties:
+        seed += f"empty={canonical.dumps(list(empties))}|"
+    if gone:  # a field gone leaves its products' payloads
+        seed += f"gone={canonical.dumps(sorted(gone))}|"
+    return seed
 
 
 def _refusal(exc: Exception) -> str:

@@ -35,6 +35,7 @@ def open_mapped(
         tables=tables,
         joins=[join.name for join in settings.join],
         empty_values=settings.source.empty_values,
+        gone=run.contract.gone() if run.contract is not None else (),
     )
     use_keys(source, mapper.key_of)  # a record the filter fails on holds its product
     return base, source, mapper

@@ -9,7 +9,9 @@ ordinary day's change would be a large share.
 
 from __future__ import annotations
 
-from skuferry.errors import SafetyStop
+from skuferry.errors import ReplacementRefused, SafetyStop
+
+REPLACEMENT_MIN = 10  # below this many products leaving, a run is never a replacement
 
 
 def ratio_guard(
@@ -36,4 +38,19 @@ def ratio_guard(
         raise error(
             f"{count} of {known} known products ({ratio:.0%}) {what}, more than "
             f"[safety] {key} = {max_ratio}: nothing was written. {advice}"
+        )
+
+
+def replacement_guard(leaving: int, creating: int, known: int, *, force: bool) -> None:
+    """Refuse a run that would mark most of the ``known`` catalog gone (or archive it) and
+    create as many new products: the same catalog under other keys, far more often than a
+    real replacement (a key column swapped, keys reformatted), unless ``--force``."""
+    if force or leaving <= REPLACEMENT_MIN or known <= 0:
+        return
+    if leaving * 2 > known and creating >= leaving:
+        raise ReplacementRefused(
+            f"{leaving} of {known} known products left the source and {creating} new ones "
+            "would be created: that replaces the catalog (another key column, keys "
+            "reformatted?); nothing was written. Check the export and the key's column, "
+            "then run again with --force if the catalog really is a new one."
         )

@@ -1,9 +1,12 @@
 """The plan stage of a run: the pull planned into the plan store, counted, and guarded.
 
-``fill`` plans what the read stage opened (unchanged CSV lines recognised unparsed);
-``report`` is the plan's own part of the run's summary: what stays unchanged, what is
-refused, what left the source; ``guard`` refuses a plan that would empty or churn the
-catalog; ``dry_run_report`` is what a dry run says instead of writing.
+``fill`` plans what the read stage opened (unchanged CSV lines recognised unparsed), its
+records watched for their shape on the way (``read.shape``); ``report`` is the plan's own
+part of the run's summary: what stays unchanged, what is refused, what left the source;
+``guard`` refuses a plan that would create products under reformatted keys, empty,
+replace or churn the catalog; ``dry_run_report`` is what a dry run says instead of
+writing. Whether the pull read the whole source is the ledger's word
+(``Ledger.whole_pull``), asked by the guards and the refusals alike.
 """
 
 from __future__ import annotations
@@ -15,13 +18,21 @@ from typing import Protocol
 from skuferry import errors, logs
 from skuferry.completeness import Ledger
 from skuferry.config.schema import Settings
-from skuferry.models import BadRecord, Kind, RawLines, RawRecord, RunOptions, RunSummary
+from skuferry.models import (
+    Action,
+    BadRecord,
+    Kind,
+    RawLines,
+    RawRecord,
+    RunOptions,
+    RunSummary,
+)
 from skuferry.remote.scopes import PACE_META
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.sync.map.mapper import Mapper
 from skuferry.sync.plan import eta
-from skuferry.sync.plan.guard import ratio_guard
+from skuferry.sync.plan.guard import ratio_guard, replacement_guard
 from skuferry.sync.plan.lines import line_route
 from skuferry.sync.plan.planner import Tally, plan
 from skuferry.sync.read import stage as read_stage
@@ -47,7 +58,9 @@ class PlanRun(Protocol):
     @property
     def ledger(self) -> Ledger: ...
 
-    def guard_archives(self, archives: int, known: int) -> None: ...
+    def guard_gone(self, leaving: int, known: int) -> None: ...
+
+    def sending(self, updates: Iterable[Action]) -> int: ...
 
 
 def fill(run: PlanRun, store: PlanStore, read: Opened, mapper: Mapper) -> tuple[Counts, Tally]:
@@ -66,6 +79,9 @@ def fill(run: PlanRun, store: PlanStore, read: Opened, mapper: Mapper) -> tuple[
         raise RuntimeError("a run without a pull")
     # the pull reports its verdict; absence decides gone only when it is complete
     records = reported(records, run.ledger, read.source.describe(), pull=pull, named=read.named)
+    if route is not None:  # the keys of lines left unparsed count toward the key's format
+        read.shape.keys_of = route.keys
+    records = read.shape.watched(records)  # a broken shape ends the pull here
     tally = Tally()
     store.fill(
         plan(
@@ -120,10 +136,24 @@ def report(summary: RunSummary, store: PlanStore, counts: Counts, tally: Tally) 
         log.warning("sync.gone.skipped", rows=tally.unsure)
 
 
-def guard(run: PlanRun, store: PlanStore, counts: Counts, *, full: bool) -> None:
-    """Refuse a full pull that would treat the catalog as gone, or change or archive too
-    much of it at once (unless forced)."""
-    if not full:  # an incremental pull is small or empty by design
+def guard(run: PlanRun, store: PlanStore, counts: Counts, read: Opened) -> None:
+    """Refuse products about to be created under keys that left the source reformatted
+    (any pull, whatever ``--force``); refuse a whole pull that would treat the catalog as
+    gone, replace it, or change, archive or mark gone too much of it at once (unless
+    forced)."""
+    whole = run.ledger.whole_pull()
+
+    def vanished() -> Iterable[str]:
+        if whole:
+            return itertools.chain(store.keys(Kind.GONE), store.keys(Kind.ARCHIVE))
+        # a pull of some records only: any key it did not read may be the one
+        planned = {k for kind in Kind for k in store.keys(kind)}
+        in_source = run.mirror.keys()  # in the source as far as the mirror knows
+        return (k for k in in_source if k not in planned)
+
+    created = list(store.keys(Kind.CREATE)) if counts[Kind.CREATE] else []
+    read.shape.judge_keys(created, vanished)
+    if not whole:  # an incremental or named pull is small or empty by design
         return
     options, safety = run.options, run.settings.safety
     known = run.mirror.count()
@@ -142,8 +172,15 @@ def guard(run: PlanRun, store: PlanStore, counts: Counts, *, full: bool) -> None
             "catalog as gone (a failed export, a renamed column?). "
             "Pass --allow-empty-source if this is intended."
         )
+    updates = counts[Kind.UPDATE]
+    if (
+        not options.force
+        and updates > GUARD_MIN_UPDATES
+        and updates > known * safety.max_change_ratio
+    ):
+        updates = run.sending(store.actions(Kind.UPDATE))  # only those that change the CMS
     ratio_guard(
-        counts[Kind.UPDATE],
+        updates,
         known,
         max_ratio=safety.max_change_ratio,
         minimum=GUARD_MIN_UPDATES,
@@ -153,7 +190,11 @@ def guard(run: PlanRun, store: PlanStore, counts: Counts, *, full: bool) -> None
         key="max_change_ratio",
         advice="Check the export, then run again with --force if the change is real.",
     )
-    run.guard_archives(counts[Kind.ARCHIVE], known)  # the [gone] policy's own guard
+    leaving = counts[Kind.GONE] + counts[Kind.ARCHIVE]
+    if valid == 0:  # an empty source, allowed: marked gone is what --allow-empty-source says;
+        leaving = counts[Kind.ARCHIVE]  # archiving (a change on the CMS) still takes --force
+    replacement_guard(leaving, counts[Kind.CREATE], known, force=options.force)
+    run.guard_gone(leaving, known)  # the [gone] policy's own guard, under every action
 
 
 def dry_run_report(run: PlanRun, store: PlanStore, counts: Counts) -> None:
@@ -185,7 +226,7 @@ def note_refusals(run: PlanRun, store: PlanStore, read: Opened) -> None:
         _refusals(store),
         valid=itertools.chain.from_iterable(store.keys(k) for k in _VALID_KINDS),
         source=read.source.name,
-        whole=read.full,
+        whole=run.ledger.whole_pull(),
     )
 
 

@@ -38,8 +38,8 @@ def absence_proven(ledger: Ledger | None, tally: Tally, *, full: bool) -> bool:
     proven = ledger.may_mark_gone()
     if tally.unsure:
         ledger.incomplete(
-            Reader.SOURCE,
-            "rejected rows",
+            Reader.ROWS,
+            "rejected",
             f"{tally.unsure} rejected row(s) whose product cannot be told for sure",
         )
     if ledger.may_mark_gone():

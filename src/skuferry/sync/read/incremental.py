@@ -6,10 +6,11 @@ time (``updated_path``, a SQL ``updated_column``), the watermark is the latest
 change time read, kept and sent back in the source's own clock and format
 (the watermark). Only where they carry none is it the start of the last
 pull whose writes were all committed, on skuferry's clock, and then a source
-whose clock is elsewhere (a local time with no zone) can miss changes:
-``skuferry check`` warns. An incremental pull proves nothing about absent keys,
-so only a full pull may decide that a product is gone; the engine passes
-``Pull.full`` to the planner and the guards as one flag.
+whose clock is elsewhere (a local time with no zone) can miss changes: every run
+of such a source says so (``unproven``: a warning in the log, a line in the run's
+notes and ``--json`` summary), and so does ``skuferry check``. An incremental pull
+proves nothing about absent keys: the pull reports itself to the run's ledger
+(``read.pulled``), whose verdict decides what absence proves.
 
 A run is full when asked (``sync --full``), when the source cannot filter,
 when there is no watermark yet (or none of the last pull's records had a
@@ -202,6 +203,23 @@ def _int(value: str | None) -> int:
         return 0
 
 
+UNPROVEN = (
+    "the incremental window is computed from skuferry's clock, as the records name no "
+    "change time: a source whose clock or zone differs (a local time with no zone) can "
+    "miss changes; set [source] updated_path (a SQL source: updated_column) to the field "
+    "holding each record's change time"
+)
+
+
+def unproven(source: Source) -> str | None:
+    """Why the incremental window of ``source`` may miss changes (None: it follows the
+    records' own change times, or the source pulls no window). Every run and ``check``
+    say it."""
+    if not isinstance(source, IncrementalSource) or not source.incremental:
+        return None
+    return UNPROVEN if source.change_time_field is None else None
+
+
 class WindowCheck:
     """What ``skuferry check`` says about the incremental window, from one full read."""
 
@@ -223,12 +241,7 @@ class WindowCheck:
         if not isinstance(source, IncrementalSource) or not source.incremental:
             return []
         if self.times is None:
-            return [
-                "the incremental window is computed from skuferry's clock, as the records "
-                "name no change time: a source whose clock or zone differs (a local time "
-                "with no zone) can miss changes; set [source] updated_path (a SQL source: "
-                "updated_column) to the field holding each record's change time"
-            ]
+            return [UNPROVEN]
         found = self.times.notes()
         if self.times.read == 0:
             found.append(

@@ -3,7 +3,9 @@
 What it opens and decides (``Opened``) is what the plan reads and the writes remember;
 its own part of the run's summary (the pull, the named keys not found, the records left
 out on purpose, the joins) it fills itself (``report``), and once every write landed it
-moves the incremental window and stores the change token (``commit``).
+moves the incremental window, stores the change token and keeps the shape the pull
+showed (``commit``). The shape is watched as the plan reads (``shape.ShapeWatch``):
+its verdict goes to the run's ledger, and a broken one ends the pull before any write.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from skuferry import logs
 from skuferry.completeness import Ledger
 from skuferry.config.schema import Settings
 from skuferry.models import RunOptions, RunSummary, State
+from skuferry.shape import Shape, ShapeVerdict, learn
 from skuferry.sources.base import Source
 from skuferry.sources.dispatch import open_source as open_base
 from skuferry.sources.skip import skip_notes, skipped_rows
@@ -25,7 +28,7 @@ from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
 from skuferry.sync.expressions.functions import Table
 from skuferry.sync.read import incremental, undone
-from skuferry.sync.read.named import KeyReader, NamedPull
+from skuferry.sync.read.named import NamedPull
 from skuferry.sync.read.pieces import (
     join_tokens,
     joins_read,
@@ -33,6 +36,7 @@ from skuferry.sync.read.pieces import (
     pieces_notes,
     skipped,
 )
+from skuferry.sync.read.shape import Mapped, ShapeWatch
 
 # the engine's events, under the engine's logger: one run, one logger to follow
 log = logs.get("skuferry.sync.engine")
@@ -49,12 +53,16 @@ class ReadRun(Protocol):
     stop: threading.Event
     archiving: str | None
     pending: tuple[State, ...]
+    run_id: int | None
 
     @property
     def source(self) -> Source | None: ...
 
     @property
     def ledger(self) -> Ledger: ...
+
+    @property
+    def contract(self) -> Shape | None: ...
 
 
 @dataclass
@@ -66,11 +74,7 @@ class Opened:
     pull: incremental.Pull | None  # None: a named run (--only, retry, hooks)
     named: NamedPull | None
     seen_before: skip.Decision  # the change token this run stores once it commits
-
-    @property
-    def full(self) -> bool:
-        """Absence proves something only in a full pull (not incremental, not named)."""
-        return self.pull is not None and self.pull.full
+    shape: ShapeWatch  # the source's shape as the plan reads it, judged against the contract
 
     @property
     def skips(self) -> bool:
@@ -101,14 +105,17 @@ def open_source(
     return base, source, tables
 
 
-def begin(run: ReadRun, base: Source, source: Source, keys: KeyReader) -> Opened:
+def begin(run: ReadRun, base: Source, source: Source, mapper: Mapped) -> Opened:
     """Choose the pull of the opened source and ask the skip decision (nothing read yet).
-    ``keys``: the mapping, which reads a record's product key."""
+    ``mapper``: the mapping, which reads a record's product key and names what the
+    shape's fields read."""
     options = run.options
+    shape = watch(run, source, mapper)
     if options.only is not None:  # a named run always reads its keys
         run.summary.pull = "named"
         _not_undone(run, base, source, None)
-        return Opened(base, source, None, NamedPull(options.only, keys), skip.Decision(None))
+        named = NamedPull(options.only, mapper)
+        return Opened(base, source, None, named, skip.Decision(None), shape)
     pull = incremental.choose(
         source,
         incremental.read(run.mirror),
@@ -120,7 +127,7 @@ def begin(run: ReadRun, base: Source, source: Source, keys: KeyReader) -> Opened
     decision = _unchanged(run, base, pull, joins=source)
     if not decision.skip:  # a skipped run writes nothing: nothing of it to undo
         _not_undone(run, base, source, decision.token)
-    return Opened(base, source, pull, None, decision)
+    return Opened(base, source, pull, None, decision, shape)
 
 
 def _not_undone(run: ReadRun, base: Source, source: Source, token: str | None) -> None:
@@ -134,6 +141,31 @@ def _not_undone(run: ReadRun, base: Source, source: Source, token: str | None) -
     if not options.dry_run and options.only is None:
         mirror.note_run_token(token)
     undone.check(mirror, token, force=options.force, dry_run=options.dry_run, summary=run.summary)
+
+
+def watch(run: ReadRun, source: Source, mapper: Mapped, *, judging: bool = True) -> ShapeWatch:
+    """The watch over this run's records: the contract it is held to, where it reports."""
+    mirror, run_id = run.mirror, run.run_id
+
+    def refused(seen: Shape | None, verdict: ShapeVerdict) -> None:
+        mirror.refuse_shape(seen, verdict, run_id=run_id)
+
+    return ShapeWatch(
+        source,
+        mapper,
+        run.contract,
+        run.ledger,
+        accept=accept_hint(run.settings),
+        refused=None if run.options.dry_run else refused,
+        judging=judging,
+        headed=run.settings.mapping.each is None,
+    )
+
+
+def accept_hint(settings: Settings) -> str:
+    """How a refusal names the way to accept a shape on purpose."""
+    where = settings.config_path
+    return "skuferry accept-shape" + (f" --config {where}" if where is not None else "")
 
 
 def _unchanged(
@@ -190,6 +222,9 @@ def report(summary: RunSummary, read: Opened) -> None:
     }
     if read.pull is not None:
         summary.notes.extend(read.pull.notes())  # records whose change time was not read
+        if (why := incremental.unproven(read.source)) is not None:
+            summary.notes.append(why)  # on every run, not only in `check`
+            log.warning("sync.window.unproven", source=read.source.describe(), why=why)
 
 
 def report_missing(summary: RunSummary, missing: list[str]) -> None:
@@ -213,6 +248,7 @@ def skipped_unchanged(run: ReadRun, read: Opened) -> None:
 def commit(run: ReadRun, read: Opened) -> None:
     """All writes over: the next window starts at this pull's start and, when every write
     landed, the next run may skip an unchanged source."""
+    keep_shape(run, read.shape)
     if read.pull is None:
         return
     summary = run.summary
@@ -220,3 +256,13 @@ def commit(run: ReadRun, read: Opened) -> None:
     incremental.finish(run.mirror, read.pull, committed=committed)
     if committed:
         skip.remember(run.mirror, read.seen_before.token, summary)
+
+
+def keep_shape(run: ReadRun, shape: ShapeWatch, *, accepted: bool = False) -> Shape | None:
+    """A whole pull whose shape held (or was accepted) is the contract from now on."""
+    seen = shape.seen
+    if seen is None or not seen.whole or not (accepted or run.ledger.shape_holds()):
+        return None
+    kept = learn(run.contract, seen, accepted=accepted)
+    run.mirror.learn_shape(kept, run_id=run.run_id, accepted=accepted)
+    return kept

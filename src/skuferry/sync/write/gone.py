@@ -58,16 +58,18 @@ def restore_body(changed: Mapping[str, Any], restore: Mapping[str, Any]) -> dict
     return {**restore, **changed}
 
 
-def guard(archives: int, known: int, *, max_ratio: float, force: bool) -> None:
-    """Refuse a run that would archive more than ``max_ratio`` of the ``known`` products."""
+def guard(leaving: int, known: int, *, max_ratio: float, force: bool, archiving: bool) -> None:
+    """Refuse a run that would archive (``archiving``) or mark gone more than ``max_ratio``
+    of the ``known`` products: under every ``[gone]`` action, a product marked gone is one
+    the next runs no longer keep in step."""
     ratio_guard(
-        archives,
+        leaving,
         known,
         max_ratio=max_ratio,
         minimum=GUARD_MIN_ARCHIVES,
         force=force,
         error=GoneGuardTripped,
-        what="left the source and would be archived",
+        what="left the source and would be " + ("archived" if archiving else "marked gone"),
         key="max_gone_ratio",
         advice="Check the export, then run again with --force if they are really discontinued.",
     )

@@ -86,8 +86,7 @@ def test_rows_whose_product_is_unknown_make_the_pull_incomplete() -> None:
     assert _gone(ledger, [BadRecord(3, "unreadable")], tally) == []
     assert tally.gone_skipped and tally.unsure == 1
     assert ledger.reasons() == [
-        "source rejected rows: not complete: 1 rejected row(s) whose product cannot be "
-        "told for sure"
+        "rows rejected: not complete: 1 rejected row(s) whose product cannot be told for sure"
     ]
 
 

@@ -97,18 +97,20 @@ def test_a_restore_carries_the_restore_table_under_the_sources_changes() -> None
 
 
 def test_the_guard_trips_above_the_ratio_and_names_the_count() -> None:
-    guard(30, 300, max_ratio=0.1, force=False)  # exactly 10%: fine
+    guard(30, 300, max_ratio=0.1, force=False, archiving=True)  # exactly 10%: fine
     with pytest.raises(GoneGuardTripped, match=r"250 of 300 known products \(83%\)") as caught:
-        guard(250, 300, max_ratio=0.1, force=False)
+        guard(250, 300, max_ratio=0.1, force=False, archiving=True)
     assert isinstance(caught.value, SafetyStop) and caught.value.exit_code == 2
     assert "max_gone_ratio = 0.1" in str(caught.value) and "--force" in str(caught.value)
 
 
 def test_the_guard_gives_way_to_force_and_ignores_a_handful() -> None:
-    guard(250, 300, max_ratio=0.1, force=True)
-    guard(10, 20, max_ratio=0.1, force=False)  # a small catalog losing a few is no alarm
+    guard(250, 300, max_ratio=0.1, force=True, archiving=True)
+    guard(
+        10, 20, max_ratio=0.1, force=False, archiving=True
+    )  # a small catalog losing a few is no alarm
     with pytest.raises(GoneGuardTripped):
-        guard(11, 20, max_ratio=0.1, force=False)
+        guard(11, 20, max_ratio=0.1, force=False, archiving=True)
 
 
 def test_metrics_count_archived_and_restored_products_across_runs() -> None:
