@@ -109,7 +109,7 @@ class CsvSource(FileSource):
                             text is not None
                             and len(row) == width > 1
                             and text.isascii()
-                            and row[0] != first_name
+                            and row[0].strip() != first_name  # else: the header again?
                         ):
                             last = text
                             # zip without keywords: passing strict= costs 0.25 us a row,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from skuferry.errors import ShapeChanged
-from skuferry.models import RawRecord
+from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.csv import CsvSource
 from skuferry.sources.encodings import (
     MAX_PEEK,
@@ -99,3 +99,38 @@ def test_auto_keeps_the_reading_of_a_utf8_file(tmp_path: Path) -> None:
         CsvSource(path, delimiter=";", encoding="utf-8").lines(),
     )
     assert list(auto) == list(declared) and auto.identity == declared.identity
+
+
+# --- a line that repeats the header (issue 37, item 6) ------------------------------------
+
+
+def test_a_csv_line_repeating_the_header_is_a_bad_row_and_no_product(tmp_path: Path) -> None:
+    path = tmp_path / "two.csv"
+    path.write_bytes(b"sku,name\nA,Anvil\n\xef\xbb\xbfsku,name\nB,Bucket\nsku , name\n")
+    out = list(CsvSource(path).records())
+    assert [r.fields["sku"] for r in out if isinstance(r, RawRecord)] == ["A", "B"]
+    bad = [r for r in out if isinstance(r, BadRecord)]
+    assert [(b.line, b.no_product) for b in bad] == [(3, True), (5, True)]
+    assert "two.csv line 3: the line repeats the header" in bad[0].reason
+    lines = CsvSource(path).lines()
+    list(lines)  # the line route parses a line it does not recognise as records() would
+    (again,) = lines.parse(5, "sku , name\n")
+    assert isinstance(again, BadRecord) and again.no_product
+
+
+def test_an_xlsx_row_repeating_the_header_is_a_bad_row_and_no_product(tmp_path: Path) -> None:
+    from openpyxl import Workbook
+
+    from skuferry.sources.xlsx import XlsxSource
+
+    path = tmp_path / "two.xlsx"
+    book = Workbook()
+    sheet = book.active
+    for row in (["sku", "name"], ["A", "Anvil"], ["sku", "name"], ["B", "Bucket"]):
+        sheet.append(row)
+    book.save(path)
+    for reader in ("openpyxl", "calamine"):
+        out = list(XlsxSource(path, reader=reader).records())
+        bad = [r for r in out if isinstance(r, BadRecord)]
+        assert [(b.line, b.no_product) for b in bad] == [(3, True)], reader
+        assert [r.fields["sku"] for r in out if isinstance(r, RawRecord)] == ["A", "B"]

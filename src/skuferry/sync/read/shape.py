@@ -58,6 +58,19 @@ _SEARCH_ERRORS = (Refused, jmespath.exceptions.JMESPathError)
 Refuse = Callable[[Shape | None, ShapeVerdict], None]
 
 
+def _gives(one: _Field, fields: dict[str, object]) -> bool:
+    """Whether ``one`` reads a value in a record's ``fields`` (a header's column: a cell
+    that is not empty; a path or a record's field: anything but nothing or null)."""
+    read = one.read
+    if read.search is None:
+        value = fields.get(read.name)
+        return value is not None and (one.record_based or value != "")
+    try:
+        return read.search(fields) is not None
+    except _SEARCH_ERRORS:
+        return False  # the mapping says why, for this record
+
+
 class Mapped(Protocol):
     """What the watch asks of the mapping (``Mapper``): what each field reads, the key."""
 
@@ -126,9 +139,46 @@ class ShapeWatch:
                     if key:
                         self._keys.add(key)
             yield item
+            if self._records >= SAMPLE and self._keys.full:
+                break  # the sample is taken: from here on, only what no record gave yet
         if first:
             self._start()
+        yield from self._unfound(it)
         self._finish()
+
+    def _unfound(self, it: Iterator[_Item]) -> Iterator[_Item]:
+        """The records after the sample: only the fields (and, for a pass-through mapping
+        of records without a header, the learnt names) that gave no value yet are looked
+        for, until each has; then the records pass untouched."""
+        fields = [one for one in self._fields if not one.given]
+        learned = self.learned.fields if self.learned is not None else ()
+        names = [f.name for f in learned if self._passing() and not self._names.get(f.name)]
+        if not fields and not names:
+            yield from it
+            return
+        for item in it:
+            if isinstance(item, RawRecord):
+                found = item.fields
+                for one in fields:
+                    join = one.read.join
+                    if join is not None and found.get(join) is None:
+                        continue  # no partner: the join's completeness decides
+                    one.looked += 1
+                    if _gives(one, found):
+                        one.given += 1
+                for name in names:
+                    if found.get(name) is not None:
+                        self._names[name] = 1
+                fields = [one for one in fields if not one.given]
+                names = [name for name in names if not self._names.get(name)]
+                if not fields and not names:
+                    yield item
+                    yield from it
+                    return
+            yield item
+
+    def _passing(self) -> bool:
+        return self.mapper.passes_through and self._header is None
 
     def _start(self) -> None:
         """The header is read: the columns the mapping reads must be in it."""
@@ -163,16 +213,7 @@ class ShapeWatch:
             if read.join is not None and fields.get(read.join) is None:
                 continue  # no partner: the join's completeness decides (not the shape)
             one.looked += 1
-            if read.search is None:
-                value = fields.get(read.name)
-                if value is not None and (one.record_based or value != ""):
-                    one.given += 1
-                continue
-            try:
-                found = read.search(fields)
-            except _SEARCH_ERRORS:
-                continue  # the mapping says why, for this record
-            if found is not None:
+            if _gives(one, fields):
                 one.given += 1
 
     def _finish(self) -> None:
