@@ -16,6 +16,7 @@ from bench import (
     fill,
     firstload,
     fleet,
+    history,
     http_crowd,
     keys,
     local,
@@ -60,6 +61,8 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "console": console.figure,  # issue 32: the operator's page: render time, the daemon's RSS
     "consolefleet": console.fleet_front,  # issue 40: the front page of 100 workspaces
     "firstload": firstload.figure,  # issue 41: a first load vs a stateless httpx loop
+    "history": history.figure,  # issue 38: a first sync and a 1 % change, history on and off
+    "historyjournal": history.journal,  # issue 38: the journal's own cost per write, on and off
 }
 
 

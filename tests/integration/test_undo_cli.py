@@ -138,7 +138,8 @@ def test_a_renamed_column_with_creates_and_archives_is_undone_even_when_killed_h
     _json(cli.run("sync", "--json", "--config", config), 0)
     before = {str(p["sku"]): (p.get("price"), p.get("status")) for p in sandbox.products(WORKSPACE)}
 
-    # The ERP renames Price to Preis; two products leave, two arrive: forced through.
+    # The ERP renames Price to Preis; two products leave, two arrive: forced through, the
+    # new shape accepted (a shape change is refused otherwise, --force or not).
     renamed = (
         "SKU,Name,Preis,Stock\n"
         + "".join(f"{r['SKU']},{r['Name']},{r['Price']},{r['Stock']}\n" for r in good[2:])
@@ -146,7 +147,7 @@ def test_a_renamed_column_with_creates_and_archives_is_undone_even_when_killed_h
     )
     catalog.write_text(renamed, encoding="utf-8")
     _aged(catalog)
-    bad = _json(cli.run("sync", "--json", "--force", "--config", config), 0)
+    bad = _json(cli.run("sync", "--json", "--force", "--accept-shape", "--config", config), 0)
     assert (bad["updated"], bad["created"], bad["archived"]) == (118, 2, 2)
     assert _prices(sandbox)["SKU-00005"] is None
 

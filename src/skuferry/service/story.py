@@ -35,6 +35,7 @@ from skuferry.sources.base import Source
 from skuferry.state.deadletters import DeadLetter
 from skuferry.state.history import Entry
 from skuferry.state.mirror import Mirror
+from skuferry.state.shapes import Refusal
 from skuferry.sync import skip
 from skuferry.sync.context import Adapters, Policies, RunContext
 from skuferry.sync.map import stage as map_stage
@@ -137,6 +138,7 @@ class _Read:
     error: str | None = None  # the source could not be read whole
     refused_feed: undone.Undone | None = None
     join_held: bool = False
+    shape: Refusal | None = None  # a pull refused for its shape holds the source back
 
 
 def tell(
@@ -155,6 +157,7 @@ def tell(
         letters = mirror.dead_letters([key])
         story.history = mirror.history_of(key, limit=limit)
         read = _read(settings, key, mirror, source)
+        read.shape = mirror.shape_status().refused  # the shape's own word (``state.shapes``)
         if facts is None and not read.records:
             story.similar = [k for k in mirror.keys_like(folded, folded(key)) if k != key]
     finally:
@@ -296,7 +299,9 @@ def _verdict(
     state = State(facts["state"]) if facts is not None else None
     action = read.action
     kind = action.kind if action is not None else None
-    if read.error is not None or kind is Kind.REJECT:
+    if read.shape is not None and (facts is not None or read.records):
+        _held_by_shape(story, read.shape, facts, read)
+    elif read.error is not None or kind is Kind.REJECT:
         _held(story, read)
     elif kind is Kind.STILL_REJECTED or state is State.REJECTED:
         _refused(story, next(iter(letters), None), facts)
@@ -350,6 +355,27 @@ def _held(story: Story, read: _Read) -> None:
     story.again = (
         "the row read whole again (fix the export or the join's source); until then the "
         "product keeps its last state on the CMS"
+    )
+
+
+def _held_by_shape(
+    story: Story, refusal: Refusal, facts: dict[str, Any] | None, read: _Read
+) -> None:
+    """Held: a pull was refused for its shape (the state's ``shape_status``); the changes
+    that touch this product's fields first."""
+    story.verdict = HELD
+    mine = set((facts or {}).get("sent") or {})
+    for record in read.records:
+        if isinstance(record, Product):
+            mine.update(record.payload)
+    changes = sorted(refusal.breaking, key=lambda c: c.target not in mine)
+    said = "; ".join(c.text for c in changes[:3]) or "the export changed shape"
+    run = f" (run {refusal.run_id})" if refusal.run_id is not None else ""
+    story.why = f"held by a shape change{run}: {said}"
+    story.since = {"run": refusal.run_id, "at": refusal.at}
+    story.again = (
+        "the export fixed to the shape it had, or the new shape accepted on purpose "
+        "(`skuferry accept-shape`); until then nothing of the source is written"
     )
 
 
@@ -439,7 +465,10 @@ def _next(
     mapped = read.records[-1] if read.records else None
     product = mapped if isinstance(mapped, Product) else None  # the payload the mapping makes
     changes: list[dict[str, Any]] = []
-    if read.error is not None:
+    if read.shape is not None and (row is not None or read.records):
+        kind_word = "refused"
+        words = "nothing: runs are refused for the source's shape until it is fixed or accepted"
+    elif read.error is not None:
         kind_word, words = "none", "nothing until the export is whole"
     elif action is None:
         leaves = leaving(row, archiving=archiving) if row is not None else None
@@ -473,7 +502,7 @@ def _next(
                     }
                 )
     refused = read.refused_feed
-    if refused is not None:
+    if refused is not None and (row is not None or action is not None):
         words = f"nothing: the run is refused ({refused.words()}) until the export changes"
         kind_word = "refused"
     story.next = {"action": kind_word, "words": words, "changes": changes}

@@ -71,7 +71,7 @@ def _lines(change: dict[str, Any], *, dry: bool) -> list[str]:
 
 
 def _totals(data: dict[str, Any], *, dry: bool) -> str:
-    would = "would " if dry else ""
+    would = "would be " if dry else ""
     parts = [
         f"{data['put_back']} product(s) {would}put back",
         f"{data['archived']} {would}archived",

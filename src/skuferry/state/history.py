@@ -106,15 +106,18 @@ def record(
     at: float,
     after: Mapping[str, Any],
     row: tuple[Any, ...] | None,
+    before: Mapping[str, Any] | None = None,
 ) -> None:
     """The write of ``key`` as journalled, in the journal's transaction (``conn``).
 
     ``after``: the fields sent; ``row``: the key's products row before, as
     ``(state, digest, source_fingerprint, sent, remote_id)`` (None: no row), whose ``sent``
-    gives each field's value before. An earlier open row of the key is closed ``unknown``.
+    gives each field's value before; ``before``: values read on the CMS, over those. An
+    earlier open row of the key is closed ``unknown``.
     """
     close(conn, key, UNKNOWN, error="a later write of the product went out first")
-    before: dict[str, Any] | None = None
+    read = before
+    before = None
     prior: dict[str, Any] | None = None
     remote_id: str | None = None
     if row is not None:
@@ -123,6 +126,8 @@ def record(
         if sent is not None:
             last = canonical.loads(sent)
             before = {name: last[name] for name in after if name in last}
+    if read:
+        before = {**(before or {}), **{k: v for k, v in read.items() if k in after}}
     conn.execute(
         "INSERT INTO history (run_id, key, kind, at, outcome, remote_id, before, after, prior) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -233,6 +238,13 @@ class HistoryBook(StateFile):
             [*args, limit],
         ).fetchall()
         return [Entry.of(row) for row in rows]
+
+    def run_products(self, run_id: int) -> int:
+        """How many products run ``run_id`` wrote."""
+        found = self._conn.execute(
+            "SELECT count(DISTINCT key) FROM history WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return int(found[0])
 
     def run_counts(self, run_id: int) -> dict[str, dict[str, int]]:
         """A run's writes counted by kind, then outcome."""

@@ -48,9 +48,10 @@ class WriteJournal(StateFile):
         *,
         run_id: int | None = None,
         row: tuple[Any, ...] | None = None,
+        before: Mapping[str, Any] | None = None,
     ) -> None:
         """The write's history row, in the journal's transaction (``row``: the key's row
-        before, when the caller read it already)."""
+        before, when the caller read it already; ``before``: values read on the CMS)."""
         if not self.keep_history:
             return
         if row is None:
@@ -63,6 +64,7 @@ class WriteJournal(StateFile):
             at=self._clock(),
             after=after,
             row=row,
+            before=before,
         )
 
     def _outcome(
@@ -381,6 +383,7 @@ class WriteJournal(StateFile):
         patch_digest: str | None = None,
         kind: str = "update",
         sending: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
     ) -> None:
         """The journal of an update (or restore), committed before its PATCH/PUT.
 
@@ -394,12 +397,13 @@ class WriteJournal(StateFile):
         back in the source it is restored again, away it is archived again.
 
         ``sending``: the fields and values going out, for the history (``kind``: "update",
-        "restore"...); none given, the write leaves no history row.
+        "restore"...); none given, the write leaves no history row. ``before``: their values
+        as read on the CMS just before (an undo's), over what was last sent.
         """
         with self._write() as conn:
             found = conn.execute(_BEFORE_SQL, (key,)).fetchone()
             if sending is not None:
-                self._story(conn, key, kind, sending, row=found)
+                self._story(conn, key, kind, sending, row=found, before=before)
             sent: dict[str, Any] | None = (
                 canonical.loads(found[3]) if found is not None and found[3] is not None else None
             )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from skuferry import errors
 from skuferry.config.load import settings_from_dict
 from skuferry.service import story
 from skuferry.service.story import Story, tell
@@ -131,6 +132,19 @@ def test_held_by_a_torn_export_names_the_torn_end(tmp_path: Path) -> None:
     assert found.why.startswith("held: the export is not whole (")
     assert "line" in found.why
     assert found.next["words"] == "nothing until the export is whole"
+
+
+def test_held_by_a_shape_change_names_the_change_and_the_way_on(tmp_path: Path) -> None:
+    shop = synced(tmp_path)
+    renamed = [{"sku": r["sku"], "name": r["name"], "Preis": r["price"]} for r in catalog(3)]
+    shop.export(renamed, columns=["sku", "name", "Preis"])
+    with pytest.raises(errors.ShapeChanged):
+        shop.sync()
+    found = explain(shop, "SKU-0001")
+    assert found.verdict == story.HELD
+    assert found.why.startswith("held by a shape change (run 2): ") and "price" in found.why
+    assert "skuferry accept-shape" in found.again
+    assert found.next["action"] == "refused"
 
 
 def test_refused_gives_the_cms_reason_the_run_and_what_makes_it_go_again(

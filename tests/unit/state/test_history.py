@@ -182,7 +182,8 @@ def test_history_and_journal_commit_together_whatever_transaction_is_killed(
 
 
 def test_no_history_is_kept_with_history_days_zero(tmp_path: Path) -> None:
-    settings, remote = make_settings(tmp_path, state={"history_days": 0}), FakeRemote()
+    state = {"path": str(tmp_path / "state.db"), "history_days": 0}
+    settings, remote = make_settings(tmp_path, state=state), FakeRemote()
     sync(settings, remote, catalog(3))
     sync(settings, remote, catalog(3, changed={"SKU-0001": "2.00"}))
     assert entries(settings) == []

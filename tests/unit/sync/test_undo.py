@@ -174,6 +174,10 @@ def test_creates_are_archived_and_archives_restored_with_a_renamed_column(tmp_pa
         assert (shop.prices()[key], shop.product(key).get("status")) == want, key
     assert [shop.product(f"NEW-{i}")["status"] for i in range(2)] == ["archived", "archived"]
     assert len(shop.remote.keys()) == 22  # nothing deleted, nothing duplicated
+    # the undo of the undo sends the nulls again (what the CMS held, read before the undo)
+    again = shop.undo(undone.run_id)
+    assert again.exit_code == errors.EXIT_OK, again.as_json()["changes"][:2]
+    assert shop.prices()["SKU-0005"] is None and shop.product("NEW-1")["status"] == "active"
 
 
 def test_without_a_gone_patch_the_created_products_are_listed_with_their_ids(

@@ -129,7 +129,51 @@ class Console:
         router.add("GET", "/workspaces/<name>", self.workspace)
         router.add("POST", "/workspaces/<name>/retry", self.retry)
         router.add("POST", "/workspaces/<name>/run", self.run)
-        return router
+        from skuferry.service.console.story import StoryPages  # products, runs, undo
+
+        return StoryPages(self).mount(router)
+
+    # -- for the pages mounted beside these (``console.story``) ----------------------------
+
+    def add_filters(self, **filters: Callable[..., Any]) -> None:
+        self._env.filters.update(filters)
+
+    def find(self, name: str) -> Workspace | None:
+        return self._find(name)
+
+    def target(self, request: Request) -> Workspace | Response:
+        """The workspace a POST acts on, or the refusal (nothing has been done)."""
+        return self._target(request)
+
+    def message(self, request: Request, status: int, title: str, text: str) -> Response:
+        return self._message(request, status, title, text)
+
+    def refuse(self, request: Request, status: int, why: str) -> Response:
+        return self._refuse(request, status, why)
+
+    def page(
+        self, template: str, request: Request, *, status: int = 200, **context: Any
+    ) -> Response:
+        return self._page(template, self._viewer(request), status=status, **context)
+
+    def query_of(self, request: Request) -> dict[str, list[str]] | Response:
+        """The page's query, or the answer to a bad one."""
+        try:
+            return _query(request.query)
+        except BadQueryError as exc:
+            return self._bad_query(request, exc)
+
+    @staticmethod
+    def form_of(request: Request) -> dict[str, list[str]]:
+        return _form(request)
+
+    @staticmethod
+    def is_script(request: Request) -> bool:
+        return _is_script(request)
+
+    @staticmethod
+    def see_other(location: str) -> Response:
+        return _see_other(location)
 
     # -- pages ------------------------------------------------------------------------
 

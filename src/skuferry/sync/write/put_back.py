@@ -75,7 +75,11 @@ class PutBack(Write[dict[str, Any]]):
             return None
         # Journalled (with its history row) before the request: a lost answer is read back.
         context.mirror.record_update_sent(
-            self.key, step.body, kind=step.history_kind, sending=step.body
+            self.key,
+            step.body,
+            kind=step.history_kind,
+            sending=step.body,
+            before={f.name: f.now for f in step.fields if f.name in step.body},
         )
         return functools.partial(self._request, now_sent)
 
