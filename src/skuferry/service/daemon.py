@@ -143,7 +143,9 @@ class Daemon:
         self.stop_event = threading.Event()  # the engine's ``stop``
         self._executor = ThreadPerRunExecutor()
         self._schedule = SyncSchedule(
-            self._executor, lambda: self.settings.schedule.misfire_grace_s
+            self._executor,
+            lambda: self.settings.schedule.misfire_grace_s,
+            waiting=lambda: self._waiting_since is not None,
         )
         self._settings: Settings | None = None
         self._runs = 0

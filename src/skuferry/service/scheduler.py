@@ -32,8 +32,14 @@ JOB_ID = "sync"
 class SyncSchedule:
     """The scheduler and its sync job; ``grace_s`` reads the current misfire grace."""
 
-    def __init__(self, executor: ThreadPerRunExecutor, grace_s: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        executor: ThreadPerRunExecutor,
+        grace_s: Callable[[], int],
+        waiting: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._grace_s = grace_s
+        self._waiting = waiting  # the run due waits for a slot of a fleet's pool
         self.scheduler = BackgroundScheduler(executors={"default": executor})
         # APScheduler's own warnings are plain stdlib text; say the same as structlog events.
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
@@ -103,7 +109,10 @@ class SyncSchedule:
         else:
             times = [event.scheduled_run_time]
         due = times[-1].isoformat(timespec="seconds")
-        if event.code == EVENT_JOB_MAX_INSTANCES:
+        if event.code == EVENT_JOB_MAX_INSTANCES and self._waiting():
+            # one walk is still to come: the run waiting for a slot reads the source then
+            log.info("daemon.run.late", due=due, reason="the run due is waiting for a slot")
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
             log.info("daemon.run.overlap_skipped", due=due, reason="the previous run is going")
         else:
             log.warning("daemon.run.missed", due=due, misfire_grace_s=self._grace_s())

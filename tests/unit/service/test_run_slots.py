@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from skuferry.models import RunSummary
 from skuferry.service.daemon import Daemon
@@ -84,8 +85,9 @@ def test_an_urgent_waiter_goes_first(runner: Runner) -> None:
     asked = threading.Event()
     for name in ("a", "b", "c"):
         runner.start(name)
+        wait_until(partial(seen, runner, name), f"{name} running or waiting")
     runner.start("hooked", urgent=asked.is_set)
-    wait_until(lambda: len(runner.slots.waiting()) == 2, "two waiting")
+    wait_until(lambda: list(runner.slots.waiting()) == ["c", "hooked"], "c, then hooked")
     asked.set()  # a hook asked for hooked's run while it waited
     runner.release["a"].set()
     wait_until(lambda: len(runner.order) == 3, "a slot handed on")
@@ -167,4 +169,47 @@ def test_a_late_daemon_runs_pushed_keys_at_once_and_its_full_run_when_a_slot_fre
     finally:
         hold.set()
         for daemon in daemons:
+            daemon.request_stop()
+
+
+def test_a_fire_time_that_meets_a_waiting_run_is_logged_late_not_skipped(
+    tmp_path: Path,
+) -> None:
+    slots = RunSlots(1)
+    stop = threading.Event()
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with slots.slot("other", stop=stop):
+            held.set()
+            release.wait(20)
+
+    threading.Thread(target=holder, daemon=True).start()
+    held.wait(5)
+    daemon = Daemon(
+        None,
+        job=lambda *_a, **_k: RunSummary(),
+        load=lambda _p: make_settings(tmp_path),
+        notifier=Notifier(None),
+        interval_s=0.05,
+        idle_tick_s=0.05,
+        name="late",
+        slots=slots,
+    )
+    with capture_logs() as logged:
+        daemon.start()
+        threading.Thread(target=daemon.serve_forever, daemon=True).start()
+        try:
+            wait_until(
+                lambda: any(e["event"] == "daemon.run.late" for e in logged),
+                "a fire time while the run due waits",
+            )
+            assert not any(e["event"] == "daemon.run.overlap_skipped" for e in logged)
+            release.set()
+            wait_until(
+                lambda: any(e["event"] == "daemon.run.finished" for e in logged), "the late run"
+            )
+        finally:
+            release.set()
             daemon.request_stop()
