@@ -122,6 +122,7 @@ class Fleet:
                 limits=Limits(max_body_bytes=hooks_http.MAX_BODY_BYTES),
                 console=page(self.console or DaemonSettings(), self.running, slots=self.slots),
             ).start()
+            log.info("fleet.listen.started", url=self._endpoint.url)  # as before the one side
         running = sum(1 for m in self.members.values() if m.daemon is not None)
         log.info(
             "fleet.started",
