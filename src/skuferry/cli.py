@@ -391,7 +391,7 @@ def plan_cmd(
     type=click.IntRange(min=1),
     metavar="N",
     help="With --workspaces: at most N workspaces' runs at once; the others wait for a slot, "
-    "late but never skipped (default: twice the cores).",
+    "late but never skipped (default: twice the cores, or the container's CPU limit).",
 )
 @click.pass_context
 @guarded

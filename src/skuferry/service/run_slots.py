@@ -17,12 +17,14 @@ slot: they are small and an operator is waiting for them.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from skuferry import logs
 
@@ -34,7 +36,27 @@ POLL_S = 0.5  # how often a waiting run looks at its stop event
 
 def default_size(cores: int | None = None) -> int:
     """Twice the cores (at least 2): runs wait on the network and the CMS half the time."""
-    return max(2, 2 * (cores if cores is not None else (os.cpu_count() or 1)))
+    return max(2, 2 * (cores if cores is not None else usable_cores()))
+
+
+def usable_cores(cgroup: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The cores this process may use: those it may run on, fewer under a CPU quota (a
+    container's ``limits.cpu``, cgroup v2's ``cpu.max``: "200000 100000" is 2)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = cgroup.read_text(encoding="ascii").split()[:2]
+    except (OSError, ValueError):
+        return cores
+    if quota == "max":
+        return cores
+    try:
+        allowed = math.ceil(int(quota) / int(period))
+    except (ValueError, ZeroDivisionError):
+        return cores
+    return max(1, min(cores, allowed))
 
 
 @dataclass(eq=False)

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 from skuferry.models import RunSummary
 from skuferry.service.daemon import Daemon
 from skuferry.service.notify import Notifier
-from skuferry.service.run_slots import RunSlots, default_size
+from skuferry.service.run_slots import RunSlots, default_size, usable_cores
 from tests.fakes import wait_until
 from tests.unit.service.test_daemon import make_settings
 
@@ -109,6 +109,20 @@ def test_the_default_is_twice_the_cores() -> None:
     assert default_size(2) == 4
     assert default_size(1) == 2
     assert default_size(16) == 32
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cores"),
+    [("max 100000", None), ("200000 100000", 2), ("50000 100000", 1), ("150000 100000", 2)],
+)
+def test_the_cores_are_the_container_s_quota_when_it_has_one(
+    tmp_path: Path, cpu_max: str, cores: int | None
+) -> None:
+    """A pod limited to 2 CPUs on a 64-core node runs 4 at once, not 128."""
+    found = tmp_path / "cpu.max"
+    found.write_text(cpu_max + "\n")
+    mine = usable_cores(tmp_path / "none")  # no cgroup file: the cores it may run on
+    assert usable_cores(found) == (mine if cores is None else min(mine, cores))
 
 
 def test_a_pool_needs_a_slot() -> None:
