@@ -121,8 +121,9 @@ def test_a_second_sync_of_an_untouched_file_reads_and_sends_nothing(
 
     # the quick lane (service/quick.py): not even the config models, click or the engine
     quick, modules = _sync_listing_modules(tmp_path, config)
-    assert {k: v for k, v in quick.items() if k != "duration_s"} == {
-        k: v for k, v in second.items() if k != "duration_s"
+    assert quick["run_id"] == second["run_id"] + 1, "each run has its own id, in order"
+    assert {k: v for k, v in quick.items() if k not in ("duration_s", "run_id")} == {
+        k: v for k, v in second.items() if k not in ("duration_s", "run_id")
     }
     assert "skuferry.service.quick" in modules, "the listing is the run's own"
     assert not sorted(m for m in modules if m.startswith(NOT_IN_THE_LANE)), "loaded by the lane"
