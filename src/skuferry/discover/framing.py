@@ -5,7 +5,6 @@ next link of a JSON answer. Pure functions of what the edge read; each says how 
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -18,33 +17,32 @@ from typing import Any, Literal
 from skuferry.discover import cut
 from skuferry.discover.model import Finding, Sure
 from skuferry.discover.values import present
+from skuferry.sources import encodings
 
 # --- encoding --------------------------------------------------------------------
 
-_BOMS = (
-    (codecs.BOM_UTF8, "utf-8", "a UTF-8 byte-order mark (skipped when read)"),
-    (codecs.BOM_UTF16_LE, "utf-16", "a UTF-16 byte-order mark"),
-    (codecs.BOM_UTF16_BE, "utf-16", "a UTF-16 byte-order mark"),
-)
 # UTF-8 read as cp1252 and saved again: "Ã¼" for "ü", "Ã©" for "é"
 _MOJIBAKE = re.compile("[\u00c3\u00c2][\u0080-\u00bf\u2018-\u203a\u0152-\u0178\u02c6\u02dc]")
+_BOM_ENCODINGS = {"utf-8-sig": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
 
 
 def encoding(head: bytes, *, complete: bool) -> tuple[str, Finding, list[str]]:
     """The encoding of a text export from its first bytes: (name, finding, notes).
 
-    A BOM is sure; bytes that decode as UTF-8 and hold non-ASCII text are sure; plain
-    ASCII is read as UTF-8 (likely: a later line may say otherwise); bytes that are not
-    UTF-8 but are cp1252 (a Windows ERP's export) are likely cp1252, named by example.
+    The decision is the sources' own (``encodings.detect``: what ``encoding = "auto"``
+    reads by); this says how sure it is, in init's words. A BOM is sure; UTF-8 with
+    non-ASCII text is sure; plain ASCII is read as UTF-8 (likely: a later line may say
+    otherwise); bytes that are not UTF-8 but are cp1252 (a Windows ERP's export) are
+    likely cp1252, named by example.
     """
-    for bom, name, why in _BOMS:
-        if head.startswith(bom):
-            return name, Finding("encoding", name, "sure", why), []
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    try:
-        text = decoder.decode(head, final=complete)
-    except UnicodeDecodeError as exc:
-        return _not_utf8(head, exc)
+    found = encodings.detect(head, whole=complete)
+    if found.encoding in _BOM_ENCODINGS:
+        name = _BOM_ENCODINGS[found.encoding]
+        skipped = " (skipped when read)" if found.encoding == "utf-8-sig" else ""
+        return name, Finding("encoding", name, "sure", found.evidence + skipped), []
+    if encodings.single_byte(found.encoding):
+        return _not_utf8(head)
+    text = head.decode("utf-8", "replace")
     notes = []
     odd = _MOJIBAKE.search(text)
     if odd:
@@ -53,30 +51,42 @@ def encoding(head: bytes, *, complete: bool) -> tuple[str, Finding, list[str]]:
             "cp1252 and saved again (a double-encoded export): skuferry sends it as "
             "written; fix the exporter's encoding"
         )
-    if text.isascii():
+    if found.invalid:
+        notes.append(
+            f"{found.invalid} line(s) of the sample are not UTF-8 in a UTF-8 file: "
+            "they are refused as bad rows, with their line"
+        )
+    if found.utf8_line is None:
         why = "the sample is plain ASCII; any later non-ASCII byte must be UTF-8"
         return "utf-8", Finding("encoding", "utf-8", "likely", why), notes
-    example = next(c for c in text if not c.isascii())
+    example = next(c for c in text if not c.isascii() and c != "\ufffd")
     why = f"every byte of the sample is valid UTF-8 (e.g. {example!r})"
+    if found.invalid:
+        why = f"{found.evidence} (e.g. {example!r})"
     return "utf-8", Finding("encoding", "utf-8", "sure", why), notes
 
 
-def _not_utf8(head: bytes, exc: UnicodeDecodeError) -> tuple[str, Finding, list[str]]:
-    byte = head[exc.start : exc.start + 1]
+def _not_utf8(head: bytes) -> tuple[str, Finding, list[str]]:
+    """Bytes the sources read single-byte: cp1252, named by the first byte that is no
+    UTF-8; latin-1 (unsure) when not even cp1252 reads them."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = exc.start
+    else:  # pragma: no cover - detect found a line that is no UTF-8
+        at = 0
+    byte = head[at : at + 1]
     try:
         shown = byte.decode("cp1252")
         head.decode("cp1252")
     except UnicodeDecodeError:
-        why = f"byte 0x{byte.hex().upper()} at {exc.start} is neither UTF-8 nor cp1252"
+        why = f"byte 0x{byte.hex().upper()} at {at} is neither UTF-8 nor cp1252"
         return (
             "latin-1",
             Finding("encoding", "latin-1", "unsure", why),
             ["latin-1 reads any byte, but the letters may be wrong: check the sample below"],
         )
-    why = (
-        f"byte 0x{byte.hex().upper()} at {exc.start} is not UTF-8; as cp1252 (Windows) it "
-        f"is {shown!r}"
-    )
+    why = f"byte 0x{byte.hex().upper()} at {at} is not UTF-8; as cp1252 (Windows) it is {shown!r}"
     return "cp1252", Finding("encoding", "cp1252", "likely", why), []
 
 

@@ -77,6 +77,16 @@ def utf8_evidence(line: bytes) -> bool:
     return True
 
 
+def _utf8_so_far(line: bytes) -> bool | None:
+    """A line cut short: True, valid UTF-8 with a multi-byte character; False, not UTF-8;
+    None, valid so far but no character beyond ASCII complete."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(line, final=False)
+    except UnicodeDecodeError:
+        return False
+    return None if text.isascii() else True
+
+
 def detect(sample: bytes, *, fallback: str = FALLBACK, whole: bool = False) -> Detected:
     """The encoding ``sample`` (a file's first bytes; ``whole``: the whole file) shows."""
     for bom, name, why in _BOMS:
@@ -89,10 +99,19 @@ def detect(sample: bytes, *, fallback: str = FALLBACK, whole: bool = False) -> D
     valid = invalid = 0
     first_valid: int | None = None
     first_invalid: tuple[int, int] | None = None
-    for number, line in enumerate(sample.splitlines(), start=1):
+    lines = sample.splitlines()
+    for number, line in enumerate(lines, start=1):
         if line.isascii():
             continue
-        if utf8_evidence(line):
+        if not whole and number == len(lines) and not sample.endswith((b"\n", b"\r")):
+            # a sample of one line, cut short: its end may be half a character
+            partial = _utf8_so_far(line)
+            if partial is None:  # nothing whole beyond ASCII yet: no evidence either way
+                continue
+            evidence = partial
+        else:
+            evidence = utf8_evidence(line)
+        if evidence:
             valid += 1
             first_valid = first_valid or number
         else:
@@ -104,8 +123,8 @@ def detect(sample: bytes, *, fallback: str = FALLBACK, whole: bool = False) -> D
         bad = f", {invalid} line(s) not (read as bad rows)" if invalid else ""
         why = f"valid UTF-8 with multi-byte characters{bad}"
         return Detected("utf-8", why, first_valid, invalid)
-    if first_invalid is None:  # pragma: no cover - a non-ASCII sample has such a line
-        return Detected("utf-8", "ASCII only")
+    if first_invalid is None:  # only a character cut in half by the sample's end
+        return Detected("utf-8", "ASCII only, but for a character the sample's end cut")
     number, byte = first_invalid
     return Detected(fallback, f"not UTF-8 (byte 0x{byte:02x} on line {number})", None, invalid)
 

@@ -6,6 +6,8 @@ import codecs
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from skuferry.discover import framing
 from skuferry.discover import values as v
@@ -14,6 +16,7 @@ from skuferry.discover.fields import decimal_hint, fit, propose, refusals
 from skuferry.discover.key import candidates, question
 from skuferry.discover.model import Column
 from skuferry.discover.words import KEY, name_score, plain
+from skuferry.sources import encodings
 
 # --- encoding -------------------------------------------------------------------------
 
@@ -43,6 +46,31 @@ def test_utf8_read_as_cp1252_and_saved_again_is_said() -> None:
     twice = "Größe".encode().decode("cp1252").encode()
     _, _, notes = framing.encoding(twice, complete=True)
     assert notes and "double-encoded" in notes[0]
+
+
+_LINES = st.lists(
+    st.tuples(
+        st.text(st.sampled_from("abc;,1 äöüßéèçñ€Ã"), max_size=12),
+        st.sampled_from(["utf-8", "cp1252"]),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(lines=_LINES, bom=st.booleans(), cut=st.integers(min_value=0, max_value=3))
+def test_init_proposes_the_encoding_the_source_reads_by(
+    lines: list[tuple[str, str]], bom: bool, cut: int
+) -> None:
+    """One decision: init's encoding is ``encodings.detect``'s (what ``encoding = "auto"``
+    reads), in its own words; only a byte no cp1252 reads makes it say latin-1."""
+    data = b"".join(text.encode(enc) + b"\n" for text, enc in lines)
+    data = (codecs.BOM_UTF8 if bom else b"") + data[: len(data) - cut]
+    complete = cut == 0
+    name, found, _ = framing.encoding(data, complete=complete)
+    decided = encodings.detect(data, whole=complete).encoding
+    expected = {"utf-8-sig": "utf-8"}.get(decided, decided)
+    assert name == expected or (name, found.sure) == ("latin-1", "unsure")
 
 
 # --- delimiter, quoting, header ---------------------------------------------------------

@@ -52,6 +52,14 @@ def test_a_cut_sample_ends_at_its_last_whole_line() -> None:
     assert detect(cut).encoding == "utf-8", "the torn last line is left out"
 
 
+def test_a_one_line_sample_cut_inside_a_character_is_no_evidence_against_utf8() -> None:
+    head = "Maß;Preis".encode()[:3]  # 'M', 'a', half of 'ß': no line break to cut at
+    assert detect(head).encoding == "utf-8"
+    assert detect("Größe;Maß".encode()[:-1]).encoding == "utf-8", "'ö' is whole: evidence"
+    assert detect("Référence".encode("cp1252")[:4]).encoding == "cp1252", "0xE9 is no UTF-8"
+    assert detect(head, whole=True).encoding == "cp1252", "a whole file ending so is not UTF-8"
+
+
 def test_single_byte_encodings() -> None:
     assert single_byte("cp1252") and single_byte("latin-1") and single_byte("iso-8859-15")
     assert not single_byte("utf-8") and not single_byte("utf-16") and not single_byte("nope")
