@@ -175,19 +175,6 @@ class Progress(Protocol):
     def watch_budget(self, budget: BudgetView) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ProgressPoints:
-    """A ``Progress`` from a plain ``(done, total)`` function, for a display with no time left."""
-
-    points: Callable[[int, int], None]
-
-    def __call__(self, done: int, total: int) -> None:
-        self.points(done, total)
-
-    def watch_budget(self, budget: BudgetView) -> None:
-        """Nothing to do: this display shows no time left."""
-
-
 # A problem as listed in the summary: key, line, reason.
 Problem = tuple[str | None, int | None, str]
 

@@ -39,8 +39,8 @@ from skuferry.config.load import load_settings
 from skuferry.config.schedule import build_trigger, describe_schedule
 from skuferry.config.schema import Settings
 from skuferry.errors import ConfigError, SkuferryError
-from skuferry.models import Progress, ProgressPoints, RunOptions, RunSummary
-from skuferry.service import hooks_http
+from skuferry.models import Progress, RunOptions, RunSummary
+from skuferry.service import hooks_http, progress_log
 from skuferry.service.degraded import Degraded, of_failure
 from skuferry.service.handed_keys import HandedKeys
 from skuferry.service.http_endpoint import Board, daemon_hooks
@@ -67,6 +67,7 @@ log = logs.get(__name__)
 
 STOP_TIMEOUT_S = 8.0  # systemd's TimeoutStopSec and the contract allow 10 s
 STATUS_EVERY_S = 5.0  # how often progress updates systemd's STATUS= during a run
+PROGRESS_EVERY_S = progress_log.EVERY_S  # how often a run logs sync.progress
 _STOP, _RELOAD, _RUN, _KEYS = "stop", "reload", "run", "keys"
 
 
@@ -408,7 +409,10 @@ class Daemon:
     def _run(self, keys: list[str] | None, *, resend: bool, waited_s: float | None) -> RunOutcome:
         """The run itself, the gate held: the settings read now are the ones it uses."""
         settings = self.settings
-        progress = ProgressPoints(self._progress)
+        # systemd's watchdog and STATUS= at every point, and sync.progress in the log
+        progress = progress_log.ProgressLog(
+            every_s=PROGRESS_EVERY_S, clock=self._clock, also=self._progress
+        )
         if keys is None:
             self._runs += 1
             number, fields = self._runs, {"run": self._runs}

@@ -5,7 +5,8 @@ its start to its end: the Shopify stand-in's 250 products at the sandbox's 60 wr
 minute took four minutes and five log lines. ``ProgressLog`` is the bar's stand-in: every
 ``every_s`` seconds of a run it logs ``sync.progress`` with what is done of the total,
 the pace so far (per minute) and the time left, told by the budget as the bar tells it
-(``budget.eta`` for the writes still to send), once the writes have started.
+(``budget.eta`` for the writes still to send), once the writes have started. A one-shot
+``sync`` off a terminal and every run of the daemon (whose journal is always off one) log it.
 """
 
 from __future__ import annotations
@@ -27,16 +28,23 @@ class ProgressLog:
     """A ``Progress`` (``models.Progress``) that logs instead of drawing. Thread-safe."""
 
     def __init__(
-        self, *, every_s: float = EVERY_S, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        every_s: float = EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+        also: Callable[[int, int], None] | None = None,
     ) -> None:
         self._every_s = every_s
         self._clock = clock
+        self._also = also  # every point goes there first (the daemon's watchdog and STATUS=)
         self._lock = threading.Lock()
         self._start: tuple[float, int] | None = None  # (when, done) at the first point
         self._next = 0.0
         self._eta: Callable[[int], float] | None = None
 
     def __call__(self, done: int, total: int) -> None:
+        if self._also is not None:
+            self._also(done, total)
         now = self._clock()
         with self._lock:
             if self._start is None:

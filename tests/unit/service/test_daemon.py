@@ -26,6 +26,7 @@ from skuferry.config.schedule import build_trigger, crontab_weekdays, describe_s
 from skuferry.config.schema import ScheduleSettings, Settings
 from skuferry.errors import AuthError, ConfigError, LockHeld, SourceError
 from skuferry.models import RunOptions, RunSummary
+from skuferry.service import daemon as daemon_module
 from skuferry.service.daemon import STOP_TIMEOUT_S, Daemon
 from skuferry.service.metrics import parse_samples
 from skuferry.service.notify import Notifier
@@ -339,6 +340,26 @@ def test_progress_feeds_the_watchdog_and_idle_timer_too(tmp_path: Path, started:
     count = notifier.sent.count("WATCHDOG=1")
     wait_until(lambda: notifier.sent.count("WATCHDOG=1") > count + 1, "idle pings")
     stop(daemon, result)
+
+
+def test_a_run_of_the_daemon_logs_its_progress_at_a_steady_interval(
+    tmp_path: Path, started: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40 item 21: a service's journal is never a terminal, so each run of the
+    daemon logs sync.progress as a one-shot sync off a terminal does."""
+    monkeypatch.setattr(daemon_module, "PROGRESS_EVERY_S", 0.0)
+
+    def run(*, stop: threading.Event, on_progress: Callable[[int, int], None]) -> RunSummary:
+        on_progress(0, 250)  # the first point starts the clock
+        on_progress(40, 250)
+        return RunSummary()
+
+    with capture_logs() as logged:
+        daemon, _n, result = started(make_settings(tmp_path), FakeJob(run), interval_s=3600.0)
+        wait_until(lambda: daemon.last_outcome is not None, "the first run")
+        stop(daemon, result)
+    events = [e for e in logged if e["event"] == "sync.progress"]
+    assert [(e["done"], e["total"]) for e in events] == [(40, 250)]
 
 
 def test_stop_gives_up_on_a_stuck_run_at_the_deadline(tmp_path: Path, started: Any) -> None:
