@@ -135,6 +135,7 @@ def test_the_demo_names_a_command_that_works_and_leaves_no_temporary_folder(
     line = next(x for x in result.stdout.splitlines() if "check --config my.toml" in x)
     command = line.split(" check ")[0].strip()
     assert command != "skuferry", "skuferry is not on this PATH: the demo must not say it is"
+    assert f"{command} init --from " in result.stdout, "day one starts from the user's export"
     works = subprocess.run([command, "--version"], capture_output=True, text=True, check=False)
     assert works.returncode == 0, (command, works.stderr)
     assert "not on your PATH" in result.stdout

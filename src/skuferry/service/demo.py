@@ -169,8 +169,11 @@ def _demo(out: Console, folder: Path, *, keep: bool, temporary: bool) -> int:
         )
         cmd, hint = command_name()
         out.print(
-            "\nnext: copy config.example.toml, point [api] base_url at your "
-            "workspace, put the key in SKUFERRY_API_KEY or a file, then:\n"
+            "\nnext: put your workspace's key in SKUFERRY_API_KEY (or a file), then, with "
+            "your own export:\n"
+            f"  {cmd} init --from export.csv --base-url https://cms.example.com -o my.toml\n"
+            "      # proposes [source] and [mapping] from the export, shows it at work, writes "
+            "my.toml\n"
             f"  {cmd} check --config my.toml    # config, source, one authenticated read\n"
             f"  {cmd} plan  --config my.toml    # what would change, with an ETA\n"
             f"  {cmd} sync  --config my.toml    # do it",
