@@ -13,6 +13,7 @@ from bench import (
     config_load,
     console,
     density,
+    feed,
     fill,
     firstload,
     fleet,
@@ -63,6 +64,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "firstload": firstload.figure,  # issue 41: a first load vs a stateless httpx loop
     "history": history.figure,  # issue 38: a first sync and a 1 % change, history on and off
     "historyjournal": history.journal,  # issue 38: the journal's own cost per write, on and off
+    "feeddigest": feed.figure,  # issue 38: a feed known by its content: a full pull's cost
 }
 
 
@@ -86,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="SRC",
-        help="startup, unchanged, configload, plan1m, xlsx, urgent, firstload: also time the "
+        help="startup, unchanged, configload, plan1m, xlsx, urgent, firstload, feeddigest: also "
+        "time the "
         "skuferry package under SRC (the src/ of another checkout, e.g. a `git worktree` of main), "
         "alternated run by run",
     )

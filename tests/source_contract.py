@@ -1,7 +1,8 @@
 """The contract every source adapter passes (subclass ``SourceContract`` in a test module).
 
 A subclass implements the ``make_*`` hooks for its adapter; the tests here are
-shared, so csv, jsonl, http and sql all promise the same behaviour.
+shared, so csv, jsonl, http and sql all promise the same behaviour (a feed's content
+identity, ``feed_digest``, included: known after a whole reading, never after a part).
 """
 
 from __future__ import annotations
@@ -86,3 +87,35 @@ class SourceContract:
         assert count == n
         # 50k records held at once would take tens of MB; streaming stays far below.
         assert peak < 8 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB: the source is not streaming"
+
+    def test_a_whole_reading_knows_its_feed_and_a_part_never_does(self, tmp_path: Path) -> None:
+        """``feed_digest``: what the last reading read, once it went to its end; the same
+        records give the same digest, other records another; a reading stopped after a
+        few records (the rest of a large feed unread) or one that failed gives None."""
+        for folder in ("a", "b", "c", "d"):
+            (tmp_path / folder).mkdir()
+        source = self.make_source(tmp_path / "a", GOOD)
+        assert source.feed_digest() is None, "nothing read yet"
+        list(source.records())
+        whole = source.feed_digest()
+        assert whole is not None
+        list(source.records())
+        assert source.feed_digest() == whole, "the same feed read again"
+        again = self.make_source(tmp_path / "b", GOOD)
+        list(again.records())
+        assert again.feed_digest() == whole, "the same records, written again"
+        other = self.make_source(tmp_path / "c", [*GOOD[:2], {**GOOD[2], "price": "12.01"}])
+        list(other.records())
+        assert other.feed_digest() not in (None, whole), "one price changed"
+        large = self.make_large_source(tmp_path / "d", 50_000)
+        records = large.records()
+        taken = [record for _, record in zip(range(3), records, strict=False)]
+        records.close()  # type: ignore[attr-defined]  # a generator: the reading stops here
+        assert len(taken) == 3
+        assert large.feed_digest() is None, "a digest of a part of the feed"
+
+    def test_a_failed_reading_knows_no_feed(self, tmp_path: Path) -> None:
+        source, _ = self.make_unreachable_source(tmp_path)
+        with pytest.raises(SourceError):
+            list(source.records())
+        assert source.feed_digest() is None

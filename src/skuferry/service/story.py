@@ -201,6 +201,9 @@ def _read(settings: Settings, key: str, mirror: Mirror, source: Source | None) -
                     named=opened.named,
                 )
             )
+            if found.refused_feed is None:  # no token to know it by: the content read
+                feed = undone.feed_now(settings, base, src)
+                found.refused_feed = undone.found(mirror, None, feed=feed)
         except errors.SourceError as exc:
             found.error = _ledger_reason(run, str(exc))
             return found

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -26,11 +27,13 @@ import httpx
 from skuferry import tls
 from skuferry.config.schema import ApiSourceSettings
 from skuferry.errors import ConfigError, SourceError
+from skuferry.models import BadRecord, RawRecord
 from skuferry.net.origins import parse_allowed
 from skuferry.net.retry import Failed, backoff_delay, retry_after, retrying, transport_problem
 from skuferry.net.transport import gated_client
 from skuferry.sources.auth import api_credentials, said, token_session
 from skuferry.sources.base import IncrementalSource
+from skuferry.sources.digest import FeedDigest
 from skuferry.sources.paths import optional_path
 from skuferry.sources.pinned import send_pinned
 from skuferry.sources.wiring import LIVE, Wiring
@@ -164,12 +167,15 @@ class ApiConnection:
 
 
 class ApiSource(IncrementalSource):
-    """What the API sources share as sources: the connection, and the change time of a
-    record (``updated_path``) that an incremental pull's window follows."""
+    """What the API sources share as sources: the connection, the change time of a
+    record (``updated_path``) that an incremental pull's window follows, and the digest of
+    a full pull's records (``records()`` is ``walked()`` through it; an incremental pull
+    walks without it: a window is not the feed)."""
 
     def __init__(self, settings: ApiSourceSettings, wiring: Wiring) -> None:
         # auth, TLS, origins, pace and retries
         self._api = ApiConnection(settings, wiring)
+        self._content = FeedDigest()  # the records of the last full pull, once it ended
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
         self.since_format = settings.since_format
@@ -182,3 +188,21 @@ class ApiSource(IncrementalSource):
 
     def change_time(self, fields: Mapping[str, Any]) -> Any:
         return None if self._updated_path is None else self._updated_path.find(fields)
+
+    def records(self) -> Iterator[RawRecord | BadRecord]:
+        return self._content.records(self.walked())
+
+    def window(self) -> Iterator[RawRecord | BadRecord]:
+        """An incremental pull's records (its filter set by the caller): not the feed, so
+        the last full pull's digest no longer holds."""
+        self._content.value = None
+        yield from self.walked()
+
+    @abstractmethod
+    def walked(self) -> Iterator[RawRecord | BadRecord]:
+        """Every record the API gives under the pull's filter (none: the full pull)."""
+
+    def feed_digest(self) -> str | None:
+        """The records of the last full pull that went to its end (not the pages around
+        them), added up whatever their order."""
+        return self._content.value

@@ -42,6 +42,18 @@ class Source(ABC):
         del previous
         return None
 
+    def feed_digest(self) -> str | None:
+        """What the last reading of ``records()`` read, once it went to its end: the
+        feed's content identity (``sources.digest``); None: unknown (no reading went to its
+        end since the last began, or this source cannot say).
+
+        Unlike the change token it is known only after reading, and always for a source
+        read whole, so a feed is recognised even when its change token is not known (a
+        file written in the last seconds, an API without validators). An incremental
+        window or items fetched by key are not the whole feed: they leave it None.
+        """
+        return None
+
     @property
     def name(self) -> str:
         """How a bad record's message names the source: a file's basename, a URL as it is.
@@ -60,7 +72,9 @@ class Source(ABC):
 
 class WrappedSource(Source):
     """A source that changes how ``inner``'s records are read, not where they come from:
-    its description, name and change token are ``inner``'s."""
+    its description, name, change token, header and feed digest are ``inner``'s (the
+    forwarding of every wrapper: the incremental ones, ``skip_if_empty``, the ready file,
+    products in pieces)."""
 
     def __init__(self, inner: Source) -> None:
         self.inner = inner
@@ -74,6 +88,9 @@ class WrappedSource(Source):
 
     def change_token(self, previous: str | None = None) -> str | None:
         return self.inner.change_token(previous)
+
+    def feed_digest(self) -> str | None:
+        return self.inner.feed_digest()
 
     @property
     def header(self) -> tuple[str, ...] | None:

@@ -67,7 +67,12 @@ class RemoteFileSource(Source):
 
         return probe_http(self.settings, previous, transport=self._transport)
 
+    def feed_digest(self) -> str | None:
+        """The digest of the downloaded copy's last reading (the local adapter's)."""
+        return None if self._inner is None else self._inner.feed_digest()
+
     def records(self) -> Iterator[RawRecord | BadRecord]:
+        self._inner = None  # this reading's adapter, once the file is here
         with tempfile.TemporaryDirectory(prefix="skuferry-fetch-") as scratch:
             local = Path(scratch) / local_name(str(self.settings.path))
             self.download(local)

@@ -73,11 +73,11 @@ class GraphqlSource(ApiSource):
                 s.since_variable: template.replace("{since}", value) if template else value
             }
         try:
-            yield from self.records()
+            yield from self.window()  # not the feed: no digest
         finally:
             self._since = {}
 
-    def records(self) -> Iterator[RawRecord | BadRecord]:
+    def walked(self) -> Iterator[RawRecord | BadRecord]:
         s = self.settings
         requester = Requester(
             self._api,

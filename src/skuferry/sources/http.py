@@ -120,12 +120,12 @@ class HttpSource(ApiSource):
         else:
             self._since = since_params(s.since_param, s.since_format, s.since_template, since)
         try:
-            yield from self.records()
+            yield from self.window()  # not the feed: no digest
         finally:
             self._since = {}
             self._body_since = None
 
-    def records(self) -> Iterator[RawRecord | BadRecord]:
+    def walked(self) -> Iterator[RawRecord | BadRecord]:
         proof = EndProof(self.describe(), full_page_rule=self.settings.pagination == "next_link")
         with self._api.client() as client:
             line = yield from records_of(self._pages(client, proof))
@@ -298,6 +298,7 @@ class HttpSource(ApiSource):
         """The records of ``keys``, one GET each, paced, pinned and authenticated as pages."""
         from skuferry.sources.http_items import fetch_items
 
+        self._content.value = None  # a few items are not the feed
         with self._api.client() as client:  # OAuth2 renewed as in a pull
             yield from fetch_items(
                 client, self._api, keys, template=self.settings.item_url, where=self.describe()

@@ -34,6 +34,7 @@ from skuferry.config.secrets import read_secret
 from skuferry.errors import ConfigError, SourceError
 from skuferry.models import BadRecord, RawRecord
 from skuferry.sources.base import IncrementalSource
+from skuferry.sources.digest import FeedDigest
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
@@ -96,6 +97,7 @@ class SqlSource(IncrementalSource):
         self.full_every = settings.full_every
         self.overlap_s = settings.since_overlap_s
         self.since_format = settings.since_format
+        self._content = FeedDigest()  # the rows of the last full pull, once it ended
 
     def describe(self) -> str:
         what = f"table {self.settings.table}" if self.settings.table else "query"
@@ -132,7 +134,11 @@ class SqlSource(IncrementalSource):
         return self.signature()
 
     def records(self) -> Iterator[RawRecord | BadRecord]:
-        return self._pull(None)
+        return self._content.records(self._pull(None))
+
+    def feed_digest(self) -> str | None:
+        """The rows of the last full pull that went to its end, added up in any order."""
+        return self._content.value
 
     def signature(self) -> str | None:
         """``count:max(updated_column)`` of the table; None without a table and that column.
@@ -161,7 +167,8 @@ class SqlSource(IncrementalSource):
         return f"sql:{count}:{newest}"
 
     def records_since(self, since: dt.datetime) -> Iterator[RawRecord | BadRecord]:
-        return self._pull(since)
+        self._content.value = None  # a window is not the feed
+        yield from self._pull(since)
 
     def _pull(self, since: dt.datetime | None) -> Iterator[RawRecord | BadRecord]:
         engine = self._engine()

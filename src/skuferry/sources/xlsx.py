@@ -71,12 +71,15 @@ class XlsxSource(FileSource):
     def records(self) -> Iterator[RawRecord | BadRecord]:
         # a workbook is a zip read by random access: a compressed one is first
         # decompressed to a scratch file, and failing to open it is a failed read
+        self._content.value = None  # this reading's, once its sheet was read to the end
         with (
             tempfile.TemporaryDirectory(prefix="skuferry-xlsx-") as scratch,
             self.reading(),
             as_plain_file(self.path, Path(scratch) / "workbook.xlsx") as plain,
         ):
+            read_whole = self._content.workbook(plain)  # read by random access: hashed first
             yield from self._read(plain)
+            read_whole()
 
     def _read(self, plain: Path) -> Iterator[RawRecord | BadRecord]:
         calamine = self._calamine(plain)

@@ -5,7 +5,9 @@ Each join gets its own SQLite file in the state file's scratch folder
 million-row join costs disk, not memory. Beside the records it keeps the
 *signature* of the source it was built from (its change token): when the
 source's signature is the same on the next run, the index is used as it is and
-the source is not read again.
+the source is not read again. It keeps the source's feed digest too (what the reading
+read, ``Source.feed_digest``), so a run that reuses it knows the join's content as
+the run that built it did.
 
 A rebuild writes a new file and renames it over the old one, so a run that fails
 halfway leaves the last good index (and its signature) in place. The first record
@@ -29,14 +31,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skuferry import canonical, files
 
-LAYOUT = "4"  # the file's layout: an index of another is rebuilt (3: verdicts, 4: NFC keys)
+# the file's layout: an index of another is rebuilt (3: verdicts, 4: NFC keys, 5: the
+# source's feed digest)
+LAYOUT = "5"
 BATCH = 5000  # records per insert batch while building
 LOOKUP = 500  # keys per lookup query (well under SQLite's variable limit)
 
@@ -116,13 +120,15 @@ class JoinIndex:
         records: Iterable[Entry],
         *,
         signature: str | None,
+        content: Callable[[], str | None] = lambda: None,
     ) -> JoinIndex:
         """Write ``records`` (``Entry``: key, line, fields as JSON, usable) into a fresh
         index at ``path``.
 
         A record not usable (or without a key) is counted as unreadable, its third item
         being the reason; its key, when known, is kept for ``held_many``. One left out
-        (usable None) is only counted as read.
+        (usable None) is only counted as read. ``content``, asked once ``records`` were
+        all taken: the source's feed digest (``Source.feed_digest``), kept beside them.
         """
         fresh = path.with_name(path.name + ".new")
         fresh.unlink(missing_ok=True)
@@ -143,6 +149,7 @@ class JoinIndex:
                 "signature": signature or "",
                 "layout": LAYOUT,
                 "facts": json.dumps(_facts_dict(facts)),
+                "content": content() or "",
             }
             conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
             conn.commit()
@@ -153,6 +160,10 @@ class JoinIndex:
 
     def meta(self) -> dict[str, str]:
         return dict(self._conn.execute("SELECT name, value FROM meta").fetchall())
+
+    def content(self) -> str | None:
+        """The feed digest of the source it was built from; None: not known."""
+        return self.meta().get("content") or None
 
     def facts(self) -> BuildFacts:
         raw = json.loads(self.meta().get("facts") or "{}")

@@ -44,6 +44,14 @@ class RunBook(StateFile):
         with self._write() as conn:
             conn.execute("UPDATE runs SET token = ? WHERE id = ?", (token, self.run_id))
 
+    def note_run_feed(self, feed: str | None) -> None:
+        """The feed this connection's run read, by its content (``runs.feed``: what an undo
+        of it refuses again, token or not); nothing outside a run or when not known."""
+        if self.run_id is None or feed is None:
+            return
+        with self._write() as conn:
+            conn.execute("UPDATE runs SET feed = ? WHERE id = ?", (feed, self.run_id))
+
     def finish_run(
         self, run_id: int, *, status: str, exit_code: int, summary: dict[str, Any]
     ) -> None:
@@ -55,16 +63,19 @@ class RunBook(StateFile):
             )
 
     def run_row(self, run_id: int) -> dict[str, Any] | None:
-        """One run's row (``kind``, ``undoes``, ``token`` with it), its summary parsed."""
+        """One run's row (``kind``, ``undoes``, ``token``, ``feed`` with it), its summary
+        parsed."""
+        names = (
+            "id", "started_at", "finished_at", "status", "exit_code", "summary",
+            "kind", "undoes", "token", "feed",
+        )  # fmt: skip
         found = self._conn.execute(
-            "SELECT id, started_at, finished_at, status, exit_code, summary, kind, undoes, token "
-            "FROM runs WHERE id = ?",
+            f"SELECT {', '.join(names)} FROM runs WHERE id = ?",  # noqa: S608 - fixed names
             (run_id,),
         ).fetchone()
         if found is None:
             return None
-        names = ("id", "started_at", "finished_at", "status", "exit_code", "summary")
-        row = dict(zip((*names, "kind", "undoes", "token"), found, strict=True))
+        row = dict(zip(names, found, strict=True))
         row["summary"] = json.loads(row["summary"]) if row["summary"] else None
         return row
 

@@ -368,6 +368,16 @@ def _m9_shapes(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m10_run_feed(conn: sqlite3.Connection) -> None:
+    # The feed a run read, by its content (``sync.read.undone``: the config's identity, the
+    # source's feed digest, each join's and table file's), so that an undo refuses that
+    # feed again even when the run had no change token (a file written in the last two
+    # seconds, an API without validators).
+    runs = database(conn).table("runs")
+    if "feed" not in runs.columns_dict:
+        runs.add_column("feed", str)
+
+
 MIGRATIONS: list[Migration] = [
     _m1_initial,
     _m2_rejected_digest,
@@ -378,6 +388,7 @@ MIGRATIONS: list[Migration] = [
     _m7_nfc_keys,
     _m8_history,
     _m9_shapes,
+    _m10_run_feed,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

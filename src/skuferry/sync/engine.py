@@ -132,6 +132,7 @@ def _run(run: RunContext) -> None:
     mirror, summary = run.mirror, run.summary
     store = run.stack.enter_context(contextlib.closing(mirror.plan_store()))
     counts, tally = plan_stage.fill(run, store, read, mapper)
+    read_stage.feed_read(run, read)  # an undone feed is refused here, even without a token
     plan_stage.report(summary, store, counts, tally)
     read_stage.report(summary, read)
     plan_stage.guard(run, store, counts, read)

@@ -11,9 +11,9 @@ run's client and its budgets), recorded in the runs table as a run of kind ``und
 (its writes have history rows: it can itself be undone), and safe to cut short: run
 again, it goes on under the same run id, and what is back already is not written twice
 (each product is read first). It refuses the feed RUN read from then on
-(``read.undone``), and forgets the skip token, so the next run reads the source and
-says why it stops. A dry run reads the products and says exactly what would be written,
-and writes nothing, remote or local.
+(``read.undone``: by its skip token and by its content), and forgets the skip token,
+so the next run reads the source and says why it stops. A dry run reads the products
+and says exactly what would be written, and writes nothing, remote or local.
 """
 
 from __future__ import annotations
@@ -247,16 +247,16 @@ def _refuse_the_feed(mirror: Mirror, row: dict[str, Any], report: UndoReport) ->
                 "took it back, is undone"
             )
         return
-    if undone.mark(mirror, row["token"], run=row["id"], undo=undo_id):
+    if undone.mark(mirror, row["token"], feed=row["feed"], run=row["id"], undo=undo_id):
         report.notes.append(
             f"the feed run {row['id']} read is refused from now on: the next runs stop (exit 2) "
             "until the export or the config changes, or sync --force"
         )
     else:
         report.notes.append(
-            f"run {row['id']}'s feed cannot be recognised (a named run, or a source without a "
-            "cheap change token): a run over the same export would write it again; fix the "
-            "export before the next run"
+            f"run {row['id']}'s feed cannot be recognised (it read only part of the source: "
+            "an incremental window or keys fetched one by one, without a change token): a run "
+            "over the same export would write it again; fix the export before the next run"
         )
 
 

@@ -254,6 +254,21 @@ def test_the_next_run_of_an_undone_feed_is_said_refused(tmp_path: Path) -> None:
     assert kinds == [(undone, "update"), (bad, "update"), (1, "create")]
 
 
+def test_an_undone_feed_without_a_token_is_said_refused_by_its_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export synced in its first seconds (no change token): explain reads the source,
+    and knows the feed by what it read."""
+    shop = synced(tmp_path)
+    monkeypatch.setattr(change_token, "RACY_S", 3600.0)
+    shop.export(catalog(3, factor=100))
+    bad = shop.sync(force=True).run_id
+    shop.undo(bad)
+    found = explain(shop, "SKU-0001")
+    assert found.next["action"] == "refused"
+    assert f"`skuferry undo {bad}`" in found.next["words"]
+
+
 def test_the_json_story_has_its_documented_shape(tmp_path: Path) -> None:
     shop = synced(tmp_path)
     data = json.loads(json.dumps(explain(shop, "SKU-0001").as_json(), default=str))

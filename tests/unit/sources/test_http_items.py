@@ -56,6 +56,15 @@ def test_one_authenticated_get_per_key_and_a_404_is_no_record(pim: PimServer) ->
     assert {seen.authorization for seen in pim.requests} == {f"Bearer {TOKEN}"}
 
 
+def test_items_fetched_by_key_are_not_the_feed(pim: PimServer) -> None:
+    """A few items are not the whole feed: the digest of the last full pull goes."""
+    read = source(pim, [], items_path="items", pagination="page")
+    list(read.records())
+    assert read.feed_digest() is not None
+    assert len(list(read.fetch_items(["P-2"]))) == 1
+    assert read.feed_digest() is None
+
+
 def test_a_5xx_is_retried_and_a_refusal_fails_the_read(pim: PimServer) -> None:
     sleeps: list[float] = []
     pim.faults.append(Fault(503, times=1, match="/P-3"))

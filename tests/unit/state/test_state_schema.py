@@ -3,7 +3,7 @@
 ``tests/data/state-schema-N.sql`` are ``sqlite3 state.db .dump`` of state files at schema
 version N (1: the first release; 4: before dead letters; 5: today's main before sqlite-utils
 built the schema; 6: before keys were stored in Unicode NFC; 7: before the history of
-writes), each with a few rows. Opened by
+writes; 9: before the runs' feed), each with a few rows. Opened by
 this code, each keeps its rows and ends with the tables, columns and indexes of a fresh file,
 which are those main created.
 """
@@ -29,7 +29,7 @@ from skuferry.state.mirror import Mirror
 from tests.fakes import FakeClock
 
 DATA = Path(__file__).parents[2] / "data"
-RELEASED = (1, 4, 5, 6, 7)
+RELEASED = (1, 4, 5, 6, 7, 9)
 
 
 def fixture_sql(version: int, *, with_version: bool = True) -> str:
@@ -101,14 +101,16 @@ def test_a_fresh_file_has_the_schema_main_created(tmp_path: Path) -> None:
     main = load(tmp_path / "main.db", fixture_sql(5))  # not opened by this code
     built = shape(fresh)
     # Migration 6 (after version 5) adds the line digest, migration 8 the history and the
-    # runs' kind, undone run and token, migration 9 the shapes: the rest is what main created.
+    # runs' kind, undone run and token, migration 9 the shapes, migration 10 the runs' feed:
+    # the rest is what main created.
     line_digest = ("source_line_digest", "BLOB", 0, None, 0)
     assert built["products"]["columns"][-1] == line_digest
     built["products"]["columns"].remove(line_digest)
     run_columns = [("kind", "TEXT", 0, None, 0), ("undoes", "INTEGER", 0, None, 0)]
     run_columns.append(("token", "TEXT", 0, None, 0))
-    assert built["runs"]["columns"][-3:] == run_columns
-    del built["runs"]["columns"][-3:]
+    run_columns.append(("feed", "TEXT", 0, None, 0))
+    assert built["runs"]["columns"][-4:] == run_columns
+    del built["runs"]["columns"][-4:]
     assert [i[0] for i in built.pop("history")["indexes"]] == ["history_key", "history_run"]
     assert [c[0] for c in built.pop("shapes")["columns"]] == [
         "id", "run_id", "at", "status", "digest", "shape", "changes"
@@ -135,7 +137,7 @@ def test_main_s_file_keeps_its_rows_and_gets_the_line_digest(tmp_path: Path) -> 
     path = released(tmp_path, 5)
     m = Mirror(path, readonly=False)
     try:
-        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 9
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 10
         assert m.known()["SKU-1"] == MirrorRow("SKU-1", State.SYNCED, digest="d1", remote_id="101")
         assert m.payload("SKU-1") == {"name": "Kettle", "price": "19.90", "sku": "SKU-1"}
         assert m.open_intents() == [("SKU-3", "d3")]
@@ -185,6 +187,32 @@ def test_a_file_from_before_the_history_keeps_its_journal_and_starts_a_history(
             ("create", "sent", 2)
         ]
         assert m.history_of("SKU-2") == []  # journalled before the history: no row to close
+    finally:
+        m.close()
+
+
+def test_a_file_from_before_the_runs_feed_keeps_its_tokens_and_its_undone_mark(
+    tmp_path: Path,
+) -> None:
+    """Schema 9: a bad feed forced through (run 2) and undone (run 3), its mark as that
+    version wrote it (the skip token alone): still read as the refusal of that token."""
+    from skuferry.sync.read import undone
+
+    path = released(tmp_path, 9)
+    m = Mirror(path, readonly=False)
+    try:
+        bad = m.run_row(2)
+        assert bad is not None and bad["token"] and bad["feed"] is None
+        [mark] = undone.marks(m)
+        assert (mark.run, mark.undo, mark.tokens, mark.feed) == (2, 3, (bad["token"],), None)
+        assert undone.found(m, bad["token"]) == mark
+        assert [(e.run_id, e.kind) for e in m.history_of("SKU-0001")] == [
+            (3, "update"), (2, "update"), (1, "create")
+        ]  # fmt: skip
+        run = m.start_run()
+        m.note_run_feed("feed:1:abc")
+        row = m.run_row(run)
+        assert row is not None and row["feed"] == "feed:1:abc"
     finally:
         m.close()
 

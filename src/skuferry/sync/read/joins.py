@@ -106,6 +106,7 @@ class Join:
     label: str = ""  # "join 'pim' (pim.jsonl)", for the run's notes
     token: str | None = None  # its source's change token, taken before reading; None: unknown
     file: str = ""  # "pim.jsonl": its source's file name (or type), for a held record's reason
+    content: str | None = None  # its source's feed digest (kept in the index); None: unknown
 
     @property
     def verdict(self) -> completeness.Verdict:
@@ -229,15 +230,19 @@ def _open(
         path = (build_in or scratch) / name
         source = open_source(spec.source, stop=stop)
         log.info("join.read", join=spec.name, source=source.describe())
-        index = JoinIndex.build(path, _entries(spec, source.records()), signature=signature)
+        index = JoinIndex.build(
+            path,
+            _entries(spec, source.records()),
+            signature=signature,
+            content=source.feed_digest,  # asked once its records were all read
+        )
     else:
         log.info("join.reused", join=spec.name, why="its source did not change")
     file = _file_name(spec)
     facts = index.facts()
     on = column_or_path(spec.on)
-    return Join(
-        spec.name, on, spec.on, index, read, facts, f"join {spec.name!r} ({file})", found, file
-    )
+    label = f"join {spec.name!r} ({file})"
+    return Join(spec.name, on, spec.on, index, read, facts, label, found, file, index.content())
 
 
 def _file_name(spec: JoinSettings) -> str:

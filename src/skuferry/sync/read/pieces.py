@@ -44,7 +44,7 @@ from skuferry.completeness import Ledger
 from skuferry.config.schema import MappingSettings, Settings
 from skuferry.errors import SourceError
 from skuferry.models import BadRecord, RawRecord
-from skuferry.sources.base import IncrementalSource, IncrementalWrapper, Source
+from skuferry.sources.base import IncrementalSource, IncrementalWrapper, Source, WrappedSource
 from skuferry.sources.dispatch import open_source
 from skuferry.state.joins import scratch_dir
 from skuferry.sync.expressions.functions import Refused, Table, compiler
@@ -63,8 +63,9 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-class Pieces(Source):
-    """``inner``'s records grouped, unnested, joined and filtered (see the module docstring)."""
+class Pieces(WrappedSource):
+    """``inner``'s records grouped, unnested, joined and filtered (see the module docstring);
+    what it says of itself (description, change token, feed digest) is ``inner``'s."""
 
     def __init__(
         self,
@@ -76,7 +77,7 @@ class Pieces(Source):
         tables: dict[str, Table] | None = None,
         ledger: Ledger | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         compile_path = compiler(tables)
         self._group = column_or_path(mapping.group_by, compile_path) if mapping.group_by else None
         self._inherit = tuple(mapping.inherit) if mapping.inherit is not None else None
@@ -96,17 +97,6 @@ class Pieces(Source):
         self.ledger = ledger if ledger is not None else Ledger()
         for join in self.joins:
             join.report(self.ledger)
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def header(self) -> tuple[str, ...] | None:
-        return self.inner.header
 
     def records(self) -> Records:
         return self._shape(self.inner.records())
@@ -402,6 +392,11 @@ def skipped(source: Source) -> int:
 def join_tokens(source: Source) -> list[str | None] | None:
     """Each join's change token as it was opened (``Join.token``); None: no joins opened."""
     return [join.token for join in source.joins] if isinstance(source, Pieces) else None
+
+
+def join_contents(source: Source) -> list[str | None]:
+    """Each join's feed digest (its source's, as its index keeps it); none without joins."""
+    return [join.content for join in source.joins] if isinstance(source, Pieces) else []
 
 
 def joins_read(source: Source) -> dict[str, bool]:

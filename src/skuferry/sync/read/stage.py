@@ -2,10 +2,12 @@
 
 What it opens and decides (``Opened``) is what the plan reads and the writes remember;
 its own part of the run's summary (the pull, the named keys not found, the records left
-out on purpose, the joins) it fills itself (``report``), and once every write landed it
-moves the incremental window, stores the change token and keeps the shape the pull
-showed (``commit``). The shape is watched as the plan reads (``shape.ShapeWatch``):
-its verdict goes to the run's ledger, and a broken one ends the pull before any write.
+out on purpose, the joins) it fills itself (``report``), once the plan is filled it
+notes the feed the run read and refuses one an undo took back (``feed_read``), and once
+every write landed it moves the incremental window, stores the change token and keeps
+the shape the pull showed (``commit``). The shape is watched as the plan reads
+(``shape.ShapeWatch``): its verdict goes to the run's ledger, and a broken one ends the
+pull before any write.
 """
 
 from __future__ import annotations
@@ -141,6 +143,25 @@ def _not_undone(run: ReadRun, base: Source, source: Source, token: str | None) -
     if not options.dry_run and options.only is None:
         mirror.note_run_token(token)
     undone.check(mirror, token, force=options.force, dry_run=options.dry_run, summary=run.summary)
+
+
+def feed_read(run: ReadRun, read: Opened) -> None:
+    """The plan is filled, nothing is guarded or written yet: the feed the run read, by its
+    content, noted in its row (what an undo of the run refuses, token or not), and a feed
+    ``skuferry undo`` took back refused (``undone``), even when the source had no change
+    token (a file written in the last two seconds, an API without validators)."""
+    mirror, options = run.mirror, run.options
+    feed = undone.feed_now(run.settings, read.base, read.source)
+    if not options.dry_run:
+        mirror.note_run_feed(feed)
+    undone.check(
+        mirror,
+        read.seen_before.token,
+        feed=feed,
+        force=options.force,
+        dry_run=options.dry_run,
+        summary=run.summary,
+    )
 
 
 def watch(run: ReadRun, source: Source, mapper: Mapped, *, judging: bool = True) -> ShapeWatch:
