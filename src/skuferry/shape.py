@@ -30,7 +30,6 @@ Pure: plain data in, plain data out, no I/O.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -462,6 +461,8 @@ def renamed_message(pairs: Sequence[tuple[str, str]], total: int, *, accept: str
 
 
 def _closest(name: str, among: Iterable[str]) -> str:
+    import difflib  # only for a change of shape's message: off the start of every run
+
     found = difflib.get_close_matches(name, list(among), n=3, cutoff=0.4)
     return f"closest: {', '.join(repr(f) for f in found)}; " if found else ""
 
