@@ -746,3 +746,67 @@ def test_a_restore_cut_short_by_a_crash_is_archived_again_when_the_product_leave
     writes = remote.requests["write"]
     _sync(settings, remote, [DESK], verify=False)  # archived for sure now: not again
     assert remote.requests["write"] == writes
+
+
+# -- found by the machine with SKUFERRY_MACHINE_EXAMPLES=1500 after group commit, fixed --
+#
+# A list that lags 3 s behind writes, and skuferry told so ([api] list_lag_s = 3); a fake
+# clock: a run waiting for the list costs no time.
+#
+# (group commit, b4d4499) An intent a killed run left is lost as of the next run's start;
+# that run's own create was a witness to come, and the second look's six walks, guessing
+# at its lag in doubling steps from 50 ms, ended short of list_lag_s: failed "outcome
+# unknown" after a clean run. The last walk now waits out the bound.
+
+
+def _lagging(tmp_path: Path, lag_s: float = 3.0) -> tuple[Settings, FaultyRemote, FakeClock]:
+    clock = FakeClock(tick=0.001)
+    remote = FaultyRemote(state_path=tmp_path / "state.db", clock=clock, lag_s=lag_s)
+    settings = settings_from_dict(
+        {
+            "api": {
+                "base_url": "http://127.0.0.1:9",
+                "api_key": "k-test",
+                "max_in_flight": 1,
+                "page_size": 2,
+                "list_lag_s": lag_s,
+            },
+            "source": {"type": "csv", "path": str(tmp_path / "unused.csv")},
+            "mapping": {"key": "sku"},
+            "state": {"path": str(tmp_path / "state.db")},
+        }
+    )
+    return settings, remote, clock
+
+
+def _lagging_run(
+    settings: Settings,
+    remote: FaultyRemote,
+    clock: FakeClock,
+    rows: list[Row],
+    *,
+    verify: bool = False,
+    gap: float = 60.0,
+) -> Any:
+    clock.now += gap
+    with intents_never_reopened():
+        return run_once(
+            settings,
+            RunOptions(verify=verify),
+            adapters=Adapters(source=ListSource(list(rows)), client=remote, clock=clock),
+        )
+
+
+def test_a_create_a_killed_run_left_in_doubt_is_settled_by_the_next_run(tmp_path: Path) -> None:
+    # The next run takes the intent as lost from its own start (when the killed run died is
+    # not known), and its own create (C) is the witness it waits for: it waited for the
+    # witness in doubling steps and gave up after six walks, short of list_lag_s.
+    settings, remote, clock = _lagging(tmp_path)
+    remote.faults = [WriteFault("D", "create", "before", "crash")]  # killed before it landed
+    with pytest.raises(Crash):
+        _lagging_run(settings, remote, clock, [{**DESK, "sku": "D"}])
+    remote.disarm()
+    rows = [{**DESK, "sku": "D"}, {**LAMP, "sku": "C"}]
+    summary = _lagging_run(settings, remote, clock, rows)
+    assert summary.failed == 0, summary.problems
+    assert remote.keys() == ["C", "D"]

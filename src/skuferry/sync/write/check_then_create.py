@@ -441,8 +441,9 @@ def second_look(
 
     A create in doubt that the walk does not show is sent again only once the list could
     show it (the doubt clock); until then the second look waits and walks again (at most
-    ``MAX_SECOND_LOOKS`` walks). What is still in doubt stays in ``writer.unknown`` for
-    ``give_up``: its intent stays open and the next run looks it up first.
+    ``MAX_SECOND_LOOKS`` walks, the last once the bound has passed). What is still in
+    doubt stays in ``writer.unknown`` for ``give_up``: its intent stays open and the next
+    run looks it up first.
     """
     clock = clock or WallClock()
     todo = writer.unknown + writer.missing
@@ -471,7 +472,8 @@ def second_look(
             index.close()
         if not todo or look == MAX_SECOND_LOOKS or (stop is not None and stop.is_set()):
             break
-        wait = doubts.wait_s([p.key for p in todo], clock())
+        last = look == MAX_SECOND_LOOKS - 1  # the walk to come is the last: at the bound
+        wait = doubts.wait_s([p.key for p in todo], clock(), last=last)
         if wait is None:
             break
         log.info("sync.second_look.waiting", products=len(todo), wait_s=round(wait, 3))

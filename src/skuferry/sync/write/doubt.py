@@ -110,15 +110,18 @@ class Doubts:
             self.sent[rid] >= lost and seen_at <= before for rid, seen_at in self.seen.items()
         )
 
-    def wait_s(self, keys: list[str], now: float) -> float | None:
+    def wait_s(self, keys: list[str], now: float, *, last: bool = False) -> float | None:
         """How long to wait before the next walk could prove ``keys`` absent; None: never
-        in this run (the bound is broken and no witness is to come)."""
+        in this run (the bound is broken and no witness is to come). ``last``: the next
+        walk is the last one, so it waits out the bound rather than guess at a witness's
+        lag (a witness only ever shortens the wait)."""
         lost = max(self.lost.get(k, now) for k in keys)
         witnesses = [rid for rid, sent in self.sent.items() if sent >= lost]
         if any(rid in self.seen for rid in witnesses):
             return 0.0  # a witness is on the list: the next walk begins after it
         to_bound = lost + self.bound_s - now
-        if witnesses:  # one is coming: once the list's lag, as measured, has passed
+        if witnesses and (self.broken or not last):
+            # one is coming: once the list's lag, as measured, has passed
             lag = self.lag_s()
             if lag is None:  # none seen yet: it lags more than it was seen missing
                 lag = max(MIN_WAIT_S, 2 * self.lagged_s)

@@ -82,3 +82,13 @@ def test_the_wait_follows_the_measured_lag_and_stops_at_the_bound() -> None:
     assert lone.wait_s(["L"], now=103.0) == 8.0, "no witness to come: wait out the bound"
     lone.broken = "seen lagging longer"
     assert lone.wait_s(["L"], now=103.0) is None, "nothing to wait for in this run"
+
+
+def test_the_last_walk_waits_out_the_bound_rather_than_guess_at_a_witness() -> None:
+    # p2, sent after L was lost, is a witness to come whose lag no walk measured yet: the
+    # guess doubles from 50 ms, and six walks of such guesses end short of the bound.
+    d = doubts(bound_s=10.0)
+    assert d.wait_s(["L"], now=103.0) == pytest.approx(0.05)
+    assert d.wait_s(["L"], now=103.0, last=True) == pytest.approx(8.0)
+    d.broken = "seen lagging longer"  # no bound to wait for: the witness is all there is
+    assert d.wait_s(["L"], now=103.0, last=True) == pytest.approx(0.05)
