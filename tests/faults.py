@@ -106,6 +106,15 @@ class FaultyRemote(FakeRemote):
     def _now(self) -> float:
         return self.clock.now if self.clock is not None else 0.0
 
+    def seed(self, *items: dict[str, Any], listed: bool = False) -> list[str]:
+        """Products made on the CMS by someone else; ``listed``: long enough ago that the
+        list shows them already (else ``lag_s`` from now)."""
+        rids = super().seed(*items)
+        if listed:
+            for rid in rids:
+                self._created_at[rid] -= self.lag_s
+        return rids
+
     def _store(self, item: dict[str, Any]) -> str:
         rid = super()._store(item)
         self._created_at[rid] = self._now()

@@ -55,6 +55,9 @@ class Row(Protocol):
     def intent_digest(self) -> str | None: ...
 
     @property
+    def last_error(self) -> str | None: ...
+
+    @property
     def record_digest(self) -> str | None: ...
 
 
@@ -71,6 +74,35 @@ IN_SOURCE_SQL = f"state NOT IN ({_one_of(OUT_OF_SOURCE)})"
 # A row in these states may stand for a product already on the remote that the mirror
 # cannot point to: a create must look it up before it may POST.
 MAY_EXIST = frozenset({State.PENDING, State.DUPLICATE, State.REMOTE_ONLY})
+
+
+# The error a row keeps once its remote id answered 404 (``Mirror.record_remote_missing``
+# writes it, with the id between the two): the mark ``remote_id_lost`` reads.
+REMOTE_ID_GONE = ("remote id ", " no longer exists")
+
+
+def remote_id_lost(row: Row) -> bool:
+    """Whether the row's product answered 404 at its remote id: PENDING with no remote id,
+    no create in doubt, and the 404's error. Staff may have made it again on the CMS just
+    before, so a walk proves it absent only once the list could show what was made before
+    that 404 (``[api] list_lag_s``; ``Mirror.unseen_since``). A create that never went
+    out also leaves a row PENDING without an id, but nothing of it can be on the CMS."""
+    error = row.last_error or ""
+    return (
+        row.state is State.PENDING
+        and row.remote_id is None
+        and row.intent_digest is None
+        and error.startswith(REMOTE_ID_GONE[0])
+        and error.endswith(REMOTE_ID_GONE[1])
+    )
+
+
+# ``remote_id_lost`` for the products table (unaliased or as ``p``).
+REMOTE_ID_LOST_SQL = (
+    f"state = '{State.PENDING.value}' AND remote_id IS NULL "  # noqa: S608 - our constants
+    f"AND last_error LIKE '{REMOTE_ID_GONE[0]}%{REMOTE_ID_GONE[1]}' "
+    "AND key NOT IN (SELECT i.key FROM intents i)"
+)
 
 # States whose ``digest`` is what the remote holds and where nothing was left in doubt,
 # so an equal source digest means nothing to send.

@@ -32,6 +32,9 @@ _row = st.fixed_dictionaries(
         "remote_id": st.sampled_from([None, "r1"]),
         "fingerprint": st.sampled_from([None, "f1"]),
         "intent": st.booleans(),
+        "last_error": st.sampled_from(
+            [None, "HTTP 500", "remote id r1 no longer exists", "outcome unknown: reset"]
+        ),
     }
 )
 
@@ -41,9 +44,10 @@ def _fill(mirror: Mirror, rows: dict[str, dict[str, Any]]) -> dict[str, MirrorRo
     for key, r in rows.items():
         conn.execute(
             "INSERT INTO products (key, state, digest, rejected_digest, remote_id, "
-            "source_fingerprint, first_seen, updated_at, synced_at) VALUES (?,?,?,?,?,?,1,1,1)",
+            "source_fingerprint, last_error, first_seen, updated_at, synced_at) "
+            "VALUES (?,?,?,?,?,?,?,1,1,1)",
             (key, r["state"].value, r["digest"], r["rejected_digest"], r["remote_id"],
-             r["fingerprint"]),
+             r["fingerprint"], r["last_error"]),
         )  # fmt: skip
         if r["intent"]:
             conn.execute(
@@ -89,6 +93,9 @@ def test_every_predicate_selects_what_its_sql_selects(
         ) == _picked(known, lifecycle.recognisable)
         assert _selected(mirror, lifecycle.ARCHIVE_IN_DOUBT_SQL, (PATCH,)) == _picked(
             known, lambda row: lifecycle.archive_in_doubt(row, PATCH)
+        )
+        assert _selected(mirror, lifecycle.REMOTE_ID_LOST_SQL) == _picked(
+            known, lifecycle.remote_id_lost
         )
         assert _selected(mirror, lifecycle.BACK_IN_STEP_SQL) == _picked(
             known, lambda row: row.state in lifecycle.BACK_IN_STEP and row.digest is not None

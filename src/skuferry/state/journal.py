@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skuferry import canonical
+from skuferry.lifecycle import REMOTE_ID_GONE
 from skuferry.models import Product, State
 from skuferry.state import deadletters, history
 from skuferry.state.statefile import StateFile
@@ -336,12 +337,13 @@ class WriteJournal(StateFile):
             self._outcome(
                 conn, key, history.FAILED, status=404, error="the remote id no longer exists"
             )
+            # the 404's time and error: a walk proves it absent only once the list could show
+            # a product staff made again before it (``unseen_since``)
             conn.execute(
-                "UPDATE products SET state = ?, last_error = 'remote id ' || remote_id || "
-                "' no longer exists', remote_id = NULL, digest = NULL, sent = NULL, "
-                "source_fingerprint = NULL, "
+                "UPDATE products SET state = ?, last_error = ? || remote_id || ?, "
+                "remote_id = NULL, digest = NULL, sent = NULL, source_fingerprint = NULL, "
                 "updated_at = ? WHERE key = ? AND remote_id IS NOT NULL",
-                (State.PENDING.value, self._clock(), key),
+                (State.PENDING.value, *REMOTE_ID_GONE, self._clock(), key),
             )
 
     def close_intent(

@@ -12,10 +12,27 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from skuferry import canonical
-from skuferry.lifecycle import ARCHIVE_IN_DOUBT_SQL, IN_SOURCE_SQL, ON_REMOTE_SQL, state_sql
+from skuferry.lifecycle import (
+    ARCHIVE_IN_DOUBT_SQL,
+    IN_SOURCE_SQL,
+    ON_REMOTE_SQL,
+    REMOTE_ID_LOST_SQL,
+    state_sql,
+)
 from skuferry.models import MirrorRow, Product, State
 from skuferry.state.reads import MirrorLookup, rows, scan
 from skuferry.state.statefile import StateFile
+
+# One indexed read per key: the open intent (and whether a killed run left it), else the
+# time of the 404 that made the row lose its remote id. ``q.k``: the key asked.
+_UNSEEN_SINCE_SQL = (
+    "SELECT max(i.started_at, coalesce(p.updated_at, 0)), "  # noqa: S608 - the lifecycle's SQL
+    "i.run_id IS NOT NULL AND r.id IS NOT NULL AND r.finished_at IS NULL "
+    "AND i.run_id IS NOT ?, "
+    f"(SELECT l.updated_at FROM products l WHERE l.key = q.k AND {REMOTE_ID_LOST_SQL}) "
+    "FROM (SELECT ? AS k) q LEFT JOIN intents i ON i.key = q.k "
+    "LEFT JOIN products p ON p.key = q.k LEFT JOIN runs r ON r.id = i.run_id"
+)
 
 
 class RunReads(StateFile):
@@ -83,27 +100,23 @@ class RunReads(StateFile):
         sql = "SELECT key, digest FROM intents ORDER BY started_at, key"
         return [(k, d) for k, d in self._conn.execute(sql)]
 
-    def intent_lost_at(
+    def unseen_since(
         self, key: str, *, now: float | None = None, run_id: int | None = None
     ) -> float | None:
-        """When the create in doubt for ``key`` was last heard of: its intent was opened or
-        its answer found lost, whichever is later; None without an open intent.
+        """Since when a product of ``key`` may be on the CMS unknown to the mirror, so that
+        only a walk the list could show it in proves it absent; None: nothing in doubt.
 
-        With ``now``: an intent left by a run that never finished (killed), other than
-        ``run_id``, is as recent as ``now``. Its POST may have left long after the intent
-        was committed (journalled in a batch, then waiting for a worker and for budget),
-        and when the run died is not known: only a walk ``list_lag_s`` after this moment
-        proves its absence."""
-        row = self._conn.execute(
-            "SELECT max(i.started_at, coalesce(p.updated_at, 0)), "
-            "i.run_id IS NOT NULL AND r.id IS NOT NULL AND r.finished_at IS NULL "
-            "AND i.run_id IS NOT ? FROM intents i "
-            "LEFT JOIN products p ON p.key = i.key LEFT JOIN runs r ON r.id = i.run_id "
-            "WHERE i.key = ?",
-            (run_id, key),
-        ).fetchone()
-        if row is None:
-            return None
+        - A create in doubt (an open intent): since its intent was opened or its answer
+          found lost, whichever is later. With ``now``: an intent left by a run that never
+          finished (killed), other than ``run_id``, is as recent as ``now``. Its POST may
+          have left long after the intent was committed (journalled in a batch, then
+          waiting for a worker and for budget), and when the run died is not known.
+        - A product whose remote id answered 404 (``lifecycle.remote_id_lost``): since
+          that 404. Staff may have deleted it and made it again on the CMS just before; the
+          new one shows on the list only once the list caught up."""
+        row = self._conn.execute(_UNSEEN_SINCE_SQL, (run_id, key)).fetchone()
+        if row[0] is None:  # no create in doubt: a 404's time, if any
+            return None if row[2] is None else float(row[2])
         lost = float(row[0])
         return max(lost, now) if now is not None and row[1] else lost
 

@@ -25,7 +25,8 @@ ROWS = [{"sku": f"A-{i}", "name": f"Article {i}"} for i in range(5)]
 def _settings(tmp_path: Path, *, url: str = "http://127.0.0.1:9", key: str = "k-a") -> Settings:
     return settings_from_dict(
         {
-            "api": {"base_url": url, "api_key": key},
+            # the in-memory list shows every write at once: a 404'd id is looked up at once
+            "api": {"base_url": url, "api_key": key, "list_lag_s": 0},
             "source": {"type": "csv", "path": str(tmp_path / "x.csv")},
             "mapping": {"key": "sku"},
             "state": {"path": str(tmp_path / "state.db")},

@@ -256,7 +256,8 @@ def test_update_method_none_sends_no_updates(tmp_path: Path) -> None:
 
 
 def test_product_deleted_on_the_remote_is_recreated(tmp_path: Path) -> None:
-    settings, remote = make_settings(tmp_path), FakeRemote()
+    # The in-memory list shows every write at once: no wait for a product made again.
+    settings, remote = make_settings(tmp_path, api={"list_lag_s": 0}), FakeRemote()
     sync(settings, remote, catalog(5))
     gone_id = remote.by_key("SKU-0002")[0]["id"]
     del remote.products[gone_id]
@@ -267,7 +268,9 @@ def test_product_deleted_on_the_remote_is_recreated(tmp_path: Path) -> None:
 
 
 def test_verify_repairs_remote_edits_and_deletions(tmp_path: Path) -> None:
-    settings, remote, rows = make_settings(tmp_path), FakeRemote(), catalog(6)
+    # The in-memory list shows every write at once: no wait for a product made again.
+    settings = make_settings(tmp_path, api={"list_lag_s": 0})
+    remote, rows = FakeRemote(), catalog(6)
     sync(settings, remote, rows)
     del remote.products[remote.by_key("SKU-0001")[0]["id"]]
     edited = remote.by_key("SKU-0002")[0]["id"]

@@ -10,7 +10,11 @@ example draws PATCH or PUT, 1 or 3 writes in flight, a create-only column or non
 ``[gone]`` archiving or none, and a list that shows writes at once or lags behind them
 (on a fake clock: waiting for the list costs no time), with ``[api] list_lag_s``
 bounding that lag. A page shifted by a concurrent delete is not drawn: no walk can see
-it (``test_walk_proof`` shows what still holds then).
+it (``test_walk_proof`` shows what still holds then). Staff may make a key again right
+after deleting the product skuferry linked to it: the 404 on its id tells skuferry
+when, and a walk ``list_lag_s`` later shows the new one. A key skuferry never linked
+they make long enough before a run for the list to show it: nothing tells any client
+that a product was made within the list's lag before its walk (``staff_create``).
 
 After every step: no key is ever on the remote twice, no POST went out for a key
 whose earlier create was left in doubt (checked by ``tests.faults`` at POST time),
@@ -285,12 +289,21 @@ class RunMachine(RuleBasedStateMachine):
         Not after a walk for a key the mirror has no remote id for: the planner then takes
         the key as absent and POSTs without looking (by design, a walk per create would
         cost 1 read per 100 products each run), so that duplicate is staff's, not a bug.
+
+        Before the first walk, a key skuferry never linked is made long enough before the
+        run for a lagging list to show it: a walk proves absent only what was made
+        ``lag`` before it began, and nothing tells skuferry that this key was just made,
+        so no client could avoid that duplicate (it would have to wait ``lag`` after every
+        walk, and a product made meanwhile would race it again). A key skuferry linked is
+        made again at once: the 404 on its id tells skuferry when, and a walk
+        ``list_lag_s`` later shows it.
         """
         if self.remote.by_key(key):
             return
-        if self._walked() and not self._linked(key):
+        linked = self._linked(key)
+        if self._walked() and not linked:
             return
-        self.remote.seed({"sku": key, "name": name, "price": price})
+        self.remote.seed({"sku": key, "name": name, "price": price}, listed=not linked)
         self.staff_touched.add(key)
         self._changed()
 
@@ -552,10 +565,11 @@ TestRunMachine = RunMachine.TestCase
 
 
 def _settings(tmp_path: Path, **over: Any) -> Settings:
+    api = {"base_url": "http://127.0.0.1:9", "api_key": "k-test", "max_in_flight": 1}
     return settings_from_dict(
         {
             **over,
-            "api": {"base_url": "http://127.0.0.1:9", "api_key": "k-test", "max_in_flight": 1},
+            "api": {**api, "list_lag_s": 0},  # the fake's list shows every write at once
             "source": {"type": "csv", "path": str(tmp_path / "unused.csv")},
             "mapping": {"key": "sku"},
             "state": {"path": str(tmp_path / "state.db")},
@@ -753,10 +767,16 @@ def test_a_restore_cut_short_by_a_crash_is_archived_again_when_the_product_leave
 # A list that lags 3 s behind writes, and skuferry told so ([api] list_lag_s = 3); a fake
 # clock: a run waiting for the list costs no time.
 #
-# (group commit, b4d4499) An intent a killed run left is lost as of the next run's start;
-# that run's own create was a witness to come, and the second look's six walks, guessing
-# at its lag in doubling steps from 50 ms, ended short of list_lag_s: failed "outcome
-# unknown" after a clean run. The last walk now waits out the bound.
+# 1. (there before this round) A product deleted on the CMS and made again there by staff
+#    just before a run: its id answered 404 and the walk, too early to show the new one,
+#    was taken as proof of absence: POSTed, on the CMS twice. A 404 now starts the doubt
+#    clock as a lost create does: the key is created only from a walk the list could show
+#    it in (list_lag_s after the 404, or a later create of the run already listed), also
+#    by the next run when a kill cut this one short.
+# 2. (group commit, b4d4499) An intent a killed run left is lost as of the next run's start;
+#    that run's own create was a witness to come, and the second look's six walks, guessing
+#    at its lag in doubling steps from 50 ms, ended short of list_lag_s: failed "outcome
+#    unknown" after a clean run. The last walk now waits out the bound.
 
 
 def _lagging(tmp_path: Path, lag_s: float = 3.0) -> tuple[Settings, FaultyRemote, FakeClock]:
@@ -797,6 +817,45 @@ def _lagging_run(
         )
 
 
+def _staff_make_again(remote: FaultyRemote, row: Row) -> None:
+    """Staff delete the product of ``row``'s key on the CMS and make it again at once: the
+    list shows the new one only ``lag_s`` later."""
+    del remote.products[remote.by_key(row["sku"])[0]["id"]]
+    remote.seed(dict(row))
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_product_staff_made_again_within_the_lists_lag_is_not_created_twice(
+    tmp_path: Path, verify: bool
+) -> None:
+    # --verify reads the id before any write (404); a plain run's update meets the 404.
+    settings, remote, clock = _lagging(tmp_path)
+    _lagging_run(settings, remote, clock, [LAMP])
+    _staff_make_again(remote, LAMP)
+    row = LAMP if verify else {**LAMP, "price": "2.50"}
+    summary = _lagging_run(settings, remote, clock, [row], verify=verify, gap=0.0)
+    assert len(remote.by_key("A")) == 1, "the 404 was taken for absence before the list caught up"
+    assert summary.failed == 0, summary.problems
+    assert _owned(remote, "A") == [row]
+
+
+def test_a_404_a_killed_run_met_is_looked_up_once_the_list_could_show_a_product_made_again(
+    tmp_path: Path,
+) -> None:
+    settings, remote, clock = _lagging(tmp_path)
+    _lagging_run(settings, remote, clock, [LAMP, DESK])
+    _staff_make_again(remote, LAMP)
+    # A's PATCH answers 404 (before the fault's hook), B's lands and the run is killed
+    remote.faults = [WriteFault(None, "update", "after", "crash")]
+    changed = [{**LAMP, "price": "2.50"}, {**DESK, "price": "2.50"}]
+    with pytest.raises(Crash):
+        _lagging_run(settings, remote, clock, changed, gap=0.0)
+    remote.disarm()
+    summary = _lagging_run(settings, remote, clock, changed, gap=0.0)
+    assert len(remote.by_key("A")) == 1, "the 404 was taken for absence before the list caught up"
+    assert summary.failed == 0, summary.problems
+
+
 def test_a_create_a_killed_run_left_in_doubt_is_settled_by_the_next_run(tmp_path: Path) -> None:
     # The next run takes the intent as lost from its own start (when the killed run died is
     # not known), and its own create (C) is the witness it waits for: it waited for the
@@ -810,3 +869,22 @@ def test_a_create_a_killed_run_left_in_doubt_is_settled_by_the_next_run(tmp_path
     summary = _lagging_run(settings, remote, clock, rows)
     assert summary.failed == 0, summary.problems
     assert remote.keys() == ["C", "D"]
+
+
+def test_a_create_that_never_went_out_leaves_nothing_to_wait_for(tmp_path: Path) -> None:
+    # A 401 leaves the row PENDING without an id, as a 404 does; but nothing of it can be on
+    # the CMS, so the next run creates it without waiting for the list.
+    settings, remote, clock = _lagging(tmp_path)
+    _lagging_run(settings, remote, clock, [DESK])
+    faults = remote.pre
+
+    def revoked(op: str, payload: dict[str, Any]) -> None:
+        raise errors.AuthError(401, "UNAUTHORIZED", "invalid API key")
+
+    remote.pre = revoked
+    with pytest.raises(errors.AuthError):
+        _lagging_run(settings, remote, clock, [DESK, LAMP])
+    remote.pre = faults
+    summary = _lagging_run(settings, remote, clock, [DESK, LAMP], gap=0.0)
+    assert (summary.created, summary.failed) == (1, 0)
+    assert clock.waits == [], "waited for the list to show a product never sent"

@@ -13,8 +13,10 @@ adoptions, remote duplicates, ``--verify`` repairs.
 Absence is proven, never assumed: every walk reports its verdict to the run's
 ledger, and a product the walk did not find is created only when
 the ledger says so (``adopt_or_create``, the one place that decides it). A create
-in doubt is settled by a walk only once the list could show it (the doubt clock); a
-product known by id is read by id before it is ever created again (``--verify``).
+in doubt is settled by a walk only once the list could show it (the doubt clock), and
+so is a product whose remote id answered 404 (staff may have made it again just
+before: the list shows that only later); a product known by id is read by id before
+it is ever created again (``--verify``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ _LOOKED_UP = "its answer was lost, and a lookup showed it never landed"
 
 MAX_SECOND_LOOKS = 6  # walks of one second look waiting for the list to show its creates
 
-InDoubt = Callable[[str], bool]  # key -> its create from an earlier run may not be listed yet
+InDoubt = Callable[[str], bool]  # key -> a product of it may be on the CMS, not listed yet
 Defer = Callable[[Product], bool]  # hands such a create to the second look; True if taken
 
 
@@ -100,30 +102,38 @@ def walk_proven(
 
 
 def in_doubt(mirror: Mirror, settings: Settings, now: float, run_id: int | None) -> InDoubt:
-    """Creates left in doubt by an earlier run: settled by absence only once ``[api]
-    list_lag_s`` has passed since their answer was lost (no witness crosses runs); one a
-    killed run left, since now (``Mirror.intent_lost_at``)."""
+    """Keys a walk begun after ``now`` may not show though the CMS holds a product of them
+    (``Mirror.unseen_since``): a create an earlier run left in doubt (one a killed run
+    left, since now), or a product whose remote id answered 404, earlier or in this run.
+    Settled by absence only once ``[api] list_lag_s`` has passed since then (no witness
+    crosses runs)."""
     bound = settings.api.list_lag_s
 
     def check(key: str) -> bool:
-        lost = mirror.intent_lost_at(key, now=now, run_id=run_id)
-        return lost is not None and now - lost < bound
+        since = mirror.unseen_since(key, now=now, run_id=run_id)
+        return since is not None and now - since < bound
 
     return check
 
 
 def handed_over(doubt: InDoubt, writer: Writer, mirror: Mirror) -> Defer:
-    """A create an earlier run left in doubt, that the list may not show yet, is handed to
-    this run's second look (which waits for the list) instead of being sent or held."""
+    """A create the list may not show yet (``in_doubt``) is handed to this run's second
+    look, which waits for the list, instead of being sent or held: a lost create's with
+    the creates in doubt (``writer.unknown``), a 404'd product's with the products
+    deleted remotely (``writer.missing``)."""
 
     def defer(product: Product) -> bool:
         if not doubt(product.key):
             return False
         now = writer.clock()
-        lost = mirror.intent_lost_at(product.key, now=now, run_id=writer.context.run_id)
-        writer.doubts.in_doubt(product.key, lost=lost if lost is not None else now)
-        writer.unknown.append(product)
-        log.info("sync.create.in_doubt", key=product.key, lost_at=lost)
+        since = mirror.unseen_since(product.key, now=now, run_id=writer.context.run_id)
+        writer.doubts.in_doubt(product.key, lost=since if since is not None else now)
+        if mirror.has_intent(product.key):
+            writer.unknown.append(product)
+            log.info("sync.create.in_doubt", key=product.key, lost_at=since)
+        else:
+            writer.missing.append(product)
+            log.info("sync.create.unlisted_404", key=product.key, since=since)
         return True
 
     return defer
@@ -214,6 +224,7 @@ class Checked:
                     self._summary,
                     self._ownership,
                     client=self._client,
+                    defer=self._defer,
                 )
                 if checked is not None:
                     yield checked
@@ -248,9 +259,11 @@ def verified_update(
     ownership: Ownership | None = None,
     *,
     client: RemoteApi | None = None,
+    defer: Defer | None = None,
 ) -> Action | None:
     """--verify: an update (or restore) goes against what the remote holds now, not what was
-    last sent.
+    last sent. A 404 makes it a create, which ``defer`` hands to the second look until the
+    list could show the product made again on the CMS.
 
     A PATCH carries only the fields changed since they were last sent, so without this a
     field edited on the CMS stays edited when the source changed another one, and a
@@ -268,7 +281,7 @@ def verified_update(
         summary.repair(planned_unchanged=False)
         log.warning("verify.missing", key=product.key, remote_id=remote_id)
         create = Action(Kind.CREATE, product.key, product, line=product.line)
-        return adopt_or_create(create, index, mirror, summary, ownership=ownership)
+        return adopt_or_create(create, index, mirror, summary, ownership=ownership, defer=defer)
     sent = mirror.payload(product.key)
     if sent is not None and (edited := fields.differing(sent, body, ownership or Ownership())):
         summary.repair(planned_unchanged=False)
@@ -292,8 +305,9 @@ def adopt_or_create(
     """Adopt the one remote product holding this key, report several, or create.
 
     Create only when absence is proven: the run's walks are complete (the ledger says
-    so, here and nowhere else); a create left in doubt by an earlier run that the list
-    may not show yet goes to the second look (``defer``), which waits for the list.
+    so, here and nowhere else); a create left in doubt by an earlier run, or a product
+    whose remote id answered 404, that the list may not show yet goes to the second
+    look (``defer``), which waits for the list.
     Otherwise the product is held: not created, failed with the reason, looked up again
     next run.
 
@@ -313,9 +327,9 @@ def adopt_or_create(
             why = "; ".join(_walk_reasons(ledger))
             _held(summary, product, f"the list of the CMS was not read whole ({why})")
             return None
+        if defer is not None and defer(product):
+            return None
         if mirror.has_intent(product.key):
-            if defer is not None and defer(product):
-                return None
             # looked up: the lost POST never landed
             mirror.close_intent(product.key, outcome=history.FAILED, error=_LOOKED_UP)
         return Action(Kind.CREATE, product.key, product, line=product.line)
@@ -390,8 +404,10 @@ def repairs(
     ownership: Ownership | None = None,
     *,
     client: RemoteApi | None = None,
+    defer: Defer | None = None,
 ) -> Iterator[Action]:
-    """--verify: products deleted or edited on the remote side are put right.
+    """--verify: products deleted or edited on the remote side are put right (one deleted
+    is created again once the list could show it made again there: ``defer``).
 
     Only fields skuferry owns are compared: a create-only field edited on the CMS is its own.
     """
@@ -414,7 +430,12 @@ def repairs(
             summary.repair(planned_unchanged=True)
             log.warning("verify.missing", key=key, remote_id=remote_id)
             resolved = adopt_or_create(
-                Action(Kind.CREATE, key, product), index, mirror, summary, ownership=own
+                Action(Kind.CREATE, key, product),
+                index,
+                mirror,
+                summary,
+                ownership=own,
+                defer=defer,
             )
         elif edited := fields.differing(payload, body, own):
             summary.repair(planned_unchanged=True)
@@ -440,17 +461,22 @@ def second_look(
     """Creates whose response was lost, products deleted remotely: walk, then act.
 
     A create in doubt that the walk does not show is sent again only once the list could
-    show it (the doubt clock); until then the second look waits and walks again (at most
-    ``MAX_SECOND_LOOKS`` walks, the last once the bound has passed). What is still in
+    show it (the doubt clock), and so is a product deleted remotely (from its 404: staff
+    may have made it again before); until then the second look waits and walks again (at
+    most ``MAX_SECOND_LOOKS`` walks, the last once the bound has passed). What is still in
     doubt stays in ``writer.unknown`` for ``give_up``: its intent stays open and the next
     run looks it up first.
     """
     clock = clock or WallClock()
+    doubts = writer.doubts
+    for product in writer.missing:  # deleted remotely: made again there before the 404?
+        since = mirror.unseen_since(product.key)
+        if since is not None:
+            doubts.in_doubt(product.key, lost=since)
     todo = writer.unknown + writer.missing
     writer.unknown, writer.missing = [], []
     log.info("sync.second_look", products=len(todo))
     ownership = Ownership.from_mapping(settings.mapping)
-    doubts = writer.doubts
     retries: list[Action] = []
     for look in range(1, MAX_SECOND_LOOKS + 1):
         ledger = writer.summary.completeness

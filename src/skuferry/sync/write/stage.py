@@ -190,6 +190,7 @@ def _send(
     writes: Iterator[Action] = iter(lanes)
     checked: check_then_create.Checked | None = None
     if index is not None:
+        defer = check_then_create.handed_over(doubt, writer, mirror)
         checked = check_then_create.Checked(
             index,
             mirror,
@@ -197,7 +198,7 @@ def _send(
             writer.ownership,
             verify=options.verify,
             client=client,
-            defer=check_then_create.handed_over(doubt, writer, mirror),
+            defer=defer,
         )
         run.stack.callback(checked.flush)  # also when the writer stops early
         writes = checked(writes)
@@ -205,7 +206,7 @@ def _send(
             writes = itertools.chain(
                 writes,
                 check_then_create.repairs(
-                    store, index, mirror, summary, writer.ownership, client=client
+                    store, index, mirror, summary, writer.ownership, client=client, defer=defer
                 ),
             )
     try:
