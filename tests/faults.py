@@ -128,7 +128,7 @@ class FaultyRemote(FakeRemote):
                 self.fired.append(f"{fault.kind} {when} {op} {key}")
                 raise fault.error()
 
-    def _listed(self) -> list[dict[str, Any]]:
+    def listed(self) -> list[dict[str, Any]]:
         """The products the list shows now: those created at least ``lag_s`` ago."""
         now = self._now()
         return [
@@ -182,7 +182,7 @@ class FaultyRemote(FakeRemote):
                     raise Crash(f"killed while listing page {page}")
                 raise errors.Unreachable(f"GET /api/v1/products?page={page}: connection refused")
             before = len(self.fired)
-            pages, rows, shift = self._page(self._listed(), page, limit, shift)
+            pages, rows, shift = self._page(self.listed(), page, limit, shift)
             clean = clean and len(self.fired) == before
             if page == 1 and pages == 0:
                 break

@@ -373,7 +373,9 @@ class RunMachine(RuleBasedStateMachine):
         in_doubt = {key for (key,) in self._state("SELECT key FROM intents")}
         relinked_before = self._relinked()
         held_before = self._held_snapshot()
-        listed_none = not self.remote.products  # staff deleted them all: the list shows none
+        # Staff deleted them all, or the list does not show yet what is left (its lag):
+        # the first walk finds none.
+        listed_none = not self.remote.listed()
         fired: list[str] = []
         failure: BaseException | None = None
         try:
