@@ -83,8 +83,9 @@ def numeric(
     target: str, column: Column, hint: str | None
 ) -> tuple[dict[str, Any], str, list[str]] | None:
     """The spec that reads ``column``'s numbers as ``target`` (stock: an integer when the
-    values are whole), why, and what to say; None when the values are not all numbers."""
-    numbers = v.numbers(column.values, hint=hint)
+    values are whole), why, and what to say; None when the values are not mostly numbers
+    (its name says what it is, so most of them is enough: the others are refused rows)."""
+    numbers = v.numbers(column.values, hint=hint, mostly=v.MOSTLY_NAMED)
     if numbers is None:
         return None
     spec: dict[str, Any] = {"type": "decimal"}
@@ -124,6 +125,9 @@ def numeric(
         notes.append(
             f"{column.name!r}: {shown} is no number written like the others: "
             "its row is refused, with the line"
+            if len(numbers.outliers) == 1
+            else f"{column.name!r}: {shown} are no numbers written like the others: "
+            "their rows are refused, with their lines"
         )
     if numbers.ambiguous:
         shown = ", ".join(repr(a) for a in numbers.ambiguous)

@@ -34,6 +34,9 @@ _PATTERNS = {style: LocaleFormat(*style).pattern(fraction=True) for style in STY
 _SEPARATORS = ".,' \u00a0\u202f"
 _TAIL = re.compile(r"([.,])([0-9]+)$")
 MOSTLY = 0.9  # a column is numbers when at least this share of its values are
+# ... and a column whose name already says price or stock, when most of them are: a
+# small sample's one "a. A." must not leave the prices out (its row is refused instead)
+MOSTLY_NAMED = 0.5
 
 
 def texts(values: Iterable[Any]) -> list[str]:
@@ -88,11 +91,14 @@ def _marks(text: str) -> tuple[set[str], set[str]]:
     return decimal, thousands
 
 
-def numbers(values: Sequence[Any], *, hint: str | None = None) -> Numbers | None:
+def numbers(
+    values: Sequence[Any], *, hint: str | None = None, mostly: float = MOSTLY
+) -> Numbers | None:
     """How ``values`` write numbers (None: they are not numbers, but for a few outliers).
 
     ``hint`` is the decimal mark the file's other columns prove, used when this
-    column's values read as numbers in two styles (``1.234``).
+    column's values read as numbers in two styles (``1.234``); ``mostly`` the share of
+    them that must read as numbers (more than it when it is ``MOSTLY_NAMED``).
     """
     given = present(values)
     if not given:
@@ -106,7 +112,7 @@ def numbers(values: Sequence[Any], *, hint: str | None = None) -> Numbers | None
         return Numbers(".", None, fraction=fraction, zeros=False, typed=True)
     counts = {s: sum(1 for t in written if _PATTERNS[s].fullmatch(t)) for s in STYLES}
     best = max(counts.values())
-    if not best or best < MOSTLY * len(written):
+    if not best or best < mostly * len(written) or best * 2 <= len(written):
         return None  # text, with a number here and there
     viable = [s for s in STYLES if counts[s] == best]
     outliers = tuple(t for t in written if not _PATTERNS[viable[0]].fullmatch(t))

@@ -366,6 +366,33 @@ def test_fields_by_name_and_content_typed_in_the_files_style() -> None:
     assert "Menge pro VE" not in found.used
 
 
+def test_a_named_price_column_of_a_small_sample_keeps_its_type_beside_a_bad_value() -> None:
+    """One "x" among four prices must not leave the prices out of the config (its row is
+    refused instead); a column named so but mostly text is still left out."""
+    cols = [
+        Column("Artikelnummer", None, ("000101", "000102", "000103", "000104")),
+        Column("VK-Preis", None, ("1.234,50", "12,90", "29,00", "x")),
+        Column("Bestand", None, ("5", "0", "3", "auf Anfrage")),
+        Column("Preis alt", None, ("siehe Liste", "12,90", "-", "n/a")),
+    ]
+    found = propose(cols, key=cols[0], hint=decimal_hint(cols, delimiter=";"), count=4)
+    specs = {c.target: c.spec for c in found.choices}
+    assert specs["price"] == {
+        "column": "VK-Preis",
+        "type": "decimal",
+        "decimal": ",",
+        "thousands": ".",
+    }
+    assert specs["stock"] == {"column": "Bestand", "type": "integer"}
+    assert "Preis alt" not in found.used
+    notes = " ".join(found.notes)
+    assert "'x' is no number written like the others: its row is refused" in notes
+    # Half is not most: a name alone never makes a column of text a price.
+    assert v.numbers(["12,90", "n/a"], mostly=v.MOSTLY_NAMED) is None
+    assert v.numbers(["12,90", "13,90", "n/a"], mostly=v.MOSTLY_NAMED) is not None
+    assert v.numbers(["12,90", "13,90", "n/a"]) is None  # unnamed: nine in ten
+
+
 def test_numbers_named_like_nothing_are_asked_not_guessed() -> None:
     cols = [Column("sku", None, ("a", "b")), Column("Wert", None, ("12", "30"))]
     found = propose(cols, key=cols[0], hint=None, count=2)
