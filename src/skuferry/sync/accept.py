@@ -27,10 +27,9 @@ from skuferry import errors, logs
 from skuferry.config.schema import Settings
 from skuferry.models import RawRecord, RunOptions, RunSummary
 from skuferry.shape import Shape, ShapeVerdict, renamed_keys
-from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
-from skuferry.sync.context import Adapters, RunContext
+from skuferry.sync.context import Adapters, RunContext, open_mirror
 from skuferry.sync.map import stage as map_stage
 from skuferry.sync.read import incremental
 from skuferry.sync.read import stage as read_stage
@@ -96,15 +95,10 @@ class Accepted:
 
 def accept_shape(settings: Settings, *, adapters: Adapters | None = None) -> Accepted:
     """``skuferry accept-shape``: under the run lock, read the source and accept its shape."""
+    adapters = adapters or Adapters()
     with ExitStack() as stack:
-        stack.enter_context(run_lock(settings.state.path))
-        mirror = (
-            Mirror(settings.state.path)
-            if adapters is None or adapters.clock is None
-            else Mirror(settings.state.path, clock=adapters.clock)
-        )
-        stack.callback(mirror.close)
-        return accept(settings, mirror, adapters or Adapters(), stack=stack)
+        mirror = open_mirror(stack, settings, adapters)
+        return accept(settings, mirror, adapters, stack=stack)
 
 
 def accept(

@@ -23,6 +23,7 @@ from skuferry.config.schema import Settings
 from skuferry.models import Action, Progress, RunOptions, RunSummary, State
 from skuferry.shape import Shape
 from skuferry.sources.base import Source
+from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
 from skuferry.sync import skip
@@ -44,6 +45,22 @@ class Adapters:
     client: RemoteApi | None = None
     urgent: UrgentInbox | None = None  # the daemon's hooks: keys for the running run's lane
     clock: Clock | None = None  # the run's time (and the mirror's): walks, waits for the list
+
+
+def open_mirror(
+    stack: ExitStack, settings: Settings, adapters: Adapters, *, dry_run: bool = False
+) -> Mirror:
+    """The state a run works on, closed with ``stack``: under the run lock (a dry run opens
+    it read-only and takes none), timed by the run's clock (an injected one times the
+    mirror's records too: a create's doubt is measured on it), keeping history as
+    ``[state] history_days`` says. One home for sync, undo and accept-shape."""
+    if not dry_run:
+        stack.enter_context(run_lock(settings.state.path))
+    clock = {} if adapters.clock is None else {"clock": adapters.clock}
+    mirror = Mirror(settings.state.path, readonly=dry_run, **clock)
+    stack.callback(mirror.close)
+    mirror.keep_history = settings.state.history_days > 0
+    return mirror
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,10 @@ from contextlib import ExitStack
 from skuferry import errors, logs
 from skuferry.config.schema import Settings
 from skuferry.models import Kind, Progress, RunOptions, RunSummary
-from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
 from skuferry.sync.accept import accept
-from skuferry.sync.context import Adapters, RunContext
+from skuferry.sync.context import Adapters, RunContext, open_mirror
 from skuferry.sync.map import stage as map_stage
 from skuferry.sync.plan import stage as plan_stage
 from skuferry.sync.read import incremental
@@ -64,15 +63,8 @@ def run_once(
     adapters = adapters or Adapters()
     started = time.monotonic()
     summary = RunSummary(dry_run=dry_run)
-    state_path = settings.state.path
     with ExitStack() as stack:
-        if not dry_run:
-            stack.enter_context(run_lock(state_path))
-        # an injected clock times the mirror's records too: a create's doubt is measured on it
-        clock = {} if adapters.clock is None else {"clock": adapters.clock}
-        mirror = Mirror(state_path, readonly=dry_run, **clock)
-        stack.callback(mirror.close)
-        mirror.keep_history = settings.state.history_days > 0
+        mirror = open_mirror(stack, settings, adapters, dry_run=dry_run)
         run = RunContext(
             settings,
             options,

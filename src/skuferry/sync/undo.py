@@ -30,10 +30,9 @@ from skuferry import errors, logs
 from skuferry.config.schema import Settings
 from skuferry.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 from skuferry.models import Action, Progress, RunOptions, RunSummary
-from skuferry.state.lock import run_lock
 from skuferry.state.mirror import Mirror
 from skuferry.sync import skip
-from skuferry.sync.context import Adapters, RunContext
+from skuferry.sync.context import Adapters, RunContext, open_mirror
 from skuferry.sync.plan import undoing
 from skuferry.sync.plan.undoing import Step
 from skuferry.sync.read import undone
@@ -155,14 +154,8 @@ def undo_run(
     adapters = adapters or Adapters()
     started = time.monotonic()
     summary = RunSummary(dry_run=dry_run)
-    state_path = settings.state.path
     with ExitStack() as stack:
-        if not dry_run:
-            stack.enter_context(run_lock(state_path))
-        clock = {} if adapters.clock is None else {"clock": adapters.clock}
-        mirror = Mirror(state_path, readonly=dry_run, **clock)
-        stack.callback(mirror.close)
-        mirror.keep_history = settings.state.history_days > 0
+        mirror = open_mirror(stack, settings, adapters, dry_run=dry_run)
         undone_row = _the_run(mirror, run, settings)
         report = UndoReport(run, None, dry_run, summary)
         if not dry_run:
