@@ -24,7 +24,7 @@ from skuferry.config.keys import fingerprint
 from skuferry.config.load import load_settings
 from skuferry.config.schema import Settings
 from skuferry.models import RunOptions
-from skuferry.remote.pace import BURST_GROW_S
+from skuferry.remote.pace import BURST_GROW_S, RECENT_S
 from skuferry.sandbox import Sandbox
 from skuferry.sandbox.neighbour import Neighbour
 from skuferry.service import report
@@ -175,7 +175,12 @@ def test_a_gateway_with_a_small_burst_is_learnt(
         ).fetchone()
     conn.close()
     learnt = json.loads(value)
-    assert 1 <= learnt["burst"] <= burst, learnt  # persisted with the budgets, for the next run
+    # Persisted with the budgets, for the next run: half of what went out in the RECENT_S
+    # before the first 429. The server refills 10 a second while they go, so a loaded box
+    # that sends its burst slowly learns more than 10 (11 was seen), never more than half
+    # of what the server can take in RECENT_S, and far below the 600 it was told.
+    most = (burst + per_minute / 60 * RECENT_S) / 2
+    assert 1 <= learnt["burst"] <= most, learnt
     shown = report.collect_status(settings)["keys"]["learnt_pace"]
     # `status` tells it, grown back by the time since (one request per BURST_GROW_S): on a
     # loaded machine that can be seconds, so the bound is the learnt burst plus that growth
