@@ -4,6 +4,7 @@
   that needs another start defines its own ``clock`` fixture.
 - ``write_toml``: a config file in ``tmp_path`` (or a given folder), private (0600)
   unless a test asks for another mode; ``tests.fakes.write_config_file`` outside fixtures.
+- ``json_api``: a ``JsonApi`` (tests/json_api.py) on the loopback, closed after the test.
 
 Markers (pyproject.toml): every test under tests/integration is ``integration`` (added
 here if its file forgot); a unit test that starts a server or a process is marked in
@@ -19,6 +20,7 @@ import pytest
 import structlog
 
 from tests.fakes import FakeClock, write_config_file
+from tests.json_api import JsonApi
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -49,3 +51,12 @@ def write_toml(tmp_path: Path) -> Callable[..., Path]:
         return write_config_file(folder or tmp_path, text, name=name, mode=mode)
 
     return write
+
+
+@pytest.fixture
+def json_api() -> Iterator[JsonApi]:
+    served = JsonApi()
+    try:
+        yield served
+    finally:
+        served.close()

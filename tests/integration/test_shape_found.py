@@ -23,7 +23,7 @@ import re
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -178,13 +178,6 @@ def test_found_2_a_dropped_column_gives_no_product_its_default(
 # --- 3. a JSON field moved ----------------------------------------------------------------
 
 
-@pytest.fixture
-def api() -> Iterator[JsonApi]:
-    served = JsonApi()
-    yield served
-    served.close()
-
-
 def _items(n: int, *, moved: bool = False) -> dict[str, Any]:
     items = []
     for i in range(1, n + 1):
@@ -201,14 +194,14 @@ HTTP_FIELDS = (
 
 
 def test_found_3_a_moved_json_field_nulls_no_price(
-    tmp_path: Path, sandbox: Sandbox, run_cli: Run, api: JsonApi
+    tmp_path: Path, sandbox: Sandbox, run_cli: Run, json_api: JsonApi
 ) -> None:
-    api.serve(_items(250))
-    source = f'type = "http"\nurl = "{api.url}"\nitems_path = "items"\npagination = "none"'
+    json_api.serve(_items(250))
+    source = f'type = "http"\nurl = "{json_api.url}"\nitems_path = "items"\npagination = "none"'
     config = _config(tmp_path, sandbox.url, source, HTTP_FIELDS)
     assert _sync(run_cli, config)[0] == 0
     before = _by_sku(sandbox)
-    api.serve(_items(250, moved=True))
+    json_api.serve(_items(250, moved=True))
     for force in ((), ("--force",)):
         code, _, stderr = _sync(run_cli, config, *force)
         assert code == 2, stderr
@@ -330,11 +323,11 @@ def test_found_7_check_fails_when_no_record_is_valid(
 
 
 def test_found_8_an_unproven_window_says_so_on_every_run(
-    tmp_path: Path, sandbox: Sandbox, run_cli: Run, api: JsonApi
+    tmp_path: Path, sandbox: Sandbox, run_cli: Run, json_api: JsonApi
 ) -> None:
-    api.serve(_items(5))
+    json_api.serve(_items(5))
     source = (
-        f'type = "http"\nurl = "{api.url}"\nitems_path = "items"\npagination = "none"\n'
+        f'type = "http"\nurl = "{json_api.url}"\nitems_path = "items"\npagination = "none"\n'
         'since_param = "modified_after"\nsince_format = "%Y-%m-%d %H:%M:%S"'
     )
     config = _config(tmp_path, sandbox.url, source, HTTP_FIELDS)
@@ -344,7 +337,7 @@ def test_found_8_an_unproven_window_says_so_on_every_run(
         summary = json.loads(done.stdout.strip().splitlines()[-1])
         assert any("computed from skuferry's clock" in n for n in summary["notes"])
         assert '"event": "sync.window.unproven"' in done.stderr
-    assert any("modified_after" in asked for asked in api.asked), "incremental pulls ran"
+    assert any("modified_after" in asked for asked in json_api.asked), "incremental pulls ran"
 
 
 # --- 9. the CMS a state mirrors ---------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,15 +141,6 @@ def test_force_writes_it_and_a_dry_run_says_it_would_be_refused(
     assert summary(run_cli("sync", "-c", conf, "--json"))["updated"] == 0, "no longer refused"
 
 
-@pytest.fixture
-def api() -> Iterator[JsonApi]:
-    served = JsonApi()
-    try:
-        yield served
-    finally:
-        served.close()
-
-
 ITEMS = [
     {"SKU": "A-1", "Name": "Drill", "Price": "17.90", "Stock": "5"},
     {"SKU": "A-2", "Name": "Saw", "Price": "29.90", "Stock": "3"},
@@ -162,22 +153,22 @@ def cents(items: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def test_an_api_without_validators_is_refused_after_the_undo(
-    sandbox: Sandbox, tmp_path: Path, run_cli: Run, api: JsonApi
+    sandbox: Sandbox, tmp_path: Path, run_cli: Run, json_api: JsonApi
 ) -> None:
     conf = config(
-        tmp_path, sandbox, f'type = "http"\nurl = "{api.url}"\nitems_path = "items"\n'
+        tmp_path, sandbox, f'type = "http"\nurl = "{json_api.url}"\nitems_path = "items"\n'
         'pagination = "none"'
     )  # fmt: skip
-    api.serve({"generated_at": "10:00", "items": ITEMS})
+    json_api.serve({"generated_at": "10:00", "items": ITEMS})
     summary(run_cli("sync", "-c", conf, "--json"))
     good = prices(sandbox)
-    api.serve({"generated_at": "10:05", "items": cents(ITEMS)})
+    json_api.serve({"generated_at": "10:05", "items": cents(ITEMS)})
     bad = summary(run_cli("sync", "-c", conf, "--json"))
     assert bad["updated"] == 3
     assert run_row(tmp_path, bad["run_id"])[1] is None, "an API without validators: no token"
-    api.serve({"generated_at": "10:10", "items": cents(ITEMS)[::-1]})  # the same feed
+    json_api.serve({"generated_at": "10:10", "items": cents(ITEMS)[::-1]})  # the same feed
     take_back(run_cli, conf, sandbox, bad, good)
-    api.serve({"generated_at": "10:15", "items": [*ITEMS[:2], {**ITEMS[2], "Stock": "4"}]})
+    json_api.serve({"generated_at": "10:15", "items": [*ITEMS[:2], {**ITEMS[2], "Stock": "4"}]})
     fixed = summary(run_cli("sync", "-c", conf, "--json"))
     assert (fixed["updated"], fixed["unchanged"]) == (1, 2)
 

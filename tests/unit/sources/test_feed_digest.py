@@ -8,7 +8,6 @@ import gzip
 import io
 import json
 import zipfile
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -150,18 +149,15 @@ def test_every_wrapper_says_its_inner_sources_feed(tmp_path: Path) -> None:
     assert read(pieces) == expected
 
 
-@pytest.fixture
-def api() -> Iterator[JsonApi]:
-    served = JsonApi()
-    try:
-        yield served
-    finally:
-        served.close()
-
-
-def http(api: JsonApi, **options: Any) -> HttpSource:
+def http(json_api: JsonApi, **options: Any) -> HttpSource:
     settings = HttpSourceSettings.model_validate(
-        {"type": "http", "url": api.url, "items_path": "items", "pagination": "none", **options}
+        {
+            "type": "http",
+            "url": json_api.url,
+            "items_path": "items",
+            "pagination": "none",
+            **options,
+        }
     )
     source = open_source(settings)
     assert isinstance(source, HttpSource)
@@ -171,23 +167,23 @@ def http(api: JsonApi, **options: Any) -> HttpSource:
 ITEMS = [{"sku": f"A-{i}", "price": 1.5 + i, "tags": ["x", i]} for i in range(5)]
 
 
-def test_an_apis_feed_is_its_items_in_any_order_and_not_its_envelope(api: JsonApi) -> None:
-    source = http(api)
-    api.serve({"generated_at": "2026-11-28T10:00:00Z", "items": ITEMS})
+def test_an_apis_feed_is_its_items_in_any_order_and_not_its_envelope(json_api: JsonApi) -> None:
+    source = http(json_api)
+    json_api.serve({"generated_at": "2026-11-28T10:00:00Z", "items": ITEMS})
     first = read(source)
     assert first is not None and first.startswith("records:5:")
-    api.serve({"generated_at": "2026-11-28T10:15:00Z", "items": ITEMS[::-1]})
+    json_api.serve({"generated_at": "2026-11-28T10:15:00Z", "items": ITEMS[::-1]})
     assert read(source) == first, "the same items: another time stamp, another order"
-    api.serve({"generated_at": "2026-11-28T10:15:00Z", "items": [*ITEMS[:4], {"sku": "A-4"}]})
+    json_api.serve({"generated_at": "2026-11-28T10:15:00Z", "items": [*ITEMS[:4], {"sku": "A-4"}]})
     assert read(source) not in (None, first)
-    api.serve({"items": [*ITEMS, ITEMS[0]]})
+    json_api.serve({"items": [*ITEMS, ITEMS[0]]})
     assert read(source) != first, "a record twice is another feed"
 
 
-def test_an_incremental_window_is_not_the_feed(api: JsonApi) -> None:
-    source = http(api, since_param="updated_since")
-    api.serve({"items": ITEMS})
+def test_an_incremental_window_is_not_the_feed(json_api: JsonApi) -> None:
+    source = http(json_api, since_param="updated_since")
+    json_api.serve({"items": ITEMS})
     assert read(source) is not None
     window = list(source.pull(datetime(2026, 11, 1, tzinfo=UTC)))
     assert len(window) == 5 and source.feed_digest() is None
-    assert json.loads(api.body)["items"] == ITEMS
+    assert json.loads(json_api.body)["items"] == ITEMS

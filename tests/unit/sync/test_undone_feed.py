@@ -5,7 +5,7 @@ window), an API without validators, a join, a named run, the daemon between runs
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -204,48 +204,41 @@ def test_a_table_file_is_part_of_the_feed(tmp_path: Path) -> None:
     assert shop.sync().updated == 3, "another table: another feed"
 
 
-@pytest.fixture
-def api() -> Iterator[JsonApi]:
-    served = JsonApi()
-    try:
-        yield served
-    finally:
-        served.close()
-
-
 def items(n: int, *, factor: int = 1) -> list[dict[str, Any]]:
     return [{**row, "price": float(row["price"])} for row in catalog(n, factor=factor)]
 
 
-def api_shop(tmp_path: Path, api: JsonApi, **options: Any) -> Shop:
+def api_shop(tmp_path: Path, json_api: JsonApi, **options: Any) -> Shop:
     """The shop's catalog served by an API that sends no validators (one page)."""
-    source = {"type": "http", "url": api.url, "items_path": "items", "pagination": "none"}
+    source = {"type": "http", "url": json_api.url, "items_path": "items", "pagination": "none"}
     return Shop(tmp_path, source={**source, **options})
 
 
-def test_an_api_without_validators_is_recognised_by_its_items(tmp_path: Path, api: JsonApi) -> None:
+def test_an_api_without_validators_is_recognised_by_its_items(
+    tmp_path: Path, json_api: JsonApi
+) -> None:
     """No ETag, no Last-Modified: no change token, ever. The items, in any order and under
     another envelope, are the feed."""
-    shop = api_shop(tmp_path, api)
-    api.serve({"at": "10:00", "items": items(4)})
+    shop = api_shop(tmp_path, json_api)
+    json_api.serve({"at": "10:00", "items": items(4)})
     shop.sync()
-    api.serve({"at": "10:15", "items": items(4, factor=100)})
+    json_api.serve({"at": "10:15", "items": items(4, factor=100)})
     bad = shop.sync()
     assert bad.updated == 4 and run_row(shop, bad.run_id)["token"] is None
     shop.undo(bad.run_id)
-    api.serve({"at": "10:30", "items": items(4, factor=100)[::-1]})  # the same feed
+    json_api.serve({"at": "10:30", "items": items(4, factor=100)[::-1]})  # the same feed
     before = writes(shop.remote)
     with pytest.raises(errors.UndoneFeedRefused):
         shop.sync()
     assert writes(shop.remote) == before
     fixed = items(4)
     fixed[2]["price"] = 9.5
-    api.serve({"at": "10:45", "items": fixed})
+    json_api.serve({"at": "10:45", "items": fixed})
     assert shop.sync().updated == 1
 
 
 def test_a_join_reused_keeps_its_content(
-    tmp_path: Path, api: JsonApi, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, json_api: JsonApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The join's source unchanged (its index reused, not read): the run knows the join's
     content from its index, and the feed is recognised."""
@@ -253,11 +246,11 @@ def test_a_join_reused_keeps_its_content(
     stock = tmp_path / "stock.csv"
     stock.write_text("sku,stock\n" + "".join(f"SKU-{i:04d},{i}\n" for i in range(3)))
     join = {"name": "erp", "type": "csv", "path": str(stock), "key": "sku", "on": "sku"}
-    source = {"type": "http", "url": api.url, "items_path": "items", "pagination": "none"}
+    source = {"type": "http", "url": json_api.url, "items_path": "items", "pagination": "none"}
     shop = Shop(tmp_path, source=source, join=[join], **JOINED)
-    api.serve({"items": items(3)})
+    json_api.serve({"items": items(3)})
     assert shop.sync().joins == {"erp": "read"}
-    api.serve({"items": items(3, factor=100)})
+    json_api.serve({"items": items(3, factor=100)})
     bad = shop.sync()
     assert bad.joins == {"erp": "reused"} and bad.updated == 3
     assert run_row(shop, bad.run_id)["feed"] is not None
@@ -267,12 +260,12 @@ def test_a_join_reused_keeps_its_content(
 
 
 def test_an_incremental_window_cannot_be_recognised_and_the_undo_says_so(
-    tmp_path: Path, api: JsonApi
+    tmp_path: Path, json_api: JsonApi
 ) -> None:
-    shop = api_shop(tmp_path, api, since_param="updated_since")
-    api.serve({"items": items(3)})
+    shop = api_shop(tmp_path, json_api, since_param="updated_since")
+    json_api.serve({"items": items(3)})
     assert shop.sync().pull == "full"
-    api.serve({"items": items(3, factor=100)})
+    json_api.serve({"items": items(3, factor=100)})
     bad = shop.sync()
     assert bad.pull == "incremental" and bad.updated == 3
     assert run_row(shop, bad.run_id)["feed"] is None
