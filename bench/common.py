@@ -289,15 +289,25 @@ def learn_lines(settings: Settings, csv_path: Path, *, skip_every: int = 0) -> i
 def as_schema_5(state: Path) -> None:
     """Turn a state file of this tree back into what schema 5 (main before the line
     digests) opens: a baseline tree refuses a newer file. Bench use only."""
+    as_older_schema(state, "products", "source_line_digest", 5, vacuum=True)
+
+
+def as_older_schema(
+    state: Path, table: str, column: str, version: int, *, vacuum: bool = False
+) -> None:
+    """Drop ``table.column``, the column schema ``version`` lacks, and say ``version``: a
+    baseline tree of that schema then opens a state file this tree wrote (it refuses a
+    newer one). Bench use only."""
     import sqlite3
 
     conn = sqlite3.connect(state, isolation_level=None)
     try:
-        columns = [c[1] for c in conn.execute("PRAGMA table_info(products)")]
-        if "source_line_digest" in columns:
-            conn.execute("ALTER TABLE products DROP COLUMN source_line_digest")
-            conn.execute("PRAGMA user_version = 5")
-        conn.execute("VACUUM")
+        columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})")]
+        if column in columns:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+            conn.execute(f"PRAGMA user_version = {version}")
+        if vacuum:
+            conn.execute("VACUUM")
     finally:
         conn.close()
 

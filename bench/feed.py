@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Result, build_mirror, learn_lines, settings, toml, write_csv
+from bench.common import (
+    Result,
+    as_older_schema,
+    build_mirror,
+    learn_lines,
+    settings,
+    toml,
+    write_csv,
+)
 from bench.local import run_child
 from bench.speed import _baseline_env, _compiled, _load
 from skuferry.sandbox.pim import GeneratedCatalog, PimServer
@@ -81,14 +88,7 @@ def _read(path: Path | str, how: str, env: dict[str, str] | None) -> tuple[Sampl
 
 def _as_schema_9(state: Path) -> None:
     """A state file of this tree as main before ``runs.feed`` (schema 9) opens it."""
-    conn = sqlite3.connect(state, isolation_level=None)
-    try:
-        columns = [c[1] for c in conn.execute("PRAGMA table_info(runs)")]
-        if "feed" in columns:
-            conn.execute("ALTER TABLE runs DROP COLUMN feed")
-            conn.execute("PRAGMA user_version = 9")
-    finally:
-        conn.close()
+    as_older_schema(state, "runs", "feed", 9)
 
 
 def _line(what: str, ours: list[Sample], bases: list[Sample]) -> str:
