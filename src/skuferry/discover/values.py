@@ -98,7 +98,7 @@ def numbers(
 
     ``hint`` is the decimal mark the file's other columns prove, used when this
     column's values read as numbers in two styles (``1.234``); ``mostly`` the share of
-    them that must read as numbers (more than it when it is ``MOSTLY_NAMED``).
+    them that must read as numbers (and always more than half).
     """
     given = present(values)
     if not given:
