@@ -120,8 +120,9 @@ PENALTY_GUARD_S = 0.1  # Retry-After is whole seconds, counted by the server's c
 WORKSPACE = "workspace"
 _MIN_WAIT_S = 0.001  # float rounding can leave a hair of shortfall: never spin on it
 _LOG_WAIT_FROM_S = 1.0
-# A marked send waits on its mark; a stop is looked at this often meanwhile.
-STOP_LOOK_S = 0.25
+# A marked send waits on its mark, which the writer wakes when the run stops; a stop
+# nobody woke it for is looked at this often meanwhile (a backstop, not the way it learns).
+STOP_LOOK_S = 10.0
 LEASE = 16  # sends one decision may charge ahead, far from the limits
 LEASE_S = 0.25  # ... to be spent within this long
 _EPS = 1e-9
@@ -137,12 +138,18 @@ def _default_wait(seconds: float, stop: threading.Event | None) -> None:
         time.sleep(seconds)
 
 
-def _wait_marked(seconds: float, stop: threading.Event | None, raised: threading.Event) -> None:
-    """Wait ``seconds``, or until ``raised`` is set (at once) or ``stop`` (within
-    ``STOP_LOOK_S``): no look at the budget's ledger meanwhile."""
+def _wait_marked(seconds: float, stop: threading.Event | None, mark: priority.Mark) -> None:
+    """Wait ``seconds``, or until ``mark`` is raised or woken (at once: a stop wakes it),
+    or ``stop`` is set (within ``STOP_LOOK_S``, had nobody woken the mark): no look at the
+    budget's ledger meanwhile, and no wake-up either. A wake of a mark not raised is spent
+    here (cleared before the caller reads ``mark.urgent`` again, so no raise is lost)."""
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        if raised.wait(min(left, STOP_LOOK_S)) or (stop is not None and stop.is_set()):
+        if mark.raised.wait(min(left, STOP_LOOK_S)):
+            if not mark.urgent:
+                mark.raised.clear()
+            return
+        if stop is not None and stop.is_set():
             return
 
 
@@ -319,7 +326,7 @@ class Budget:
                 if self.on_wait is not None:
                     self.on_wait(got, seconds)
                 if mark is not None and not now_urgent and not self._injected_wait:
-                    _wait_marked(seconds, stop, mark.raised)  # its mark may be raised
+                    _wait_marked(seconds, stop, mark)  # its mark may be raised
                 else:
                     self._wait(seconds, stop)
                 if stop is not None and stop.is_set():

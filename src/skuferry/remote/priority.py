@@ -9,7 +9,9 @@ retries and the lookups of that write are all urgent, and nothing else is.
 A mark may be raised while its write waits: a backlog write of a product the
 urgent lane wants (the lane waits for its answer) becomes urgent itself. Such a
 waiting write waits on its mark (``raised``), not on a clock: it looks at the budget
-again when its turn comes or the mark is raised, whichever is first.
+again when its turn comes or the mark is raised, whichever is first. A stop reaches it
+the same way: whoever stops the writes wakes their marks (``wake``), so a wait for the
+budget needs no clock to notice a stop either.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ class Mark:
 
     def raise_(self) -> None:
         self.urgent = True
+        self.raised.set()
+
+    def wake(self) -> None:
+        """The send waiting under this mark looks again now, urgent or not (a stop: it
+        finds the stop and gives up). A wake of a send that goes on waiting is spent."""
         self.raised.set()
 
 

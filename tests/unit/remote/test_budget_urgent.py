@@ -17,7 +17,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from skuferry import errors
 from skuferry.config.schema import BudgetSettings
+from skuferry.remote import budget as budget_module
 from skuferry.remote import priority
 from skuferry.remote.budget import Budget
 from skuferry.state.budgetbook import BudgetBook
@@ -302,3 +304,40 @@ def test_a_marked_backlog_write_waits_on_its_mark_not_on_the_ledger(tmp_path: Pa
         assert done.wait(5)
         waiting.join()
         assert book.transactions - before == 2
+
+
+def test_a_marked_backlog_write_gives_up_when_its_mark_is_woken_on_a_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 41: a waiting backlog write no longer looks at the stop four times a second;
+    whoever stops the writes wakes its mark, and it gives up at once. The backstop is an
+    hour here, so only the wake can end the wait."""
+    monkeypatch.setattr(budget_module, "STOP_LOOK_S", 3600.0)
+    book = CountingBook(lambda: open_state(tmp_path / "state.db"))
+    with Budget(book, limits={"read": 300, "write": 120}, urgent_share=0.1) as budget:
+        for _ in range(108):
+            budget.acquire("write")
+        mark, stop = priority.Mark(), threading.Event()
+        waiting_now, outcome = threading.Event(), []
+        budget.on_wait = lambda _key, _seconds: waiting_now.set()
+
+        def backlog_write() -> None:
+            try:
+                budget.acquire("write", stop=stop)
+                outcome.append("sent")
+            except errors.Interrupted:
+                outcome.append("gave up")
+
+        waiting = threading.Thread(target=priority.with_mark(backlog_write, mark))
+        waiting.start()
+        assert waiting_now.wait(10)
+        before = book.transactions
+        mark.wake()  # woken, but no stop: a wake is spent, the write goes on waiting
+        waiting.join(1.0)
+        assert waiting.is_alive() and outcome == [], "a wake alone does not send it"
+        assert book.transactions - before == 1, "it looked once more, then waits again"
+        stop.set()
+        mark.wake()
+        waiting.join(30)
+        assert not waiting.is_alive() and outcome == ["gave up"]
+        assert not mark.urgent, "a wake is not a raise"

@@ -26,6 +26,27 @@ def test_keys_handed_are_seen_then_taken_once(tmp_path: Path) -> None:
         mirror.close()
 
 
+def test_looking_for_handed_keys_when_there_are_none_writes_nothing(tmp_path: Path) -> None:
+    """A run waiting for its budget looks for handed keys twice a second and almost never
+    finds one (issue 41): a read of the meta table's index, no write transaction."""
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        begun: list[str] = []
+        mirror._conn.set_trace_callback(
+            lambda sql: begun.append(sql) if sql.lstrip().upper().startswith("BEGIN") else None
+        )
+        for _ in range(3):
+            assert mirror.take_handed_keys() == []
+        assert begun == [], "no transaction while nothing is handed"
+        mirror.hand_keys(["A-1"])
+        begun.clear()
+        assert mirror.take_handed_keys() == ["A-1"]
+        assert len(begun) == 1, "one transaction to take what was handed"
+    finally:
+        mirror._conn.set_trace_callback(None)
+        mirror.close()
+
+
 def test_keys_withdrawn_leave_the_others(tmp_path: Path) -> None:
     mirror = Mirror(tmp_path / "state.db")
     try:

@@ -34,6 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from skuferry import errors, logs
@@ -42,11 +43,13 @@ from skuferry.remote import priority
 from skuferry.state.mirror import Mirror
 from skuferry.state.planstore import PlanStore
 from skuferry.sync.write.actions import Write
-from skuferry.sync.write.writer import Writer
+from skuferry.sync.write.writer import EXPRESS_POLL_S, Writer
 
 log = logs.get(__name__)
 
-POLL_S = 0.5  # how often the lane looks at the state file for keys from other processes
+# How often the lane looks at the state file for keys from other processes: as often as
+# the writer looks for urgent writes nobody rang for (keys put in the inbox ring it).
+POLL_S = EXPRESS_POLL_S
 _UPDATES = (Kind.UPDATE, Kind.RESTORE)
 _REST = (Kind.UPDATE, Kind.RESTORE, Kind.ARCHIVE)
 
@@ -59,6 +62,25 @@ class UrgentInbox:
         self._keys: dict[str, None] = {}  # insertion-ordered set
         self._changed = False  # a watched file changed: the run going reads it again
         self.arrived = threading.Event()
+        self._bells: list[Callable[[], None]] = []  # the writers going: woken by arrivals
+
+    @contextmanager
+    def ringing(self, bell: Callable[[], None]) -> Iterator[None]:
+        """While inside, ``bell`` is rung (after the keys are queued) whenever keys arrive
+        or the source changes: a run's writer, which then looks at once, not on a clock."""
+        with self._lock:
+            self._bells.append(bell)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._bells.remove(bell)
+
+    def _ring(self) -> None:
+        with self._lock:
+            bells = list(self._bells)
+        for bell in bells:
+            bell()
 
     def source_changed(self) -> None:
         """A watched file settled in a new version: the run going reads it again
@@ -66,6 +88,7 @@ class UrgentInbox:
         with self._lock:
             self._changed = True
             self.arrived.set()
+        self._ring()
 
     def take_changed(self) -> bool:
         """Whether the source changed since last asked (and forget it)."""
@@ -79,7 +102,9 @@ class UrgentInbox:
             for key in keys:
                 self._keys[key] = None
             self.arrived.set()
-            return len(self._keys)
+            waiting = len(self._keys)
+        self._ring()
+        return waiting
 
     def take(self) -> list[str]:
         with self._lock:
@@ -172,6 +197,10 @@ class TrackingWriter(Writer):
             for item in held:
                 self._ready.remove(item)
             self._unsend(held)
+
+    def _wake_waiting(self) -> None:
+        for mark in list(self._write_marks.values()):
+            mark.wake()
 
     def _journalled(self, write: Write[Any]) -> None:
         action = write.action
@@ -331,7 +360,8 @@ class Arrivals:
 
     Other processes (``sync --only`` while this run holds the lock) leave ``lane.<key>``
     rows in the state file's meta table; they are read at most every ``POLL_S`` and
-    removed once taken.
+    removed once taken. Keys put in the inbox ring the writer (``UrgentInbox.ringing``)
+    and are taken at once.
     """
 
     def __init__(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -210,7 +211,8 @@ def _send(
                 ),
             )
     try:
-        writer.run(writes)
+        with lane.inbox.ringing(writer.ring) if lane.inbox is not None else nullcontext():
+            writer.run(writes)
         if checked is not None:
             checked.flush()
         _after_writes(run, client, writer, requests_before=requests_before)

@@ -29,7 +29,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    InvalidStateError,
+    ThreadPoolExecutor,
+    wait,
+)
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from skuferry import errors
@@ -49,6 +56,9 @@ T = TypeVar("T")
 
 BATCH = 64  # planned writes journalled in one transaction, and answers recorded in one
 FLUSH_S = 0.05  # an answer is committed at most about this long after it came back
+# How often a writer with spare workers looks for urgent writes nobody rang for (keys
+# another process hands over through the state file), and for a stop.
+EXPRESS_POLL_S = 1.0
 
 
 class _OfContext(Generic[T]):
@@ -105,6 +115,9 @@ class Writer:
         self._ready: deque[tuple[Write[Any], Callable[[], Any]]] = deque()
         self._express: list[tuple[Write[Any], Callable[[], Any]]] = []  # urgent: at once
         self._stop = stop or threading.Event()
+        # Rung when urgent writes arrive (``ring``): the loop waiting on its requests wakes
+        # at once, so it need not look for them on a clock.
+        self._bell: Future[None] = Future()
         self._on_done = on_done or (lambda: None)
         gone = gone or GonePolicy()
         self.ownership = ownership or Ownership()
@@ -143,7 +156,21 @@ class Writer:
     # Urgent writes that may not wait for room in the pool (a subclass's): they go to
     # ``spare`` extra workers while the pool's own wait for the budget.
     spare = 0
-    express_poll_s = 0.25
+
+    @property
+    def express_poll_s(self) -> float:
+        """How often the writer looks for urgent writes (``express``) nobody rang for, and
+        for a stop, while its pool waits for the budget (with ``spare`` workers; else it
+        waits for an answer, and the workers' own waits notice the stop)."""
+        return EXPRESS_POLL_S
+
+    def ring(self) -> None:
+        """Urgent writes arrived (any thread): the loop looks for them now, not at its next
+        poll. Rung after they were queued; the loop takes a new bell before it looks."""
+        bell = self._bell
+        if not bell.done():
+            with suppress(InvalidStateError):  # rung twice at once: once is enough
+                bell.set_result(None)
 
     def express(self) -> list[Action]:
         return []
@@ -191,6 +218,8 @@ class Writer:
                     for urgent in [] if self._ending() else self.express():
                         flight.express(self.write_of(urgent))
                 # Whatever is in flight finishes and is committed, even when stopping.
+                if self._stop.is_set():
+                    self._wake_waiting()  # sends waiting for the budget find the stop now
                 self._record(flight.take_answers() + flight.drain(), journal=[])
                 unsent = [*self._express, *self._ready]
                 if unsent:  # journalled, never sent (a stop): as if never planned
@@ -315,6 +344,10 @@ class Writer:
     def _journalled(self, write: Write[Any]) -> None:
         """A write's journal is committed: its request may go (a subclass tracks it)."""
 
+    def _wake_waiting(self) -> None:
+        """The run stops: requests waiting for the budget look again now and give up (a
+        subclass whose requests wait on their marks wakes them; these wait on the stop)."""
+
     def _urgent(self, write: Write[Any]) -> bool:
         """Whether a journalled write is urgent: it does not wait behind the others."""
         return False
@@ -380,7 +413,12 @@ class _Flight:
         poll = writer.express_poll_s if writer.spare else None
         if self.answered:
             poll = max(0.0, min(poll or FLUSH_S, self.since + FLUSH_S - time.monotonic()))
-        done, self.pending = wait(self.pending, timeout=poll, return_when=FIRST_COMPLETED)
+        bell = writer._bell
+        done, _ = wait({*self.pending, bell}, timeout=poll, return_when=FIRST_COMPLETED)
+        if bell in done:  # a new bell before anyone looks: a ring from now on is heard
+            writer._bell = Future()
+            done.discard(bell)
+        self.pending -= done
         for fut in done:
             exc = fut.exception()
             if exc is not None and not isinstance(exc, errors.SkuferryError):

@@ -8,10 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from skuferry import canonical
 from skuferry.models import Action, Kind, Product
+from skuferry.remote import budget as budget_module
 from skuferry.remote import priority
+from skuferry.remote.budget import Budget
+from skuferry.state.budgetbook import BudgetBook
 from skuferry.state.mirror import Mirror
+from skuferry.state.schema import open_state
+from skuferry.sync.write import writer as writer_module
 from skuferry.sync.write.lanes import (
     Arrivals,
     Lanes,
@@ -345,3 +352,111 @@ def test_the_runs_own_write_held_for_room_is_dropped_when_the_lane_sent_its_key(
     assert ("7", True) in sent
     assert ("K3 new", False) not in sent, "the older write is dropped"
     assert remote.products[ids["K3"]]["stock"] == 7
+
+
+def test_a_stop_reaches_writes_waiting_for_the_budget_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: the pool's workers wait for the budget on their marks, with no clock
+    looking for a stop four times a second. The writer wakes them when the run stops: with
+    an hour's backstop, the run still ends, and nothing waiting was sent."""
+    monkeypatch.setattr(budget_module, "STOP_LOOK_S", 3600.0)
+    stop = threading.Event()
+    mirror = Mirror(tmp_path / "state.db")
+    with Budget(
+        BudgetBook(lambda: open_state(tmp_path / "budget.db")),
+        limits={"read": 300, "write": 60},
+        urgent_share=0.0,
+    ) as budget:
+        for _ in range(60):  # the window is spent: every write waits most of a minute
+            budget.acquire("write")
+        waiting: list[float] = []
+        budget.on_wait = lambda _key, seconds: waiting.append(seconds)
+        remote = FakeRemote(updates="patch", pre=lambda _k, _p: budget.acquire("write", stop=stop))
+        writer = TrackingWriter(
+            remote, mirror, run_id=None, update_method="patch", max_in_flight=2, stop=stop
+        )
+        writer.lanes = Lanes(
+            [create(f"K{i}", i) for i in range(5)],
+            take=list,
+            fetch=lambda _keys: [],
+            in_flight=writer.in_flight,
+        )
+        run = threading.Thread(target=writer.run, args=(writer.lanes,))
+        try:
+            run.start()
+            deadline = time.monotonic() + 30
+            while len(waiting) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(waiting) >= 2, "both workers wait for the budget"
+            stop.set()
+            run.join(30)
+            assert not run.is_alive(), "the run ends on the stop, not on the backstop"
+        finally:
+            stop.set()
+            run.join(60)
+            mirror.close()
+    assert remote.products == {}, "nothing that waited was sent"
+
+
+def test_a_key_put_in_the_inbox_rings_the_writer_with_no_poll_to_wait_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: the daemon's hooks put keys in the inbox, which rings the writer: it sends
+    the lane's update at once, although its pool is busy and its poll is an hour long
+    (it used to look four times a second, in every run, for keys that rarely come)."""
+    monkeypatch.setattr(writer_module, "EXPRESS_POLL_S", 3600.0)
+    busy, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    real_wait = writer_module.wait
+
+    def wait(*args: Any, **kwargs: Any) -> Any:  # the loop waits on its requests now
+        if kwargs.get("timeout") == 3600.0:
+            waiting.set()
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(writer_module, "wait", wait)
+    sent: list[tuple[str, bool]] = []
+
+    def pre(kind: str, payload: dict[str, Any]) -> None:
+        sent.append((str(payload.get("name") or payload.get("stock")), priority.is_urgent()))
+        if payload.get("name") == "K1 new":
+            busy.set()
+            assert release.wait(30), "the lane's write never went out"  # guards a hang only
+
+    remote = FakeRemote(updates="patch", pre=pre)
+    keys = ["K1", "K2", "K9"]
+    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
+    mirror = Mirror(tmp_path / "state.db")
+    try:
+        for key, rid in ids.items():
+            mirror.record_created(prod(key, 0, name=key), rid)
+
+        def upd(key: str, **fields: Any) -> Action:
+            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
+
+        inbox = UrgentInbox()
+        writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
+        writer.updates_confirmed = True  # the method is known: no probe goes out alone
+        writer.lanes = Lanes(
+            [upd(k, name=f"{k} new") for k in ("K1", "K2")],
+            take=Arrivals(mirror, inbox),
+            fetch=lambda ks: [upd(k, name=k, stock=7) for k in ks],
+            in_flight=writer.in_flight,
+        )
+
+        def hook() -> None:  # once K1 holds the only worker and the loop waits, K9
+            assert busy.wait(30) and waiting.wait(30)
+            inbox.put(["K9"])
+            while ("7", True) not in sent and not release.is_set():
+                time.sleep(0.01)
+            release.set()
+
+        threading.Thread(target=hook, daemon=True).start()
+        with inbox.ringing(writer.ring):
+            writer.run(writer.lanes)
+    finally:
+        release.set()
+        mirror.close()
+    assert ("7", True) in sent, "the lane's write went out while K1 still held the pool"
+    assert sent.index(("7", True)) < sent.index(("K2 new", False))
+    assert remote.products[ids["K9"]]["stock"] == 7
