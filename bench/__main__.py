@@ -62,6 +62,7 @@ FIGURES: dict[str, Callable[[bool], Result]] = {
     "console": console.figure,  # issue 32: the operator's page: render time, the daemon's RSS
     "consolefleet": console.fleet_front,  # issue 40: the front page of 100 workspaces
     "firstload": firstload.figure,  # issue 41: a first load vs a stateless httpx loop
+    "specpace": firstload.spec_figure,  # issue 41: CPU per write at the spec's budgets
     "history": history.figure,  # issue 38: a first sync and a 1 % change, history on and off
     "historyjournal": history.journal,  # issue 38: the journal's own cost per write, on and off
     "feeddigest": feed.figure,  # issue 38: a feed known by its content: a full pull's cost
