@@ -22,7 +22,6 @@ from skuferry.models import Product, RawLines, RawRecord
 from skuferry.remote.budget import Budget
 from skuferry.remote.client import RemoteClient
 from skuferry.sources.csv import CsvSource
-from skuferry.state import binding
 from skuferry.state.mirror import Mirror
 from skuferry.state.schema import open_state
 from skuferry.sync.map.mapper import Mapper
@@ -237,7 +236,11 @@ def build_mirror(settings: Settings, n: int) -> float:
             "INSERT OR REPLACE INTO meta (name, value) VALUES ('walked_at', ?)", (repr(now),)
         )
         # bound to the sandbox it was "synced" with, as a sync leaves it: its ids are not
-        # the sandbox's, and an unbound state would be looked up there and refused
+        # the sandbox's, and an unbound state would be looked up there and refused.
+        # Imported here: a baseline tree from before the binding (issue 37) imports this
+        # module too (bench.urgent's workers), and never builds a mirror this way.
+        from skuferry.state import binding
+
         cms = binding.Binding.of(settings.api.base_url, settings.api_keys)
         conn.execute(
             "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
