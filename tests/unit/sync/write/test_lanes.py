@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Iterator
@@ -372,7 +373,11 @@ def test_a_stop_reaches_writes_waiting_for_the_budget_at_once(
             budget.acquire("write")
         waiting: list[float] = []
         budget.on_wait = lambda _key, seconds: waiting.append(seconds)
-        remote = FakeRemote(updates="patch", pre=lambda _k, _p: budget.acquire("write", stop=stop))
+
+        def pre(_kind: str, _payload: dict[str, Any]) -> None:  # as the client paces a send
+            budget.acquire("write", stop=stop)
+
+        remote = FakeRemote(updates="patch", pre=pre)
         writer = TrackingWriter(
             remote, mirror, run_id=None, update_method="patch", max_in_flight=2, stop=stop
         )
@@ -407,7 +412,7 @@ def test_a_key_put_in_the_inbox_rings_the_writer_with_no_poll_to_wait_for(
     (it used to look four times a second, in every run, for keys that rarely come)."""
     monkeypatch.setattr(writer_module, "EXPRESS_POLL_S", 3600.0)
     busy, release, waiting = threading.Event(), threading.Event(), threading.Event()
-    real_wait = writer_module.wait
+    real_wait = concurrent.futures.wait
 
     def wait(*args: Any, **kwargs: Any) -> Any:  # the loop waits on its requests now
         if kwargs.get("timeout") == 3600.0:
