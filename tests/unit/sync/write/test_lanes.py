@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,21 @@ def update(key: str, line: int, **fields: Any) -> Action:
 
 def create(key: str, line: int) -> Action:
     return Action(Kind.CREATE, key, prod(key, line, stock=1), line=line)
+
+
+def _seeded(
+    remote: FakeRemote, mirror: Mirror, keys: list[str]
+) -> tuple[dict[str, str], Callable[..., Action]]:
+    """``keys`` on the CMS and in the mirror as synced; (their remote ids, an update of
+    one of them with the given fields)."""
+    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
+    for key, rid in ids.items():
+        mirror.record_created(prod(key, 0, name=key), rid)
+
+    def upd(key: str, **fields: Any) -> Action:
+        return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
+
+    return ids, upd
 
 
 def test_an_update_is_urgent_when_it_changes_an_urgent_field() -> None:
@@ -263,15 +278,9 @@ def test_the_writer_hastens_a_backlog_write_the_lane_waits_for(tmp_path: Path) -
 
     remote = FakeRemote(updates="patch", pre=pre)
     keys = ["K0", "K1", "K2"]
-    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
     mirror = Mirror(tmp_path / "state.db")
     try:
-        for key, rid in ids.items():
-            mirror.record_created(prod(key, 0, name=key), rid)
-
-        def upd(key: str, **fields: Any) -> Action:
-            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
-
+        _ids, upd = _seeded(remote, mirror, keys)
         writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
         asked: list[str] = []
 
@@ -312,15 +321,9 @@ def test_the_runs_own_write_held_for_room_is_dropped_when_the_lane_sent_its_key(
 
     remote = FakeRemote(updates="patch", pre=pre)
     keys = ["K1", "K2", "K3"]
-    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
     mirror = Mirror(tmp_path / "state.db")
     try:
-        for key, rid in ids.items():
-            mirror.record_created(prod(key, 0, name=key), rid)
-
-        def upd(key: str, **fields: Any) -> Action:
-            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
-
+        ids, upd = _seeded(remote, mirror, keys)
         inbox = UrgentInbox()
         writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
         lanes = Lanes(
@@ -430,15 +433,9 @@ def test_a_key_put_in_the_inbox_rings_the_writer_with_no_poll_to_wait_for(
 
     remote = FakeRemote(updates="patch", pre=pre)
     keys = ["K1", "K2", "K9"]
-    ids = dict(zip(keys, remote.seed(*({"sku": k, "name": k} for k in keys)), strict=True))
     mirror = Mirror(tmp_path / "state.db")
     try:
-        for key, rid in ids.items():
-            mirror.record_created(prod(key, 0, name=key), rid)
-
-        def upd(key: str, **fields: Any) -> Action:
-            return Action(Kind.UPDATE, key, prod(key, 1, **fields), remote_id=ids[key], line=1)
-
+        ids, upd = _seeded(remote, mirror, keys)
         inbox = UrgentInbox()
         writer = TrackingWriter(remote, mirror, run_id=None, update_method="patch", max_in_flight=1)
         writer.updates_confirmed = True  # the method is known: no probe goes out alone
