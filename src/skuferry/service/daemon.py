@@ -276,6 +276,8 @@ class Daemon:
         self._notify.stopping()
         log.info("daemon.stopping", run_in_flight=self._executor.busy())
         self.stop_event.set()
+        if self._slots is not None:  # a run waiting for a slot gives up now
+            self._slots.wake(self._name or "")
         self._schedule.scheduler.shutdown(wait=False)
         self._listeners.stop()
         if not self._executor.join(self._stop_timeout_s, self._clock):

@@ -31,7 +31,10 @@ from skuferry import logs
 # The daemon's logger: a run's start and wait are the daemon's events.
 log = logs.get("skuferry.service.daemon")
 
-POLL_S = 0.5  # how often a waiting run looks at its stop event
+# A waiting run waits to be granted or woken (``wake``: its daemon stops); it looks at its
+# stop event this often meanwhile only as a backstop. Hundreds may wait at once, and each
+# wake of a thread costs CPU.
+STOP_LOOK_S = 10.0
 
 
 def default_size(cores: int | None = None) -> int:
@@ -66,6 +69,7 @@ class _Waiter:
     ticket: int
     urgent: Callable[[], bool]
     granted: threading.Event = field(default_factory=threading.Event)
+    woken: threading.Event = field(default_factory=threading.Event)  # granted, or a stop
 
 
 class RunSlots:
@@ -112,7 +116,11 @@ class RunSlots:
                 slots=self.size,
                 others_waiting=self.waiting_count() - 1,
             )
-        while not waiter.granted.wait(POLL_S):
+        while not waiter.granted.is_set():
+            waiter.woken.wait(STOP_LOOK_S)
+            waiter.woken.clear()  # before looking: a wake from now on is seen next time
+            if waiter.granted.is_set():
+                break
             if stop.is_set():
                 with self._lock:
                     if not waiter.granted.is_set():
@@ -139,6 +147,14 @@ class RunSlots:
             self._waiting.remove(first)
             self._running[first.name] = self._running.get(first.name, 0) + 1
             first.granted.set()
+            first.woken.set()
+
+    def wake(self, name: str) -> None:
+        """``name``'s daemon stops: its run waiting for a slot, if any, gives up now."""
+        with self._lock:
+            for waiter in self._waiting:
+                if waiter.name == name:
+                    waiter.woken.set()
 
     # --- what health, metrics and the page read --------------------------------------
 

@@ -14,6 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from skuferry.models import RunSummary
+from skuferry.service import run_slots
 from skuferry.service.daemon import Daemon
 from skuferry.service.notify import Notifier
 from skuferry.service.run_slots import RunSlots, default_size, usable_cores
@@ -59,7 +60,9 @@ def seen(runner: Runner, name: str) -> bool:
 
 
 @pytest.fixture
-def runner() -> Iterator[Runner]:
+def runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
+    # An hour's backstop: a waiter goes on its grant or its wake alone, never on a clock.
+    monkeypatch.setattr(run_slots, "STOP_LOOK_S", 3600.0)
     found = Runner(RunSlots(2))
     yield found
     found.join()
@@ -99,6 +102,7 @@ def test_a_stop_while_waiting_lets_the_waiter_go_and_keeps_the_line(runner: Runn
         runner.start(name)
     wait_until(lambda: "c" in runner.slots.waiting(), "c waiting")
     runner.stop.set()
+    runner.slots.wake("c")  # c's daemon stops: it wakes its waiting run
     wait_until(lambda: "c" in runner.waited, "c to give up")
     assert runner.waited["c"] is None, "no run: the daemon stopped"
     assert runner.slots.waiting() == {}
@@ -227,3 +231,44 @@ def test_a_fire_time_that_meets_a_waiting_run_is_logged_late_not_skipped(
         finally:
             release.set()
             daemon.request_stop()
+
+
+def test_a_daemon_that_stops_wakes_its_run_waiting_for_a_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: a run waiting for a slot no longer looks at its stop twice a second (a
+    fleet may have hundreds waiting); the daemon's shutdown wakes it, and it gives up."""
+    monkeypatch.setattr(run_slots, "STOP_LOOK_S", 3600.0)
+    slots = RunSlots(1)
+    stop, held, release = threading.Event(), threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with slots.slot("other", stop=stop):
+            held.set()
+            release.wait(30)
+
+    threading.Thread(target=holder, daemon=True).start()
+    assert held.wait(5)
+    daemon = Daemon(
+        None,
+        job=lambda *_a, **_k: RunSummary(),
+        load=lambda _p: make_settings(tmp_path),
+        notifier=Notifier(None),
+        idle_tick_s=0.05,
+        name="late",
+        slots=slots,
+        stop_timeout_s=3600.0,  # the shutdown waits for the waiting run: only a wake ends it
+    )
+    daemon.start()
+    serving = threading.Thread(target=daemon.serve_forever, daemon=True)
+    serving.start()
+    try:
+        wait_until(lambda: "late" in slots.waiting(), "late's first run waiting for a slot")
+        daemon.request_stop()
+        wait_until(lambda: "late" not in slots.waiting(), "the waiting run gave up")
+        serving.join(20)
+        assert not serving.is_alive(), "the daemon stopped"
+        assert slots.running() == 1, "the holder's slot is its own"
+    finally:
+        release.set()
+        stop.set()
