@@ -163,7 +163,7 @@ class RunBook(StateFile):
     def take_handed_keys(self) -> list[str]:
         """The keys handed, removed in the same transaction: each is taken once.
 
-        A run asks twice a second while it waits for its budget, and almost never finds
+        A run asks once a second while it waits for its budget, and almost never finds
         one: a look at the primary key's index first, the write transaction only then."""
         prefix = len(LANE_META)
         lane = (LANE_META, LANE_META[:-1] + chr(ord(LANE_META[-1]) + 1))  # the names' range
